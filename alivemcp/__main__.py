@@ -1,0 +1,3 @@
+from alivemcp.cli import main
+
+raise SystemExit(main())

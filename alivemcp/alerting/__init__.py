@@ -1,0 +1,1 @@
+"""Alerting: turns check results into notifications (see alivemcp.alerting.config)."""

@@ -1,0 +1,459 @@
+"""Configuration: one YAML file, validated by pydantic, with errors that name the field.
+
+Loading goes in stages so every error can carry a precise path:
+1. YAML parse, then ``${VAR}`` / ``${VAR:-default}`` interpolation on string values.
+2. The engine's own model (:class:`Config`), with checks' params still raw mappings.
+3. Target expansion (``targets:`` / ``targets_file:``) into one check per target.
+4. Each check's params validated by its probe type's ``Params`` model from the registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
+from alivemcp.probe import ProbeParams
+from alivemcp.registry import ProbeTypeError, Registry, registry
+
+__all__ = [
+    "CheckSpec",
+    "Config",
+    "ConfigError",
+    "Duration",
+    "LoadedConfig",
+    "ResolvedCheck",
+    "load_config",
+    "load_config_text",
+    "parse_duration",
+]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_RESERVED_LABELS = frozenset({"check", "probe", "result", "name", "state", "le", "quantile"})
+_ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+
+
+def parse_duration(value: Any) -> Any:
+    """``30``, ``"30s"``, ``"1.5m"``, ``"250ms"``, ``"2h"`` → seconds as float."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like '30s'")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError(f"{value!r} is not a duration (examples: 30, '30s', '5m', '250ms')")
+        return float(match.group(1)) * _UNITS[match.group(2)]
+    return value
+
+
+#: Seconds, written as a number or a string with a unit.
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerConfig(_Strict):
+    listen: str = Field("0.0.0.0:9464", description="HOST:PORT for /metrics, /status, /healthz.")
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        split_listen(value)
+        return value
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class Defaults(_Strict):
+    interval: Duration = Field(60.0, description="How often each check runs.")
+    timeout: Duration | None = Field(
+        None, description="Per-run timeout; default: the probe type's, else min(10s, 80% interval)."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels on every check.")
+
+
+class SchedulerConfig(_Strict):
+    max_concurrency: int = Field(1000, ge=1, description="Probe runs in flight at once, overall.")
+    per_probe_type: dict[str, int] = Field(
+        default_factory=dict, description="Runs in flight at once per probe type."
+    )
+    shutdown_grace: Duration = Field(10.0, description="How long in-flight runs may finish.")
+
+
+class LoggingConfig(_Strict):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="auto: console on a TTY, JSON lines otherwise."
+    )
+
+
+class TargetSpec(_Strict):
+    """One target of a multi-target check: a name, extra labels and params overrides."""
+
+    name: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckSpec(_Strict):
+    name: str = Field(min_length=1, description="Unique name; with targets, a name prefix.")
+    probe: str = Field(description="Probe type (see `alivemcp probes`).")
+    interval: Duration | None = None
+    timeout: Duration | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description="The probe type's params.")
+    targets: list[str | TargetSpec] | None = Field(
+        None, description="Expand into one check per target (string: fills the target param)."
+    )
+    targets_file: str | None = Field(
+        None, description="File of targets: a YAML list, or one target per line."
+    )
+    depends_on: list[str] = Field(
+        default_factory=list, description="Checks whose firing alerts suppress this one's."
+    )
+    alert: AlertPolicyOverride | None = Field(None, description="Alert policy overrides.")
+
+    @model_validator(mode="after")
+    def _one_target_source(self) -> CheckSpec:
+        if self.targets is not None and self.targets_file is not None:
+            raise ValueError("use either targets or targets_file, not both")
+        return self
+
+
+class Config(_Strict):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    defaults: Defaults = Field(default_factory=Defaults)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    data_dir: str = Field("./data", description="Where alert state is persisted.")
+    checks: list[CheckSpec] = Field(default_factory=list)
+    alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedCheck:
+    """One concrete check after target expansion and params validation."""
+
+    name: str
+    probe_type: str
+    interval: float
+    timeout: float
+    labels: Mapping[str, str]
+    params: ProbeParams
+    depends_on: tuple[str, ...]
+    alert: AlertPolicyOverride | None
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        """Equal fingerprints mean a reload can keep the running probe instance."""
+        return (
+            self.probe_type,
+            self.interval,
+            self.timeout,
+            tuple(sorted(self.labels.items())),
+            self.params.model_dump_json(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: Config
+    checks: tuple[ResolvedCheck, ...]
+    source: str
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; ``errors`` are ``path: message`` lines."""
+
+    def __init__(self, errors: list[str], source: str = "config") -> None:
+        self.errors = errors
+        self.source = source
+        super().__init__(f"{source}: " + "; ".join(errors))
+
+    def render(self) -> str:
+        lines = [f"{self.source}: invalid configuration ({len(self.errors)} error(s))"]
+        lines += [f"  {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+def load_config(path: str | os.PathLike[str], *, reg: Registry | None = None) -> LoadedConfig:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read: {exc.strerror or exc}"], str(path)) from exc
+    return load_config_text(text, source=str(path), base_dir=path.parent, reg=reg)
+
+
+def load_config_text(
+    text: str,
+    *,
+    source: str = "config",
+    base_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    reg: Registry | None = None,
+) -> LoadedConfig:
+    reg = reg or registry()
+    env = os.environ if env is None else env
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], source) from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(["the top level must be a mapping"], source)
+    errors: list[str] = []
+    raw = _interpolate(raw, env, "", errors)
+    if errors:
+        raise ConfigError(errors, source)
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, Config, ""), source) from exc
+    checks = _resolve_checks(config, raw, base_dir or Path.cwd(), env, reg, errors)
+    if errors:
+        raise ConfigError(errors, source)
+    return LoadedConfig(config=config, checks=tuple(checks), source=source)
+
+
+# -- interpolation ---------------------------------------------------------------------------
+
+
+def _interpolate(value: Any, env: Mapping[str, str], path: str, errors: list[str]) -> Any:
+    if isinstance(value, str):
+        if "$" not in value:
+            return value
+
+        def sub(match: re.Match[str]) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            errors.append(f"{path or '<root>'}: environment variable {name} is not set")
+            return ""
+
+        return _ENV_REF.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _interpolate(v, env, _join(path, str(k)), errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, env, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+    return value
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+def _resolve_checks(
+    config: Config,
+    raw: dict[str, Any],
+    base_dir: Path,
+    env: Mapping[str, str],
+    reg: Registry,
+    errors: list[str],
+) -> list[ResolvedCheck]:
+    resolved: list[ResolvedCheck] = []
+    seen: dict[str, str] = {}
+    for index, spec in enumerate(config.checks):
+        path = f"checks[{index}]"
+        try:
+            probe_cls = reg.get(spec.probe)
+        except ProbeTypeError as exc:
+            errors.append(f"{path}.probe: {exc}")
+            continue
+        labels = {**config.defaults.labels, **spec.labels}
+        for label in labels:
+            if not _LABEL_NAME.match(label) or label in _RESERVED_LABELS:
+                errors.append(f"{path}.labels.{label}: not a usable label name")
+        interval = spec.interval or config.defaults.interval
+        timeout = spec.timeout or config.defaults.timeout or probe_cls.default_timeout
+        if timeout is None:
+            timeout = min(10.0, interval * 0.8)
+        if timeout > interval:
+            where = "timeout" if spec.timeout else "interval"
+            errors.append(
+                f"{path}.{where}: timeout {timeout:g}s is longer than the interval {interval:g}s "
+                "(runs of one check never overlap; raise the interval or lower the timeout)"
+            )
+            continue
+        for name, target_labels, overrides, tpath in _expand(spec, probe_cls, base_dir, path,
+                                                             errors):
+            params_raw = {**spec.params, **overrides}
+            try:
+                params = probe_cls.Params.model_validate(params_raw)
+            except ValidationError as exc:
+                errors.extend(_format_errors(exc, probe_cls.Params, f"{tpath}.params"))
+                continue
+            if name in seen:
+                errors.append(f"{tpath}.name: {name!r} is already used by {seen[name]}")
+                continue
+            seen[name] = tpath
+            resolved.append(
+                ResolvedCheck(
+                    name=name,
+                    probe_type=spec.probe,
+                    interval=interval,
+                    timeout=timeout,
+                    labels={**labels, **target_labels},
+                    params=params,
+                    depends_on=tuple(spec.depends_on),
+                    alert=spec.alert,
+                )
+            )
+    known = {c.name for c in resolved}
+    for index, spec in enumerate(config.checks):
+        for dep in spec.depends_on:
+            if dep not in known:
+                hint = difflib.get_close_matches(dep, known, n=1)
+                more = f"; did you mean {hint[0]!r}?" if hint else ""
+                errors.append(f"checks[{index}].depends_on: no check named {dep!r}{more}")
+    return resolved
+
+
+def _expand(
+    spec: CheckSpec, probe_cls: type[Any], base_dir: Path, path: str, errors: list[str]
+) -> Iterator[tuple[str, dict[str, str], dict[str, Any], str]]:
+    if spec.targets is None and spec.targets_file is None:
+        yield spec.name, {}, {}, path
+        return
+    if spec.targets_file is not None:
+        targets = _read_targets_file(base_dir / spec.targets_file, f"{path}.targets_file", errors)
+        where = f"{path}.targets_file"
+    else:
+        targets = list(spec.targets or [])
+        where = f"{path}.targets"
+    target_param = probe_cls.target_param
+    for i, target in enumerate(targets):
+        tpath = f"{where}[{i}]"
+        if isinstance(target, str):
+            if target_param is None:
+                errors.append(f"{tpath}: probe type {spec.probe!r} takes no plain-string targets")
+                continue
+            yield f"{spec.name}/{target}", {}, {target_param: target}, tpath
+        else:
+            label = target.name or (
+                str(target.params.get(target_param, i)) if target_param else str(i)
+            )
+            yield f"{spec.name}/{label}", dict(target.labels), dict(target.params), tpath
+
+
+def _read_targets_file(file: Path, path: str, errors: list[str]) -> list[str | TargetSpec]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        errors.append(f"{path}: cannot read {file}: {exc.strerror or exc}")
+        return []
+    if file.suffix in {".yaml", ".yml", ".json"}:
+        try:
+            data = yaml.safe_load(text) or []
+            if not isinstance(data, list):
+                raise ValueError("must be a list")
+            return [t if isinstance(t, str) else TargetSpec.model_validate(t) for t in data]
+        except (yaml.YAMLError, ValueError, ValidationError) as exc:
+            errors.append(f"{path}: {file} is not a list of targets: {exc}")
+            return []
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+# -- error formatting --------------------------------------------------------------------------
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _loc_to_path(prefix: str, loc: tuple[Any, ...]) -> str:
+    out = prefix
+    for part in loc:
+        out = f"{out}[{part}]" if isinstance(part, int) else _join(out, str(part))
+    return out or "<root>"
+
+
+def _format_errors(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+        path = _loc_to_path(prefix, loc)
+        if err["type"] == "extra_forbidden":
+            allowed = _fields_at(model, loc[:-1])
+            hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+            message = "unknown field" + (f"; did you mean {hint[0]!r}?" if hint else "")
+            if allowed and not hint:
+                message += f" (allowed: {', '.join(sorted(allowed))})"
+        else:
+            message = err["msg"]
+        lines.append(f"{path}: {message}")
+    return lines
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the union member's name in the loc (e.g. 'str', 'TargetSpec'); drop it.
+    return isinstance(part, str) and (part[:1].isupper() or part in {"str", "int", "float"})
+
+
+def _fields_at(model: Any, loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model reached by following ``loc`` from ``model`` (best effort)."""
+    current: Any = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(part, int):
+            args = typing.get_args(current)
+            current = args[0] if args else None
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            current = field.annotation if field else None
+        elif typing.get_origin(current) is dict:
+            current = typing.get_args(current)[1]
+        else:
+            return []
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(tp) if a is not type(None)]
+            models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+            tp = models[0] if models else members[0]
+        else:
+            return tp

@@ -1,0 +1,91 @@
+"""Secret redaction for everything that leaves the process: logs, results, status, metrics.
+
+Two layers: exact values the config marked secret (every ``SecretStr`` in the loaded config is
+registered here), and patterns for secrets that arrive from elsewhere (an ``Authorization``
+header echoed in an error, a Slack webhook URL, credentials in a URL's userinfo).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+__all__ = ["REDACTED", "known_secrets", "redact", "redact_text", "register_secrets_in"]
+
+REDACTED = "[REDACTED]"
+
+_SECRET_KEY = re.compile(
+    r"(authorization|token|password|passwd|secret|api[_-]?key|routing[_-]?key|cookie|"
+    r"webhook|credential|private[_-]?key|session[_-]?id|signature)",
+    re.IGNORECASE,
+)
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 " + REDACTED),
+    (re.compile(r"https://hooks\.slack\.com/[^\s\"'<>]+"), "https://hooks.slack.com/" + REDACTED),
+    (re.compile(r"(?i)(://)[^/\s:@]+:[^/\s@]+@"), r"\1" + REDACTED + "@"),
+    (
+        re.compile(r"(?i)((?:password|passwd|secret|token|api[_-]?key)[\"']?\s*[=:]\s*[\"']?)"
+                   r"[^\s\"',&;]+"),
+        r"\1" + REDACTED,
+    ),
+    (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
+)
+
+_known: set[str] = set()
+
+
+def known_secrets() -> frozenset[str]:
+    return frozenset(_known)
+
+
+def register_secret(value: str) -> None:
+    # Very short values would redact ordinary words; config validation rejects nothing here,
+    # but we only register values long enough to be meaningful.
+    if len(value) >= 4:
+        _known.add(value)
+
+
+def register_secrets_in(obj: Any) -> None:
+    """Walk a config object and register every ``SecretStr`` value in it."""
+    if isinstance(obj, SecretStr):
+        register_secret(obj.get_secret_value())
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            register_secrets_in(getattr(obj, name))
+    elif isinstance(obj, Mapping):
+        for value in obj.values():
+            register_secrets_in(value)
+    elif isinstance(obj, list | tuple | set | frozenset):
+        for value in obj:
+            register_secrets_in(value)
+
+
+def redact_text(text: str) -> str:
+    for secret in _known:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact(value: Any, *, key: str | None = None) -> Any:
+    """Redact a JSON-like value recursively; values under secret-looking keys go entirely."""
+    if key is not None and _SECRET_KEY.search(key) and value not in (None, "", [], {}):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {k: redact(v, key=str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def redact_all(values: Iterable[str]) -> list[str]:
+    return [redact_text(v) for v in values]
