@@ -1,0 +1,35 @@
+"""Real Kafka brokers for the Kafka tests: each started at most once per session, on first use.
+
+Startup costs CPU seconds on a small machine, so the single broker and the three-broker
+cluster are session-scoped and shared; tests that pause a broker must resume it before they
+finish (``with cluster.paused(node_id):``). A missing Java or Maven fails the test with
+what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from alivemcp.localstack.kafka import KafkaCluster
+
+
+@pytest.fixture(scope="session")
+async def kafka_single() -> AsyncIterator[KafkaCluster]:
+    """One combined broker+controller node (replication factor 1 everywhere)."""
+    cluster = await KafkaCluster(size=1).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
+    """Three combined nodes (ids 1, 2, 3): replication factor 3, min.insync.replicas 2."""
+    cluster = await KafkaCluster(size=3).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
