@@ -1,0 +1,319 @@
+"""The status page in real headless Chromium against a local server with 5,000 checks.
+
+The server serves the exact bytes the daemon serves at ``GET /`` and a synthetic ``/status``
+document of the daemon's shape. The test types, scrolls and clicks like a person, waits for the
+page's own refresh loop, and saves a screenshot (``.cache/ship/statuspage.png``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from chromium_cdp import Browser, ChromiumMissingError
+
+from alivemcp.statuspage import PAGE_HTML
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / ".cache" / "ship"
+N_CHECKS = 5000
+REGIONS = ("eu-west-1", "us-east-1", "us-west-2", "ap-southeast-2")
+TEAMS = ("search", "payments", "identity", "ingest", "ml", "platform")
+PROBES = ("mcp_endpoint", "kafka_canary", "s3_replication_lag", "firehose_freshness")
+XSS_CHECK = "mcp/evil-server"
+XSS_REASON = '<img src=x onerror="window.__xss = 1"> initialize returned HTML'
+# Colours the page uses in light mode (headless Chromium reports no dark preference).
+DOWN_RGB = "rgb(207, 34, 46)"
+UP_RGB = "rgb(26, 127, 55)"
+
+
+def synthetic_status(n: int = N_CHECKS, seed: int = 7) -> dict[str, Any]:
+    """A /status document of the daemon's shape: mostly up, some of every other state."""
+    rng = random.Random(seed)
+    now = time.time()
+    checks: list[dict[str, Any]] = []
+    for i in range(n):
+        if i % 125 == 3:
+            status = "down"
+        elif i % 61 == 5:
+            status = "degraded"
+        elif i % 401 == 9:
+            status = "unknown"
+        elif i % 997 == 11:
+            status = "pending"
+        else:
+            status = "up"
+        probe = PROBES[i % len(PROBES)]
+        history = []
+        if status != "pending":
+            for k in range(20):
+                history.append([now - (20 - k) * 60, round(rng.uniform(0.01, 0.4), 6),
+                                status if k >= 17 else "up"])
+        checks.append({
+            "check": f"{probe}/endpoint-{i:05d}",
+            "probe": probe,
+            "labels": {"region": REGIONS[i % len(REGIONS)], "team": TEAMS[i % len(TEAMS)]},
+            "status": status,
+            "reason": {
+                "up": "ok",
+                "down": "connect failed: connection refused",
+                "degraded": "initialize took 2.4s (> degraded_latency 1s)",
+                "unknown": "AccessDenied on the prober's own role",
+                "pending": "not run yet",
+            }[status],
+            "since": None if status == "pending" else now - rng.uniform(30, 90000),
+            "last_run": None if status == "pending" else now - rng.uniform(0, 60),
+            "duration_seconds": None if status == "pending" else history[-1][1],
+            "observations": {} if status == "pending" else {
+                "total_seconds": history[-1][1], "tool_count": 12,
+            },
+            "history": history,
+        })
+    # A reason a hostile server controls: it must show as text, never run.
+    checks.append({
+        "check": XSS_CHECK, "probe": "mcp_endpoint", "labels": {"region": "eu-west-1"},
+        "status": "down", "reason": XSS_REASON, "since": now - 100, "last_run": now - 5,
+        "duration_seconds": 0.2, "observations": {}, "history": [[now - 5, 0.2, "down"]],
+    })
+    summary = {s: 0 for s in ("up", "degraded", "down", "unknown", "pending")}
+    for check in checks:
+        summary[check["status"]] += 1
+    return {"generated_at": now, "summary": summary, "checks": checks}
+
+
+@dataclass
+class StatusServer:
+    """What the local server answers; tests change it between page refreshes."""
+
+    doc: dict[str, Any] = field(default_factory=synthetic_status)
+    fail_with: int | None = None
+    url: str = ""
+    requests: int = 0
+
+
+@pytest.fixture
+async def status_server() -> AsyncIterator[StatusServer]:
+    state = StatusServer()
+
+    async def page(_: web.Request) -> web.Response:
+        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8")
+
+    async def status(_: web.Request) -> web.Response:
+        state.requests += 1
+        if state.fail_with:
+            return web.Response(status=state.fail_with, text="boom")
+        state.doc["generated_at"] = time.time()
+        return web.json_response(state.doc, dumps=json.dumps)
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/status", status)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    state.url = f"http://127.0.0.1:{port}/"
+    try:
+        yield state
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    try:
+        async with Browser(width=1400, height=900) as b:
+            yield b
+    except ChromiumMissingError as exc:
+        pytest.fail(str(exc))
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+PAGE = "window.alivemcpStatusPage"
+CHECK_ROWS = "document.querySelectorAll('#spacer .row.check')"
+
+
+async def test_page_renders_5000_checks_grouped_filtered_and_safe(
+    status_server: StatusServer, browser: Browser
+) -> None:
+    doc = status_server.doc
+    total = len(doc["checks"])
+    await browser.goto(status_server.url)
+    await browser.wait_for(f"{PAGE}.refreshes >= 1")
+
+    # The summary chips carry the document's counts.
+    chips = await browser.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#summary .chip')]"
+        ".map(c => [c.dataset.state, Number(c.querySelector('b').textContent)]))"
+    )
+    assert chips == doc["summary"]
+    assert await browser.evaluate("document.getElementById('shown').textContent") == (
+        f"{total} checks"
+    )
+
+    # Only the rows in view exist in the DOM: the page stays light at 5,000 checks.
+    rendered = await browser.evaluate(f"{CHECK_ROWS}.length")
+    assert 10 < rendered < 120, rendered
+    items = await browser.evaluate(f"{PAGE}.items.length")
+    assert items >= total
+    assert await browser.evaluate("document.getElementById('spacer').style.height") == (
+        f"{items * 34}px"
+    )
+
+    # Default grouping: the label most checks carry; worst group and worst check first.
+    assert await browser.evaluate("document.getElementById('group').value") in {"region", "team"}
+    await browser.evaluate(
+        "(() => { const s = document.getElementById('group'); s.value = 'region';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    groups = await browser.evaluate(f"{PAGE}.groups.map(g => g.name)")
+    assert sorted(groups) == sorted(REGIONS)
+    first = await browser.evaluate(
+        "(() => { const rows = [...document.querySelectorAll('#spacer .row')]"
+        ".sort((a, b) => a.getBoundingClientRect().y - b.getBoundingClientRect().y);"
+        " return rows.slice(0, 2).map(r => [r.className, r.textContent]); })()"
+    )
+    assert "group" in first[0][0] and first[0][1].startswith("▾region: ")
+    assert "s-down" in first[1][0]
+    colour = await browser.evaluate(
+        "getComputedStyle(document.querySelector('#spacer .row.check.s-down .dot'))"
+        ".backgroundColor"
+    )
+    assert colour == DOWN_RGB
+
+    # A sparkline of the last 20 runs in every rendered row that has history.
+    points = await browser.evaluate(
+        "[...document.querySelectorAll('#spacer .row.check svg.spark polyline')]"
+        ".map(p => p.getAttribute('points').split(' ').length)"
+    )
+    with_history = await browser.evaluate(f"[...{CHECK_ROWS}].filter("
+                                          "r => !r.classList.contains('s-pending')).length")
+    assert len(points) == with_history
+    assert max(points) == 20
+
+    # Typing in the filter box narrows 5,000 checks to one.
+    await browser.type_text("#filter", "endpoint-04321")
+    await browser.wait_for("document.getElementById('shown').textContent === "
+                           f"'1 of {total} checks'")
+    names = await browser.evaluate(f"[...{CHECK_ROWS}].map(r => r.dataset.check)")
+    assert names == [c["check"] for c in doc["checks"] if c["check"].endswith("endpoint-04321")]
+
+    # key=value matches a label.
+    await browser.type_text("#filter", "team=payments")
+    expected = sum(1 for c in doc["checks"] if c["labels"].get("team") == "payments")
+    await browser.wait_for("document.getElementById('shown').textContent === "
+                           f"'{expected} of {total} checks'")
+
+    # A state chip filters to that state.
+    await browser.type_text("#filter", "")
+    await browser.click("#summary .chip[data-state='down']")
+    await browser.wait_for("document.getElementById('shown').textContent === "
+                           f"'{doc['summary']['down']} of {total} checks'")
+    assert set(await browser.evaluate(
+        f"[...{CHECK_ROWS}].map(r => r.querySelector('.state').textContent)"
+    )) == {"down"}
+    await browser.click("#summary .chip[data-state='down']")
+
+    # Server-controlled text is shown as text and never runs.
+    await browser.type_text("#filter", "evil-server")
+    await browser.wait_for(f"{CHECK_ROWS}.length === 1")
+    reason = await browser.evaluate(
+        "document.querySelector('#spacer .row.check .reason').textContent"
+    )
+    assert reason == XSS_REASON
+    assert await browser.evaluate("document.querySelectorAll('#spacer img').length") == 0
+    assert await browser.evaluate("window.__xss === undefined")
+
+    # Clicking a check opens its details: observations and the full history.
+    await browser.type_text("#filter", "endpoint-00003")
+    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
+                           f"{CHECK_ROWS}[0].dataset.check.endsWith('endpoint-00003')")
+    await browser.click("#spacer .row.check .name")
+    await browser.wait_for("!document.getElementById('detail').hidden")
+    detail = await browser.evaluate("document.getElementById('detail').textContent")
+    assert "endpoint-00003" in detail and "total_seconds" in detail and "connection refused" in (
+        detail
+    )
+    await browser.click("#detail .close")
+    await browser.wait_for("document.getElementById('detail').hidden")
+
+    # Scrolling to the bottom renders the last rows and nothing else.
+    await browser.type_text("#filter", "")
+    await browser.wait_for(f"document.getElementById('shown').textContent === '{total} checks'")
+    await browser.evaluate(
+        "(() => { const v = document.getElementById('viewport'); v.scrollTop = v.scrollHeight;"
+        " v.dispatchEvent(new Event('scroll')); })()"
+    )
+    last_name = await browser.evaluate(
+        f"(() => {{ const i = {PAGE}.items; const last = i[i.length - 1];"
+        " return last.check ? last.check.check : null; })()"
+    )
+    await browser.wait_for(
+        f"[...{CHECK_ROWS}].some(r => r.dataset.check === {json.dumps(last_name)})"
+    )
+    assert await browser.evaluate(f"{CHECK_ROWS}.length") < 120
+    await browser.evaluate("document.getElementById('viewport').scrollTop = 0")
+
+    render_ms = await browser.evaluate(f"{PAGE}.renderMs")
+    print(f"status page: grouping+filtering+painting {total} checks took {render_ms:.1f} ms")
+    shot = await browser.screenshot(SCREENSHOTS / "statuspage.png")
+    assert png_size(shot) == (1400, 900)
+    assert len(shot) > 20_000  # a blank page compresses to a few hundred bytes
+    assert browser.exceptions == []
+    assert browser.console_errors == []
+
+
+async def test_page_refreshes_itself_and_marks_stale_data(
+    status_server: StatusServer, browser: Browser
+) -> None:
+    doc = status_server.doc
+    await browser.goto(status_server.url + "#refresh=1&q=endpoint-00000")
+    await browser.wait_for(f"{PAGE}.refreshes >= 1")
+    await browser.wait_for(f"{CHECK_ROWS}.length === 1")
+    assert await browser.evaluate(
+        "document.querySelector('#spacer .row.check .state').textContent"
+    ) == "up"
+    colour = await browser.evaluate(
+        "getComputedStyle(document.querySelector('#spacer .row.check .dot')).backgroundColor"
+    )
+    assert colour == UP_RGB
+
+    # The check goes down on the server: the open page shows it without a reload.
+    target = doc["checks"][0]
+    target.update(status="down", reason="HTTP 503 from initialize")
+    doc["summary"]["up"] -= 1
+    doc["summary"]["down"] += 1
+    await browser.wait_for(
+        "document.querySelector('#spacer .row.check .state').textContent === 'down'"
+    )
+    assert await browser.evaluate(
+        "document.querySelector('#spacer .row.check .reason').textContent"
+    ) == "HTTP 503 from initialize"
+    assert await browser.evaluate("document.title") == (
+        f"{doc['summary']['down'] + doc['summary']['degraded']} not up · alivemcp"
+    )
+
+    # The server fails: the page keeps the last data and says it is stale.
+    status_server.fail_with = 500
+    await browser.wait_for("document.getElementById('updated').classList.contains('stale')")
+    assert "HTTP 500" in await browser.evaluate("document.getElementById('updated').textContent")
+    assert await browser.evaluate(f"{CHECK_ROWS}.length") == 1
+
+    # And recovers by itself.
+    status_server.fail_with = None
+    await browser.wait_for("!document.getElementById('updated').classList.contains('stale')")
+    assert browser.exceptions == []
