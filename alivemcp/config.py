@@ -157,6 +157,12 @@ class Config(_Strict):
     checks: list[CheckSpec] = Field(default_factory=list)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
 
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _no_checks(cls, value: Any) -> Any:
+        # `checks:` with only comments under it parses as null: that is an empty list.
+        return [] if value is None else value
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedCheck:

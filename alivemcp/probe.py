@@ -177,7 +177,7 @@ class Probe(Generic[ParamsT]):
         self.context = context
         self.params = params
 
-    async def setup(self) -> None:  # noqa: B027 - optional hook
+    async def setup(self) -> None:
         """Create long-lived clients. Called once before the first run; may be retried."""
 
     async def probe(self) -> ProbeResult:
@@ -185,5 +185,5 @@ class Probe(Generic[ParamsT]):
         an exception as ``unknown``, and cancels the call when the timeout passes."""
         raise NotImplementedError
 
-    async def teardown(self) -> None:  # noqa: B027 - optional hook
+    async def teardown(self) -> None:
         """Release clients and clean up canaries. Called on removal and on shutdown."""

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from alivemcp.localstack.moto import MotoServer
+# The test-only probe plugin (tests/plugins) is found through its entry point exactly as an
+# installed third-party package would be; it must be on sys.path before the registry is read.
+PLUGINS = str(Path(__file__).resolve().parent / "plugins")
+if PLUGINS not in sys.path:
+    sys.path.insert(0, PLUGINS)
+
+from alivemcp.localstack.moto import MotoServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,13 @@ from alivemcp.results import CheckResult
 
 REPO = Path(__file__).resolve().parent.parent
 ALIVEMCP = [sys.executable, "-m", "alivemcp"]
+PLUGINS = REPO / "tests" / "plugins"
+
+
+def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a CLI/daemon subprocess: the test plugin package on its path."""
+    path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **(extra or {})}
 
 
 async def run_check(
@@ -76,7 +83,7 @@ async def run_check_series(
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
         input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real ``alivemcp`` CLI in a subprocess."""
-    full_env = {**os.environ, **(env or {})}
+    full_env = subprocess_env(env)
     return subprocess.run(
         [*ALIVEMCP, *args], capture_output=True, text=True, env=full_env, timeout=timeout,
         input=input, cwd=REPO,
@@ -98,3 +105,118 @@ def check_json(config_path: str | Path, *only: str, env: dict[str, str] | None =
             row = json.loads(line)
             results[row["check"]] = row
     return proc.returncode, results
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DaemonProcess:
+    """The real ``alivemcp run`` in a subprocess, on a free loopback port.
+
+    ``with DaemonProcess(config_path) as d: d.get_json("/status")``; logs go to ``d.log_path``.
+    """
+
+    def __init__(self, config_path: Path, *, env: dict[str, str] | None = None,
+                 start_timeout: float = 60.0) -> None:
+        self.config_path = Path(config_path)
+        self.port = free_port()
+        self.env = env
+        self.start_timeout = start_timeout
+        self.log_path = self.config_path.with_suffix(".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> DaemonProcess:
+        import time
+        import urllib.error
+
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [*ALIVEMCP, "run", "--config", str(self.config_path), "--listen",
+             f"127.0.0.1:{self.port}"],
+            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(self.env), cwd=REPO,
+        )
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
+            try:
+                self.get("/healthz")
+                return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.1)
+        raise AssertionError(f"daemon did not become healthy:\n{self.logs()}")
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(self.base_url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def get_json(self, path: str) -> Any:
+        status, body = self.get(path)
+        assert status == 200, (status, body)
+        return json.loads(body)
+
+    def status_of(self, check: str) -> dict[str, Any]:
+        rows = {row["check"]: row for row in self.get_json("/status")["checks"]}
+        return rows[check]
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
+        import time
+
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; last={last!r}\n{self.logs()[-3000:]}")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        import signal as _signal
+
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(_signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def __enter__(self) -> DaemonProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()

@@ -237,7 +237,13 @@ _NOT_FOUND_CODES = frozenset(
     {"404", "NoSuchKey", "NoSuchBucket", "NotFound", "ResourceNotFoundException"}
 )
 _THROTTLE_CODES = frozenset(
-    {"Throttling", "ThrottlingException", "SlowDown", "TooManyRequestsException", "RequestLimitExceeded"}
+    {
+        "Throttling",
+        "ThrottlingException",
+        "SlowDown",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+    }
 )
 
 

@@ -1,0 +1,223 @@
+"""The ``alivemcp`` command line.
+
+Exit codes: 0 success (``check``: every check up), 1 a check not up, 2 a usage or config error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import json
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from alivemcp import __version__
+from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config
+from alivemcp.logging import configure_logging
+from alivemcp.probe import Status
+from alivemcp.redact import register_secrets_in
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_NOT_UP, EXIT_USAGE = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="alivemcp",
+        description="Uptime and health prober for MCP servers and the AWS data plane behind them.",
+    )
+    parser.add_argument("--version", action="version", version=f"alivemcp {__version__}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the daemon (metrics, status API, alerting)")
+    run.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
+    run.add_argument("--listen", help="HOST:PORT, overrides server.listen")
+    run.set_defaults(func=_cmd_run)
+
+    check = sub.add_parser("check", help="run checks once and print their results")
+    check.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
+    check.add_argument("--only", action="append", default=[], metavar="NAME",
+                       help="run only this check (repeatable; a multi-target check's name "
+                            "selects all its targets)")
+    check.add_argument("--json", action="store_true", help="one JSON object per line")
+    check.set_defaults(func=_cmd_check)
+
+    validate = sub.add_parser("validate", help="validate a config file and exit")
+    validate.add_argument("file", type=Path)
+    validate.set_defaults(func=_cmd_validate)
+
+    probes = sub.add_parser("probes", help="list probe types and their parameters")
+    probes.add_argument("--schema", action="store_true",
+                        help="print the JSON schema of the whole config file")
+    probes.set_defaults(func=_cmd_probes)
+
+    demo = sub.add_parser("demo", help="run the daemon against an embedded local stack")
+    demo.add_argument("--listen", default="127.0.0.1:9464", help="HOST:PORT for the daemon")
+    demo.add_argument("--config", type=Path, default=None,
+                      help="demo config (default: config/demo.yaml)")
+    demo.add_argument("--no-kafka", action="store_true", help="do not start a Kafka broker")
+    demo.add_argument("--duration", type=float, default=None,
+                      help="stop after this many seconds (default: until Ctrl-C)")
+    demo.set_defaults(func=_cmd_demo)
+
+    alert = sub.add_parser("alert-test", help="send a test notification to a receiver")
+    alert.add_argument("--config", "-c", required=True, type=Path)
+    alert.add_argument("--receiver", required=True)
+    alert.set_defaults(func=_cmd_alert_test)
+    return parser
+
+
+def _run_async(coro_fn: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run on uvloop when it is installed (set ALIVEMCP_UVLOOP=0 to use asyncio's loop)."""
+    factory = None
+    if os.environ.get("ALIVEMCP_UVLOOP", "1") != "0":
+        try:
+            import uvloop
+
+            factory = uvloop.new_event_loop
+        except ImportError:  # pragma: no cover - platform without uvloop
+            factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro_fn())
+
+
+def _load(path: Path) -> LoadedConfig:
+    loaded = load_config(path)
+    register_secrets_in(loaded.config)
+    return loaded
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    loaded = _load(args.config)
+    configure_logging(loaded.config.logging.level, loaded.config.logging.format)
+    from alivemcp.daemon import Daemon
+
+    async def go() -> int:
+        return await Daemon(loaded, args.config, args.listen).run()
+
+    return _run_async(go)
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    loaded = _load(args.config)
+    configure_logging("warning", loaded.config.logging.format)
+    selected = _select(loaded.checks, args.only)
+    if selected is None:
+        return EXIT_USAGE
+    return _run_async(lambda: _check_once(loaded, selected, args.json))
+
+
+def _select(checks: Sequence[ResolvedCheck], only: list[str]) -> list[ResolvedCheck] | None:
+    if not only:
+        return list(checks)
+    chosen: list[ResolvedCheck] = []
+    names = [c.name for c in checks]
+    for want in only:
+        matched = [c for c in checks if c.name == want or c.name.startswith(want + "/")]
+        if not matched:
+            hint = difflib.get_close_matches(want, names, n=1)
+            more = f"; did you mean {hint[0]!r}?" if hint else ""
+            print(f"--only: no check named {want!r}{more}", file=sys.stderr)
+            return None
+        chosen.extend(c for c in matched if c not in chosen)
+    return chosen
+
+
+async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json: bool) -> int:
+    from alivemcp.checks import build_handle
+    from alivemcp.plumbing import Plumbing
+    from alivemcp.results import CheckResult
+
+    plumbing = Plumbing()
+    limit = asyncio.Semaphore(loaded.config.scheduler.max_concurrency)
+    handles = [build_handle(c, plumbing) for c in checks]
+    all_up = True
+
+    async def one(handle: Any) -> CheckResult:
+        async with limit:
+            return await handle.run()
+
+    try:
+        for next_done in asyncio.as_completed([one(h) for h in handles]):
+            result = await next_done
+            all_up &= result.status is Status.UP
+            if as_json:
+                print(json.dumps(result.as_json(), default=str), flush=True)
+            else:
+                print(f"{result.status.value:<9} {result.check.name}  "
+                      f"({result.duration_seconds:.3f}s)  {result.reason}", flush=True)
+    finally:
+        await asyncio.gather(*(h.teardown() for h in handles))
+        await plumbing.aclose()
+    return EXIT_OK if all_up else EXIT_NOT_UP
+
+
+# -- validate / probes ---------------------------------------------------------------------------
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    loaded = load_config(args.file)
+    by_type: dict[str, int] = {}
+    for check in loaded.checks:
+        by_type[check.probe_type] = by_type.get(check.probe_type, 0) + 1
+    kinds = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no checks"
+    print(f"{args.file}: ok ({len(loaded.checks)} checks: {kinds})")
+    return EXIT_OK
+
+
+def _cmd_probes(args: argparse.Namespace) -> int:
+    from alivemcp.schema import config_json_schema, describe_probe_types
+
+    if args.schema:
+        print(json.dumps(config_json_schema(), indent=2))
+    else:
+        print(describe_probe_types())
+    return EXIT_OK
+
+
+# -- demo / alert-test ---------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from alivemcp.demo import run_demo
+
+    return _run_async(lambda: run_demo(args))
+
+
+def _cmd_alert_test(args: argparse.Namespace) -> int:
+    loaded = _load(args.config)
+    configure_logging("info", loaded.config.logging.format)
+    from alivemcp.alerting.manager import send_test_notification
+
+    async def go() -> int:
+        ok, message = await send_test_notification(loaded.config.alerting, args.receiver)
+        print(message)
+        return EXIT_OK if ok else EXIT_NOT_UP
+
+    return _run_async(go)

@@ -1,0 +1,70 @@
+"""Describing probe types and the config file: ``alivemcp probes [--schema]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from alivemcp.config import Config
+from alivemcp.registry import registry
+
+__all__ = ["config_json_schema", "describe_probe_types", "params_rows"]
+
+
+def params_rows(model: type[BaseModel]) -> list[tuple[str, str, str, str]]:
+    """(name, type, default, description) for each field of a params model."""
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation = getattr(field.annotation, "__name__", None) or str(field.annotation)
+        annotation = annotation.replace("typing.", "")
+        if field.is_required():
+            default = "required"
+        elif field.default_factory is not None:
+            default = repr(field.default_factory())  # type: ignore[call-arg]
+        else:
+            value = field.default
+            default = repr(getattr(value, "value", value))
+        rows.append((name, annotation, default, field.description or ""))
+    return rows
+
+
+def describe_probe_types() -> str:
+    reg = registry()
+    lines: list[str] = []
+    for name in reg.names():
+        cls = reg.get(name)
+        lines.append(f"{name}: {cls.summary or cls.__doc__ or ''}".rstrip())
+        if cls.target_param:
+            lines.append(f"  targets fill: {cls.target_param}")
+        for field, annotation, default, description in params_rows(cls.Params):
+            lines.append(f"  {field} ({annotation}, {default}): {description}".rstrip(": "))
+        lines.append("")
+    for name, error in reg.broken().items():
+        lines.append(f"{name}: FAILED TO LOAD: {error}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The whole config's JSON schema, with each check's ``params`` tied to its probe type."""
+    schema = Config.model_json_schema()
+    defs = schema.setdefault("$defs", {})
+    branches = []
+    reg = registry()
+    for name in reg.names():
+        params_schema = reg.get(name).Params.model_json_schema(ref_template="#/$defs/{model}")
+        for def_name, definition in params_schema.pop("$defs", {}).items():
+            defs.setdefault(def_name, definition)
+        def_name = f"params_{name}"
+        defs[def_name] = params_schema
+        branches.append(
+            {
+                "if": {"properties": {"probe": {"const": name}}},
+                "then": {"properties": {"params": {"$ref": f"#/$defs/{def_name}"}}},
+            }
+        )
+    check = defs.get("CheckSpec")
+    if check is not None:
+        check["properties"]["probe"]["enum"] = reg.names()
+        check["allOf"] = branches
+    return schema

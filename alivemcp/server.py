@@ -1,0 +1,98 @@
+"""The HTTP server: /metrics, /status, /healthz, /readyz and the status page at /."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from alivemcp.metrics import Metrics
+from alivemcp.status import StatusStore
+from alivemcp.statuspage import PAGE_HTML
+
+__all__ = ["HttpServer"]
+
+#: /healthz fails when the event loop has not ticked for this long.
+LOOP_STALL_SECONDS = 5.0
+
+
+class HttpServer:
+    def __init__(
+        self,
+        store: StatusStore,
+        metrics: Metrics,
+        scheduler_alive: Callable[[], bool],
+        config_loaded: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._scheduler_alive = scheduler_alive
+        self._config_loaded = config_loaded
+        self._last_tick = time.monotonic()
+        self._ticker: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        app = web.Application()
+        app.router.add_get("/", self._page)
+        app.router.add_get("/metrics", self._metrics_handler)
+        app.router.add_get("/status", self._status)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._app = app
+
+    async def start(self, host: str, port: int) -> None:
+        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _tick(self) -> None:
+        # A heartbeat on the loop: if probes ever block the loop, /healthz notices.
+        while True:
+            self._last_tick = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    async def _page(self, _: web.Request) -> web.Response:
+        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8")
+
+    async def _metrics_handler(self, request: web.Request) -> web.Response:
+        body, content_type = await self._metrics.render(request.headers.get("Accept"))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _status(self, _: web.Request) -> web.Response:
+        snapshot = self._store.snapshot()
+        body = await asyncio.to_thread(json.dumps, snapshot, default=str)
+        return web.Response(text=body, content_type="application/json")
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        stalled = time.monotonic() - self._last_tick > LOOP_STALL_SECONDS
+        if stalled or not self._scheduler_alive():
+            reason = "event loop stalled" if stalled else "scheduler not running"
+            return web.json_response({"ok": False, "reason": reason}, status=503)
+        return web.json_response({"ok": True})
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        if not self._config_loaded():
+            return web.json_response({"ready": False, "reason": "no config loaded"}, status=503)
+        if not self._store.ready():
+            pending = [s.info.name for s in self._store.states()
+                       if s.last is None and not s.in_flight]
+            return web.json_response(
+                {"ready": False, "reason": "checks not run yet", "pending": pending[:20],
+                 "pending_count": len(pending)},
+                status=503,
+            )
+        return web.json_response({"ready": True})

@@ -1,0 +1,137 @@
+"""The status store: the latest state of every check, shared by metrics and the status API.
+
+Entries are replaced whole (never mutated in place) so a metrics render in another thread
+always sees a consistent entry. A small ring of recent durations feeds the status page.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from alivemcp.probe import Status
+from alivemcp.results import CheckInfo, CheckResult
+
+__all__ = ["CheckState", "StatusStore"]
+
+HISTORY = 20
+_STATUS_CODES = {Status.UP: 0, Status.DEGRADED: 1, Status.DOWN: 2, Status.UNKNOWN: 3}
+_CODE_STATUS = {v: k for k, v in _STATUS_CODES.items()}
+
+
+@dataclass(slots=True)
+class _History:
+    """Recent runs as compact arrays: ~200 bytes a check instead of 20 tuples."""
+
+    started: array[float] = field(default_factory=lambda: array("d"))
+    durations: array[float] = field(default_factory=lambda: array("f"))
+    statuses: bytearray = field(default_factory=bytearray)
+
+    def push(self, result: CheckResult) -> None:
+        if len(self.statuses) >= HISTORY:
+            del self.started[0], self.durations[0], self.statuses[0]
+        self.started.append(result.started_at)
+        self.durations.append(result.duration_seconds)
+        self.statuses.append(_STATUS_CODES[result.status])
+
+    def rows(self) -> list[list[Any]]:
+        return [
+            [round(t, 3), round(d, 6), _CODE_STATUS[s].value]
+            for t, d, s in zip(self.started, self.durations, self.statuses, strict=True)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckState:
+    info: CheckInfo
+    last: CheckResult | None
+    since: float | None  # when the current status began
+    runs: tuple[int, int, int, int]  # cumulative counts by status: up, degraded, down, unknown
+    in_flight: bool = False
+
+
+class StatusStore:
+    def __init__(self) -> None:
+        self._states: dict[str, CheckState] = {}
+        self._history: dict[str, _History] = {}
+
+    def set_checks(self, infos: Iterable[CheckInfo]) -> None:
+        """Align the store with the configured checks, keeping state of checks that stay."""
+        infos = list(infos)
+        wanted = {i.name for i in infos}
+        for name in list(self._states):
+            if name not in wanted:
+                del self._states[name]
+                self._history.pop(name, None)
+        for info in infos:
+            old = self._states.get(info.name)
+            if old is None:
+                self._states[info.name] = CheckState(info, None, None, (0, 0, 0, 0))
+                self._history[info.name] = _History()
+            elif old.info != info:
+                self._states[info.name] = CheckState(info, old.last, old.since, old.runs)
+
+    def mark_in_flight(self, name: str) -> None:
+        state = self._states.get(name)
+        if state is not None and not state.in_flight:
+            self._states[name] = CheckState(state.info, state.last, state.since, state.runs, True)
+
+    def record(self, result: CheckResult) -> CheckState | None:
+        state = self._states.get(result.check.name)
+        if state is None:  # removed by a reload while it ran
+            return None
+        since = state.since
+        if state.last is None or state.last.status is not result.status:
+            since = result.finished_at
+        runs = list(state.runs)
+        runs[_STATUS_CODES[result.status]] += 1
+        new = CheckState(state.info, result, since, (runs[0], runs[1], runs[2], runs[3]))
+        self._states[result.check.name] = new
+        self._history[result.check.name].push(result)
+        return new
+
+    def states(self) -> list[CheckState]:
+        # list() of a dict's values is one C-level call: safe against concurrent replacement
+        # from the event loop while a render thread iterates.
+        return list(self._states.values())
+
+    def get(self, name: str) -> CheckState | None:
+        return self._states.get(name)
+
+    def ready(self) -> bool:
+        return all(s.last is not None or s.in_flight for s in self._states.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        """The ``/status`` document."""
+        summary = {"up": 0, "degraded": 0, "down": 0, "unknown": 0, "pending": 0}
+        checks = []
+        for state in self.states():
+            last = state.last
+            status = last.status.value if last else "pending"
+            summary[status] += 1
+            row: dict[str, Any] = {
+                "check": state.info.name,
+                "probe": state.info.probe_type,
+                "labels": dict(state.info.labels),
+                "status": status,
+                "reason": last.reason if last else "not run yet",
+                "since": state.since,
+                "last_run": last.started_at if last else None,
+                "duration_seconds": round(last.duration_seconds, 6) if last else None,
+                "observations": dict(last.observations) if last else {},
+                "history": self._history[state.info.name].rows()
+                if state.info.name in self._history
+                else [],
+            }
+            if last and last.labeled_observations:
+                row["labeled_observations"] = [
+                    {"name": o.name, "labels": dict(o.labels), "value": o.value}
+                    for o in last.labeled_observations
+                ]
+            if last and last.details:
+                row["details"] = last.details
+            checks.append(row)
+        return {"generated_at": time.time(), "summary": summary, "checks": checks}

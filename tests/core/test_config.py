@@ -1,0 +1,134 @@
+"""Config validation: errors name the field's path, suggest fixes, and refuse bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from alivemcp.config import ConfigError, load_config, load_config_text, parse_duration
+
+
+def errors_of(
+    text: str, env: dict[str, str] | None = None, base_dir: Path | None = None
+) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config_text(text, env=env or {}, base_dir=base_dir)
+    return info.value.errors
+
+
+def test_typo_in_params_names_the_path_and_suggests_the_field() -> None:
+    errs = errors_of(
+        """
+checks:
+  - name: a
+    probe: test_static
+  - name: b
+    probe: test_static
+    params: {reasn: hi}
+"""
+    )
+    assert errs == ["checks[1].params.reasn: unknown field; did you mean 'reason'?"]
+
+
+def test_typo_in_check_and_top_level_keys() -> None:
+    errs = errors_of("defaults: {intervall: 5}\nchecks: [{name: a, probe: test_static, timout: 1}]")
+    assert "defaults.intervall: unknown field; did you mean 'interval'?" in errs
+    assert "checks[0].timout: unknown field; did you mean 'timeout'?" in errs
+
+
+def test_unknown_probe_type_suggests_the_closest() -> None:
+    errs = errors_of("checks: [{name: a, probe: test_statik}]")
+    assert len(errs) == 1
+    assert errs[0].startswith("checks[0].probe: unknown probe type 'test_statik'; did you mean "
+                              "'test_static'?")
+
+
+def test_broken_plugin_is_named_with_its_import_error() -> None:
+    errs = errors_of("checks: [{name: a, probe: test_broken}]")
+    assert "failed to load" in errs[0] and "ModuleNotFoundError" in errs[0]
+
+
+def test_env_interpolation_default_escape_and_missing() -> None:
+    loaded = load_config_text(
+        "checks: [{name: '${NAME}', probe: test_static, params: {reason: '${R:-dflt} $${X}'}}]",
+        env={"NAME": "from-env"},
+    )
+    check = loaded.checks[0]
+    assert check.name == "from-env"
+    assert check.params.reason == "dflt ${X}"  # type: ignore[attr-defined]
+    errs = errors_of("checks: [{name: a, probe: test_static, params: {reason: '${NOPE}'}}]")
+    assert errs == ["checks[0].params.reason: environment variable NOPE is not set"]
+
+
+def test_targets_expand_into_one_check_each(tmp_path: Path) -> None:
+    (tmp_path / "targets.txt").write_text("# comment\nalpha\n\nbeta\n")
+    loaded = load_config_text(
+        """
+defaults: {labels: {team: core}}
+checks:
+  - name: inline
+    probe: test_static
+    targets: [one, {name: two, labels: {tier: gold}, params: {reason: custom}}]
+  - name: fromfile
+    probe: test_static
+    targets_file: targets.txt
+""",
+        env={},
+        base_dir=tmp_path,
+    )
+    by_name = {c.name: c for c in loaded.checks}
+    assert sorted(by_name) == ["fromfile/alpha", "fromfile/beta", "inline/one", "inline/two"]
+    assert by_name["inline/one"].params.reason == "one"  # type: ignore[attr-defined]
+    assert by_name["inline/two"].params.reason == "custom"  # type: ignore[attr-defined]
+    assert by_name["inline/two"].labels == {"team": "core", "tier": "gold"}
+
+
+def test_duplicates_timeouts_labels_and_dependencies_are_refused() -> None:
+    errs = errors_of(
+        """
+checks:
+  - {name: a, probe: test_static}
+  - {name: a, probe: test_static}
+  - {name: b, probe: test_static, interval: 5, timeout: 10}
+  - {name: c, probe: test_static, labels: {check: x}, depends_on: [aa, zzz]}
+"""
+    )
+    assert "checks[1].name: 'a' is already used by checks[0]" in errs
+    assert any(e.startswith("checks[2].timeout: timeout 10s is longer than the interval 5s")
+               for e in errs)
+    assert "checks[3].labels.check: not a usable label name" in errs
+    assert "checks[3].depends_on: no check named 'aa'; did you mean 'a'?" in errs
+    assert "checks[3].depends_on: no check named 'zzz'" in errs
+
+
+def test_durations() -> None:
+    assert parse_duration("250ms") == 0.25
+    assert parse_duration("1.5m") == 90.0
+    assert parse_duration(7) == 7.0
+    errs = errors_of("defaults: {interval: soon}")
+    assert errs[0].startswith("defaults.interval: Value error, 'soon' is not a duration")
+
+
+def test_default_timeout_is_below_the_interval() -> None:
+    loaded = load_config_text("checks: [{name: a, probe: test_static, interval: 5}]", env={})
+    assert loaded.checks[0].timeout == 4.0
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("checks: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    errs = errors_of("- just\n- a list\n")
+    assert errs == ["the top level must be a mapping"]
+
+
+def test_example_and_demo_configs_validate() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    env = {"DEMO_MOTO_URL": "http://127.0.0.1:1"}
+    for name in ("alivemcp.example.yaml",):
+        path = repo / "config" / name
+        load_config_text(path.read_text(), env=env, base_dir=path.parent)
