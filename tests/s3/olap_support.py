@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from alivemcp.localstack.moto import ACCOUNT_ID, MotoServer
+from alivemcp.localstack.object_lambda import ObjectLambdaStandIn
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
 
 LOOPBACK = "127.0.0.1"
@@ -65,3 +66,8 @@ def deny_reads_policy(bucket: str) -> str:
             ],
         }
     )
+
+
+def object_lambda_aws(moto: MotoServer, stand_in: ObjectLambdaStandIn) -> dict[str, Any]:
+    """The probe's ``aws:`` block for reads through Object Lambda ARNs served by the stand-in."""
+    return moto.aws_params(endpoint_url=stand_in.endpoint_url, resolve_all_to=LOOPBACK)
