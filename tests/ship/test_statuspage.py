@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from chromium_cdp import Browser, ChromiumMissingError
 
 from alivemcp.statuspage import PAGE_HTML
+from tests.support import DaemonProcess
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".cache" / "ship"
@@ -317,3 +319,49 @@ async def test_page_refreshes_itself_and_marks_stale_data(
     status_server.fail_with = None
     await browser.wait_for("!document.getElementById('updated').classList.contains('stale')")
     assert browser.exceptions == []
+
+
+async def test_page_served_by_the_real_daemon_shows_its_checks(
+    tmp_path: Path, browser: Browser
+) -> None:
+    state_file = tmp_path / "flip.txt"
+    state_file.write_text("up\nall good\n")
+    config = tmp_path / "daemon.yaml"
+    config.write_text(yaml.safe_dump({
+        "logging": {"format": "json"},
+        "data_dir": str(tmp_path / "data"),
+        "defaults": {"interval": 1, "labels": {"env": "test"}},
+        "checks": [
+            {"name": "fleet", "probe": "test_static", "labels": {"team": "search"},
+             "targets": [f"endpoint {i}" for i in range(200)]},
+            {"name": "payments-api", "probe": "test_file", "labels": {"team": "payments"},
+             "params": {"path": str(state_file)}},
+        ],
+    }))
+    with DaemonProcess(config) as daemon:
+        daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
+        await browser.goto(daemon.base_url + "/#refresh=1&group=team")
+        await browser.wait_for(f"{PAGE}.refreshes >= 1 && {PAGE}.checks.length === 201")
+        groups = await browser.evaluate(f"{PAGE}.groups.map(g => g.name)")
+        assert sorted(groups) == ["payments", "search"]
+        await browser.type_text("#filter", "payments-api")
+        await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
+                               f"{CHECK_ROWS}[0].dataset.check === 'payments-api'")
+        await browser.wait_for(
+            "document.querySelector('#spacer .row.check .state').textContent === 'up'"
+        )
+        # The daemon sees the target fail; the open page follows without a reload.
+        state_file.write_text("down\nHTTP 503 from initialize\n")
+        await browser.wait_for(
+            "document.querySelector('#spacer .row.check .state').textContent === 'down'"
+        )
+        assert await browser.evaluate(
+            "document.querySelector('#spacer .row.check .reason').textContent"
+        ) == "HTTP 503 from initialize"
+        await browser.wait_for(
+            "document.querySelectorAll('#spacer .row.check svg.spark circle').length > 0"
+        )
+        await browser.type_text("#filter", "")
+        await browser.wait_for(f"{CHECK_ROWS}.length > 10")
+        await browser.screenshot(SCREENSHOTS / "statuspage-daemon.png")
+        assert browser.exceptions == []
