@@ -125,7 +125,11 @@ class AwsClients:
                     _secret(settings.session_token),
                 )
             if settings.role_arn:
-                session._credentials = _assumed_role_credentials(session, settings)
+                # The assumed role needs its own session: if it replaced the base session's
+                # credentials, the STS call would wait on the very refresh it is serving.
+                base = session
+                session = AioSession(profile=settings.profile)
+                session._credentials = _assumed_role_credentials(base, settings)
             self._sessions[key] = session
         return session
 
