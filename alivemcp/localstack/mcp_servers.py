@@ -1,0 +1,588 @@
+"""Local MCP servers for the tests, the demo and the benchmark, each in its own process.
+
+* Official Python SDK (``mcp`` 2.x ``MCPServer``): stateful streamable HTTP answering with SSE,
+  stateless streamable HTTP answering with JSON, the legacy HTTP+SSE transport, and an
+  OAuth-protected server (bearer tokens, with a client-credentials token endpoint beside it).
+* The npm reference server ``@modelcontextprotocol/server-everything`` (installed into
+  ``<repo>/.cache/npm`` by ``python -m alivemcp.localstack.mcp_servers fetch-npm``).
+* The "lab": one small aiohttp app whose paths are well-behaved and misbehaving MCP servers
+  (hangs, 500s, HTML, bad JSON, errors, slowness, session expiry, counter-offers, truncated
+  streams, oversized bodies, a 2026-07-28-only server). It is also the fast server the
+  benchmark uses, so the server is not the bottleneck.
+
+Every server binds 127.0.0.1 on a free port; :func:`start_server` waits until it accepts
+connections and fails loudly (with the server's stderr) when it does not.
+
+Command line::
+
+    python -m alivemcp.localstack.mcp_servers fetch-npm
+    python -m alivemcp.localstack.mcp_servers serve sdk-stateful PORT
+    python -m alivemcp.localstack.mcp_servers serve lab PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LAB_PATHS",
+    "NPM_PACKAGE",
+    "SDK_KINDS",
+    "ServerProcess",
+    "ServerUnavailable",
+    "fetch_npm",
+    "npm_server_entry",
+    "start_npm_server",
+    "start_server",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+NPM_DIR = REPO / ".cache" / "npm"
+NPM_PACKAGE = "@modelcontextprotocol/server-everything"
+
+SERVER_NAME = "alivemcp-test"
+SERVER_VERSION = "1.2.3"
+#: Credentials the auth-protected SDK server accepts.
+STATIC_TOKEN = "static-token-9f8e7d6c"
+CLIENT_ID = "prober"
+CLIENT_SECRET = "prober-secret-5a4b3c"
+
+SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth")
+#: Path of the MCP endpoint for each SDK kind.
+SDK_PATHS = {
+    "sdk-stateful": "/mcp",
+    "sdk-stateless-json": "/mcp",
+    "sdk-legacy-sse": "/sse",
+    "sdk-auth": "/mcp",
+}
+
+
+class ServerUnavailable(RuntimeError):
+    """A local server could not be started (missing tool, crash, never listened)."""
+
+
+@dataclass
+class ServerProcess:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    path: str = ""
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.base + self.path
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_listening(proc: ServerProcess, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.process.poll() is not None:
+            break
+        try:
+            with socket.create_connection(("127.0.0.1", proc.port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    log = proc.log_path.read_text(errors="replace")[-3000:] if proc.log_path.exists() else ""
+    proc.stop()
+    raise ServerUnavailable(
+        f"{proc.name} did not listen on 127.0.0.1:{proc.port} within {timeout:g}s "
+        f"(exit code {proc.process.returncode}); its output:\n{log}"
+    )
+
+
+def _spawn(name: str, argv: list[str], port: int, path: str, env: dict[str, str] | None = None,
+           timeout: float = 30.0) -> ServerProcess:
+    log_fd, log_name = tempfile.mkstemp(prefix=f"alivemcp-{name}-", suffix=".log")
+    try:
+        process = subprocess.Popen(
+            argv, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})}, cwd=REPO,
+        )
+    finally:
+        os.close(log_fd)
+    proc = ServerProcess(name, port, process, Path(log_name), path)
+    _wait_listening(proc, timeout)
+    return proc
+
+
+def start_server(kind: str, *, timeout: float = 30.0) -> ServerProcess:
+    """Start an SDK server (one of :data:`SDK_KINDS`) or the ``lab`` in a subprocess."""
+    if kind not in (*SDK_KINDS, "lab"):
+        raise ValueError(f"unknown server kind {kind!r}")
+    port = free_port()
+    argv = [sys.executable, "-m", "alivemcp.localstack.mcp_servers", "serve", kind, str(port)]
+    return _spawn(kind, argv, port, SDK_PATHS.get(kind, ""), timeout=timeout)
+
+
+# -- npm reference server ----------------------------------------------------------------------
+
+
+def npm_server_entry() -> Path:
+    return NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / \
+        "index.js"
+
+
+def fetch_npm() -> Path:
+    """Install the npm reference server into ``.cache/npm`` (does nothing when present)."""
+    entry = npm_server_entry()
+    if entry.exists():
+        return entry
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ServerUnavailable("npm is not installed: install Node.js 20+ and npm")
+    NPM_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_DIR), NPM_PACKAGE],
+        check=True,
+    )
+    if not entry.exists():
+        raise ServerUnavailable(f"npm install finished but {entry} is missing")
+    return entry
+
+
+def start_npm_server(transport: str = "streamableHttp", *, timeout: float = 30.0) -> ServerProcess:
+    """Start the npm reference server (``streamableHttp`` or ``sse``)."""
+    entry = npm_server_entry()
+    if not entry.exists():
+        raise ServerUnavailable(
+            f"{NPM_PACKAGE} is not installed: run `python -m alivemcp.localstack.mcp_servers "
+            "fetch-npm` (make deps does it)"
+        )
+    node = shutil.which("node")
+    if node is None:
+        raise ServerUnavailable("node is not installed: install Node.js 20+")
+    port = free_port()
+    path = "/mcp" if transport == "streamableHttp" else "/sse"
+    return _spawn(f"npm-{transport}", [node, str(entry), transport], port, path,
+                  env={"PORT": str(port)}, timeout=timeout)
+
+
+# -- official SDK servers (run in the child process) -------------------------------------------
+
+
+def _sdk_server(kind: str, port: int) -> Any:
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.mcpserver import MCPServer
+
+    issued: set[str] = set()
+    counters = {"tokens_issued": 0}
+
+    class Verifier:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            if token == STATIC_TOKEN or token in issued:
+                return AccessToken(token=token, client_id=CLIENT_ID, scopes=["mcp"])
+            return None
+
+    base = f"http://127.0.0.1:{port}"
+    options: dict[str, Any] = {}
+    if kind == "sdk-auth":
+        options = {
+            "token_verifier": Verifier(),
+            "auth": AuthSettings(
+                issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False
+            ),
+        }
+    server = MCPServer(SERVER_NAME, version=SERVER_VERSION, **options)
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> dict[str, int]:
+        """Add two integers."""
+        return {"sum": a + b}
+
+    if kind == "sdk-auth":
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+
+        @server.custom_route("/oauth/token", methods=["POST"])
+        async def token(request: Request) -> JSONResponse:
+            form = await request.form()
+            if (form.get("grant_type") != "client_credentials"
+                    or form.get("client_id") != CLIENT_ID
+                    or form.get("client_secret") != CLIENT_SECRET):
+                return JSONResponse({"error": "invalid_client"}, status_code=401)
+            value = "cc-" + secrets.token_hex(12)
+            issued.add(value)
+            counters["tokens_issued"] += 1
+            return JSONResponse(
+                {"access_token": value, "token_type": "Bearer", "expires_in": 3600}
+            )
+
+        @server.custom_route("/oauth/broken", methods=["POST"])
+        async def broken(request: Request) -> JSONResponse:
+            return JSONResponse({"error": "server_error"}, status_code=500)
+
+        @server.custom_route("/oauth/stats", methods=["GET"])
+        async def stats(request: Request) -> JSONResponse:
+            return JSONResponse(counters)
+
+    return server
+
+
+def _serve_sdk(kind: str, port: int) -> None:
+    server = _sdk_server(kind, port)
+    if kind == "sdk-legacy-sse":
+        server.run("sse", host="127.0.0.1", port=port)
+    else:
+        server.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=port,
+            stateless_http=kind == "sdk-stateless-json",
+            json_response=kind == "sdk-stateless-json",
+        )
+
+
+# -- the lab: well-behaved and misbehaving MCP servers in one aiohttp app ----------------------
+
+#: Path → what that server does (and the verdict the probe documents for it).
+LAB_PATHS = {
+    "/json": "stateless streamable HTTP answering in JSON (fast; benchmark target)",
+    "/sse": "stateful streamable HTTP answering in SSE with LF, ids, a priming event and a "
+            "notification before each response (fast; benchmark target)",
+    "/hang": "sends headers, then never sends the body",
+    "/error500": "answers every request with HTTP 500",
+    "/html": "answers 200 text/html (a web page, not MCP)",
+    "/badjson": "answers 200 application/json with a body that is not JSON",
+    "/initerror": "answers initialize with a JSON-RPC error",
+    "/slow": "a correct server that takes 0.6 s per request",
+    "/expire": "stateful; every other tools/list finds its session expired (404)",
+    "/counteroffer": "counter-offers an unknown protocol version",
+    "/midclose": "starts an SSE response and closes the connection before the response",
+    "/huge": "answers initialize with a 12 MiB JSON body",
+    "/badtools": "initialize fine, tools/list result is not a list",
+    "/noinitialized": "initialize fine, notifications/initialized gets HTTP 500",
+    "/modern": "a 2026-07-28-only server: -32022 to initialize, server/discover, tools/list",
+    "/bearer": "401 with a Bearer challenge for every request",
+    "/legacy": "legacy HTTP+SSE (GET stream with an endpoint event, POST replies on stream)",
+}
+
+LAB_TOOLS = [
+    {"name": "echo", "description": "Echo", "inputSchema": {
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "add", "description": "Add", "inputSchema": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}},
+]
+MODERN = "2026-07-28"
+KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+
+
+def _lab_app() -> Any:
+    from aiohttp import web
+
+    sessions: set[str] = set()
+    expiry = {"next": True}
+    legacy_queues: dict[str, asyncio.Queue[bytes]] = {}
+
+    def result_for(message: dict[str, Any], *, version: str | None = None) -> dict[str, Any]:
+        method = message.get("method")
+        params = message.get("params") or {}
+        if method == "initialize":
+            offered = params.get("protocolVersion")
+            result: Any = {
+                "protocolVersion": version or (offered if offered in KNOWN else KNOWN[-1]),
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "alivemcp-lab", "version": "0.9"},
+            }
+        elif method == "server/discover":
+            result = {
+                "supportedVersions": [MODERN],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "alivemcp-lab-modern", "version": "2.0"},
+            }
+        elif method == "tools/list":
+            result = {"tools": LAB_TOOLS}
+        elif method == "tools/call":
+            args = params.get("arguments") or {}
+            if params.get("name") == "echo":
+                result = {"content": [{"type": "text", "text": str(args.get("text", ""))}]}
+            else:
+                total = int(args.get("a", 0)) + int(args.get("b", 0))
+                result = {"content": [{"type": "text", "text": str(total)}],
+                          "structuredContent": {"sum": total}}
+        elif method == "ping":
+            result = {}
+        else:
+            return {"jsonrpc": "2.0", "id": message.get("id"),
+                    "error": {"code": -32601, "message": "Method not found"}}
+        return {"jsonrpc": "2.0", "id": message.get("id"), "result": result}
+
+    def json_reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None
+                   ) -> web.Response:
+        return web.Response(body=json.dumps(payload).encode(), status=status,
+                            content_type="application/json", headers=headers)
+
+    async def read_message(request: web.Request) -> dict[str, Any] | None:
+        try:
+            message = json.loads(await request.read())
+        except ValueError:
+            return None
+        return message if isinstance(message, dict) else None
+
+    async def fast_json(request: web.Request) -> web.StreamResponse:
+        if request.method == "DELETE":
+            return web.Response(status=405)
+        message = await read_message(request)
+        if message is None:
+            return json_reply({"jsonrpc": "2.0", "id": None,
+                               "error": {"code": -32700, "message": "Parse error"}}, 400)
+        if "id" not in message:
+            return web.Response(status=202)
+        return json_reply(result_for(message))
+
+    async def fast_sse(request: web.Request) -> web.StreamResponse:
+        session = request.headers.get("Mcp-Session-Id")
+        if request.method == "DELETE":
+            sessions.discard(session or "")
+            return web.Response(status=200)
+        message = await read_message(request)
+        if message is None:
+            return web.Response(status=400)
+        headers: dict[str, str] = {}
+        if message.get("method") == "initialize":
+            session = secrets.token_hex(8)
+            sessions.add(session)
+            headers["Mcp-Session-Id"] = session
+        elif session not in sessions:
+            return web.Response(status=404)
+        if "id" not in message:
+            return web.Response(status=202)
+        reply = json.dumps(result_for(message))
+        body = (
+            "id: 0\ndata: \n\n"
+            'event: message\nid: 1\ndata: {"jsonrpc":"2.0","method":"notifications/message",'
+            '"params":{"level":"info","data":"hello"}}\n\n'
+            f"event: message\nid: 2\ndata: {reply}\n\n"
+        )
+        return web.Response(body=body.encode(), content_type="text/event-stream",
+                            headers=headers)
+
+    async def hang(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await asyncio.sleep(3600)
+        return response
+
+    async def error500(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=500, text="internal error")
+
+    async def html(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="<html><body>Welcome</body></html>", content_type="text/html")
+
+    async def badjson(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=b'{"jsonrpc": "2.0", "id": 1, "result": {', status=200,
+                            content_type="application/json")
+
+    async def initerror(request: web.Request) -> web.StreamResponse:
+        message = await read_message(request) or {}
+        return json_reply({"jsonrpc": "2.0", "id": message.get("id"),
+                           "error": {"code": -32603, "message": "database unavailable"}})
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.6)
+        return await fast_json(request)
+
+    async def expire(request: web.Request) -> web.StreamResponse:
+        session = request.headers.get("Mcp-Session-Id")
+        if request.method == "DELETE":
+            return web.Response(status=404 if session not in sessions else 200)
+        message = await read_message(request) or {}
+        if message.get("method") == "initialize":
+            session = secrets.token_hex(8)
+            sessions.add(session)
+            return json_reply(result_for(message), headers={"Mcp-Session-Id": session})
+        if session not in sessions:
+            return web.Response(status=404)
+        if message.get("method") == "tools/list":
+            # Every other tools/list finds its session expired: a client that initializes
+            # again gets through on its second session.
+            expiry["next"] = not expiry["next"]
+            if not expiry["next"]:
+                sessions.discard(session)
+                return web.Response(status=404, text="session not found")
+        if "id" not in message:
+            return web.Response(status=202)
+        return json_reply(result_for(message))
+
+    async def counteroffer(request: web.Request) -> web.StreamResponse:
+        message = await read_message(request) or {}
+        if "id" not in message:
+            return web.Response(status=202)
+        return json_reply(result_for(message, version="2099-01-01"))
+
+    async def midclose(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'event: message\ndata: {"jsonrpc":"2.0","id":1,"res')
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    async def huge(request: web.Request) -> web.StreamResponse:
+        message = await read_message(request) or {}
+        reply = result_for(message)
+        reply["result"]["padding"] = "x" * (12 * 1024 * 1024)
+        return json_reply(reply)
+
+    async def badtools(request: web.Request) -> web.StreamResponse:
+        message = await read_message(request) or {}
+        if request.method == "DELETE" or "id" not in message:
+            return web.Response(status=202)
+        if message.get("method") == "tools/list":
+            return json_reply({"jsonrpc": "2.0", "id": message["id"],
+                               "result": {"tools": "none"}})
+        return json_reply(result_for(message))
+
+    async def noinitialized(request: web.Request) -> web.StreamResponse:
+        message = await read_message(request) or {}
+        if request.method == "DELETE":
+            return web.Response(status=204)
+        if "id" not in message:
+            return web.Response(status=500, text="boom")
+        return json_reply(result_for(message))
+
+    async def modern(request: web.Request) -> web.StreamResponse:
+        if request.method != "POST":
+            return web.Response(status=405)
+        message = await read_message(request) or {}
+        version = request.headers.get("MCP-Protocol-Version")
+        meta = (message.get("params") or {}).get("_meta") or {}
+        if (version != MODERN or meta.get("io.modelcontextprotocol/protocolVersion") != MODERN
+                or request.headers.get("Mcp-Method") != message.get("method")):
+            return json_reply({"jsonrpc": "2.0", "id": message.get("id"), "error": {
+                "code": -32022, "message": "Unsupported protocol version",
+                "data": {"supported": [MODERN], "requested": version}}}, 400)
+        if message.get("method") in ("initialize", "ping"):
+            return json_reply({"jsonrpc": "2.0", "id": message.get("id"), "error": {
+                "code": -32601, "message": "Method not found"}}, 404)
+        return json_reply(result_for(message))
+
+    async def bearer(request: web.Request) -> web.StreamResponse:
+        base = f"http://{request.host}"
+        return web.Response(status=401, text="unauthorized", headers={
+            "WWW-Authenticate": f'Bearer error="invalid_token", error_description="missing", '
+                                f'resource_metadata="{base}/.well-known/oauth-protected-resource"'})
+
+    async def legacy_stream(request: web.Request) -> web.StreamResponse:
+        if request.method != "GET":
+            return web.Response(status=405)
+        session = secrets.token_hex(8)
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        legacy_queues[session] = queue
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        await response.write(f"event: endpoint\r\ndata: /legacy/messages?sid={session}\r\n\r\n"
+                             .encode())
+        try:
+            while True:
+                await response.write(await queue.get())
+        finally:
+            legacy_queues.pop(session, None)
+
+    async def legacy_post(request: web.Request) -> web.StreamResponse:
+        queue = legacy_queues.get(request.query.get("sid", ""))
+        if queue is None:
+            return web.Response(status=404)
+        message = await read_message(request) or {}
+        if "id" in message:
+            payload = json.dumps(result_for(message))
+            queue.put_nowait(f"event: message\r\ndata: {payload}\r\n\r\n".encode())
+        return web.Response(status=202, text="Accepted")
+
+    app = web.Application(client_max_size=1024 * 1024)
+    routes = {
+        "/json": fast_json, "/sse": fast_sse, "/hang": hang, "/error500": error500,
+        "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
+        "/expire": expire, "/counteroffer": counteroffer, "/midclose": midclose,
+        "/huge": huge, "/badtools": badtools, "/noinitialized": noinitialized,
+        "/modern": modern, "/bearer": bearer, "/legacy": legacy_stream,
+    }
+    for path, handler in routes.items():
+        app.router.add_route("*", path, handler)
+    app.router.add_route("POST", "/legacy/messages", legacy_post)
+    return app
+
+
+def _serve_lab(port: int) -> None:
+    from aiohttp import web
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass
+    web.run_app(_lab_app(), host="127.0.0.1", port=port, print=None, access_log=None,
+                handle_signals=True)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["fetch-npm"]:
+        print(fetch_npm())
+        return 0
+    if len(argv) == 3 and argv[0] == "serve":
+        kind, port = argv[1], int(argv[2])
+        if kind == "lab":
+            _serve_lab(port)
+        elif kind in SDK_KINDS:
+            _serve_sdk(kind, port)
+        else:
+            print(f"unknown server kind {kind!r}", file=sys.stderr)
+            return 2
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,129 @@
+"""Credentials for the MCP probe: static headers and OAuth2 client credentials.
+
+Token endpoint failures are the prober's own problem (its configuration or its identity
+provider), so they raise :class:`TokenUnavailable`, which the probe reports as ``unknown``.
+A token is cached per check until shortly before it expires.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+from pydantic import Field, SecretStr
+
+from alivemcp.probe import ProbeParams
+
+__all__ = ["BearerChallenge", "ClientCredentials", "OAuthParams", "TokenUnavailable",
+           "bearer_challenge"]
+
+#: Renew this long before expiry so a token never expires mid-probe.
+_RENEW_MARGIN_SECONDS = 30.0
+#: Used when a token response has no expires_in.
+_DEFAULT_TOKEN_LIFETIME = 300.0
+_MAX_TOKEN_RESPONSE = 64 * 1024
+
+
+class OAuthParams(ProbeParams):
+    """OAuth2 client-credentials grant (RFC 6749 §4.4)."""
+
+    token_url: str = Field(description="The authorization server's token endpoint.")
+    client_id: str = Field(description="OAuth client id.")
+    client_secret: SecretStr = Field(description="OAuth client secret (use `${ENV}`).")
+    scope: str | None = Field(None, description="Space-separated scopes to request.")
+    audience: str | None = Field(None, description="`audience` form field, for IdPs that need it.")
+    resource: str | None = Field(
+        None, description="RFC 8707 `resource` indicator (usually the MCP server URL)."
+    )
+    timeout: float = Field(10.0, gt=0, description="Seconds allowed for the token request.")
+
+
+class TokenUnavailable(Exception):
+    """The token endpoint failed or refused the client: the probe cannot authenticate."""
+
+
+class ClientCredentials:
+    """Fetches and caches one check's access token."""
+
+    def __init__(self, params: OAuthParams) -> None:
+        self.params = params
+        self._token: str | None = None
+        self._expires_at = 0.0
+        self.fetches = 0
+
+    def forget(self) -> None:
+        self._token = None
+
+    async def token(self, client: httpx.AsyncClient) -> str:
+        now = time.monotonic()
+        if self._token is not None and now < self._expires_at - _RENEW_MARGIN_SECONDS:
+            return self._token
+        params = self.params
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": params.client_id,
+            "client_secret": params.client_secret.get_secret_value(),
+        }
+        for key in ("scope", "audience", "resource"):
+            value = getattr(params, key)
+            if value:
+                form[key] = value
+        where = params.token_url
+        try:
+            response = await client.post(
+                params.token_url, data=form, timeout=params.timeout,
+                headers={"Accept": "application/json"},
+            )
+        except httpx.TimeoutException as exc:
+            raise TokenUnavailable(f"token endpoint {where} timed out") from exc
+        except httpx.HTTPError as exc:
+            raise TokenUnavailable(
+                f"token endpoint {where} unreachable: {type(exc).__name__}"
+            ) from exc
+        body = response.content[:_MAX_TOKEN_RESPONSE]
+        if response.status_code != 200:
+            error = _oauth_error(body)
+            raise TokenUnavailable(
+                f"token endpoint {where} answered HTTP {response.status_code}"
+                + (f" ({error})" if error else "")
+            )
+        try:
+            payload = response.json()
+            token = payload["access_token"]
+            lifetime = float(payload.get("expires_in") or _DEFAULT_TOKEN_LIFETIME)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TokenUnavailable(
+                f"token endpoint {where} answered without a usable access_token"
+            ) from exc
+        if not isinstance(token, str) or not token:
+            raise TokenUnavailable(f"token endpoint {where} answered an empty access_token")
+        self._token = token
+        self._expires_at = time.monotonic() + lifetime
+        self.fetches += 1
+        return token
+
+
+def _oauth_error(body: bytes) -> str | None:
+    match = re.search(rb'"error"\s*:\s*"([A-Za-z0-9_.-]{1,64})"', body)
+    return match.group(1).decode() if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class BearerChallenge:
+    error: str | None
+    resource_metadata: str | None
+
+
+_PARAM = re.compile(r'([A-Za-z_]+)\s*=\s*"([^"]*)"')
+
+
+def bearer_challenge(headers: Mapping[str, str]) -> BearerChallenge | None:
+    """The Bearer challenge of a 401/403, or None when there is none."""
+    value = headers.get("WWW-Authenticate", "")
+    if not re.search(r"(?i)(^|[\s,])bearer\b", value):
+        return None
+    params = dict(_PARAM.findall(value[:2000]))
+    return BearerChallenge(params.get("error"), params.get("resource_metadata"))

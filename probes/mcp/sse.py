@@ -1,0 +1,72 @@
+"""An incremental Server-Sent Events parser (the subset MCP servers use).
+
+Lines end in CRLF, LF or a bare CR; ``data:`` lines of one event are joined with newlines;
+``event:`` and ``id:`` are kept; comments (``:``) and unknown fields are ignored; an event is
+dispatched at a blank line. Events with empty data (the npm server's priming event) are
+dispatched too and left for the caller to skip. Bytes are decoded per line, so a multi-byte
+character split across network chunks is never mangled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SseEvent", "SseParser"]
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    event: str
+    data: str
+    id: str | None
+
+
+class SseParser:
+    __slots__ = ("_buffer", "_data", "_event", "_id")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """Add bytes from the stream; return the events completed by them."""
+        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\r" in buffer:
+            # A CR at the very end may be the first half of a CRLF split across chunks.
+            held = buffer.endswith(b"\r")
+            if held:
+                buffer = buffer[:-1]
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if held:
+                buffer += b"\r"
+        lines = buffer.split(b"\n")
+        self._buffer = lines.pop()
+        events: list[SseEvent] = []
+        for raw in lines:
+            if not raw:
+                if self._data:
+                    events.append(SseEvent(self._event or "message", "\n".join(self._data),
+                                           self._id))
+                self._data = []
+                self._event = ""
+                continue
+            line = raw.decode("utf-8", "replace")
+            name, sep, value = line.partition(":")
+            if not name:  # a comment line
+                continue
+            if sep and value.startswith(" "):
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+            elif name == "id":
+                self._id = value
+        return events
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished line (so callers can cap a line that never ends)."""
+        return len(self._buffer)

@@ -1,0 +1,312 @@
+"""MCP over HTTP, one request at a time: the streamable HTTP and legacy HTTP+SSE transports.
+
+Every failure below the MCP layer becomes a :class:`WireError` carrying a sentence an on-call
+engineer can act on ("cannot connect to 127.0.0.1:8080: connection refused", "no complete
+response within 5s", "connection closed mid-response"), so the probe never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from contextlib import AsyncExitStack, suppress
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+
+from alivemcp.plumbing.http import BodyTooLarge, ProbeSession, read_capped
+from probes.mcp.sse import SseParser
+
+__all__ = [
+    "ACCEPT_BOTH",
+    "LegacySseChannel",
+    "NotMcp",
+    "Reply",
+    "WireError",
+    "encode",
+    "post",
+    "send_delete",
+]
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+#: Error bodies are only read for a JSON-RPC error code or a challenge: a small cap suffices.
+_ERROR_BODY_LIMIT = 64 * 1024
+_JSON_TYPES = ("application/json",)
+
+
+class WireError(Exception):
+    """The request did not complete at the HTTP level (connect, TLS, timeout, truncation)."""
+
+
+class NotMcp(Exception):
+    """The server answered, but not with MCP (HTML, bad JSON, no matching response...)."""
+
+
+@dataclass(slots=True)
+class Reply:
+    """An HTTP answer; ``message`` is the JSON-RPC response for our id, when there is one."""
+
+    status: int
+    headers: Mapping[str, str]
+    message: dict[str, Any] | None
+    content_type: str
+    seconds: float
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def _describe(exc: BaseException, url: str) -> str:
+    """One sentence for a client-side failure; never includes request headers."""
+    where = urlsplit(url).netloc
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate of {where} rejected: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError):
+        return f"TLS handshake with {where} failed: {exc}"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"DNS lookup for {urlsplit(url).hostname} failed: {exc.os_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or str(exc.os_error)
+        return f"cannot connect to {where}: {reason}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server closed the connection before responding"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "connection closed mid-response"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"malformed HTTP response: {exc.message}"
+    if isinstance(exc, BodyTooLarge):
+        return str(exc)
+    return f"HTTP client error: {type(exc).__name__}: {exc}"
+
+
+def _matching(payload: Any, request_id: int) -> dict[str, Any] | None:
+    """The JSON-RPC response to ``request_id`` in a decoded body (object or batch)."""
+    items = payload if isinstance(payload, list) else (payload,)
+    for item in items:
+        if isinstance(item, dict) and item.get("id") == request_id and (
+            "result" in item or "error" in item
+        ):
+            return item
+    return None
+
+
+def _loads(data: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise NotMcp(f"{what} is not valid JSON ({exc.msg} at char {exc.pos})") from exc
+
+
+async def _response_from_sse(
+    session: ProbeSession, response: aiohttp.ClientResponse, request_id: int
+) -> dict[str, Any]:
+    parser = SseParser()
+    async for chunk in session.stream(response):
+        for event in parser.feed(chunk):
+            if not event.data or event.event != "message":
+                continue  # the priming event, or some other event type
+            found = _matching(_loads(event.data, "an SSE event's data"), request_id)
+            if found is not None:
+                return found  # leave the rest unread; the connection is then closed
+    raise NotMcp(f"the event stream ended without a response to request {request_id}")
+
+
+async def post(
+    session: ProbeSession,
+    url: str,
+    message: Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    timeout: float,
+) -> Reply:
+    """POST one JSON-RPC message; for a request, find its response (JSON or SSE)."""
+    request_id = message.get("id")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        async with asyncio.timeout(timeout):
+            async with session.request("POST", url, headers=headers, body=encode(message)) as resp:
+                status = resp.status
+                ctype = resp.content_type
+                found: dict[str, Any] | None = None
+                if 200 <= status < 300 and request_id is not None and status != 202:
+                    if ctype == "text/event-stream":
+                        found = await _response_from_sse(session, resp, request_id)
+                    elif ctype in _JSON_TYPES or ctype.endswith("+json"):
+                        body = await read_capped(resp, session.max_body_bytes)
+                        payload = _loads(body, "the response body")
+                        found = _matching(payload, request_id)
+                        if found is None:
+                            raise NotMcp(
+                                f"the JSON body is not a JSON-RPC response to request {request_id}"
+                            )
+                    else:
+                        raise NotMcp(
+                            f"HTTP {status} with content-type {ctype or 'none'} "
+                            "(neither JSON nor an event stream)"
+                        )
+                elif status >= 300:
+                    found = await _error_body(resp)
+                else:
+                    await read_capped(resp, _ERROR_BODY_LIMIT)
+                return Reply(status, resp.headers, found, ctype, loop.time() - started)
+    except TimeoutError as exc:
+        raise WireError(f"no complete response within {timeout:.3g}s") from exc
+    except (aiohttp.ClientError, BodyTooLarge) as exc:
+        raise WireError(_describe(exc, url)) from exc
+
+
+async def _error_body(resp: aiohttp.ClientResponse) -> dict[str, Any] | None:
+    """A JSON-RPC error object from an error response, if it carries one."""
+    try:
+        body = await read_capped(resp, _ERROR_BODY_LIMIT)
+    except BodyTooLarge:
+        return None
+    if resp.content_type not in _JSON_TYPES:
+        return None
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+async def send_delete(
+    session: ProbeSession, url: str, headers: Mapping[str, str], *, timeout: float
+) -> int | str:
+    """End a session. Returns the status, or a short reason when the request failed."""
+    try:
+        async with asyncio.timeout(timeout):
+            async with session.request("DELETE", url, headers=headers) as resp:
+                await read_capped(resp, _ERROR_BODY_LIMIT)
+                return resp.status
+    except TimeoutError:
+        return f"no response within {timeout:.3g}s"
+    except (aiohttp.ClientError, BodyTooLarge) as exc:
+        return _describe(exc, url)
+
+
+class LegacySseChannel:
+    """The 2024-11-05 HTTP+SSE transport: responses arrive on a long-lived GET stream.
+
+    :meth:`open` GETs the URL as an event stream and waits for the ``endpoint`` event (the URL
+    to POST messages to); a reader task then routes ``message`` events to waiting requests.
+    """
+
+    def __init__(self, session: ProbeSession, url: str, headers: Mapping[str, str]) -> None:
+        self._session = session
+        self._url = url
+        self._headers = dict(headers)
+        self._stack = AsyncExitStack()
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._closed_reason: str | None = None
+        self.endpoint: str | None = None
+        self.open_status: int | None = None
+        self.open_headers: Mapping[str, str] = {}
+
+    async def open(self, *, timeout: float) -> None:
+        """GET the stream. Raises :class:`NotMcp` when it is not a legacy SSE endpoint."""
+        headers = {**self._headers, "Accept": "text/event-stream"}
+        headers.pop("Content-Type", None)
+        try:
+            async with asyncio.timeout(timeout):
+                resp = await self._stack.enter_async_context(
+                    self._session.request("GET", self._url, headers=headers)
+                )
+                self.open_status = resp.status
+                self.open_headers = resp.headers
+                if resp.status != 200 or resp.content_type != "text/event-stream":
+                    raise NotMcp(
+                        f"GET answered HTTP {resp.status} {resp.content_type or ''}".rstrip()
+                        + ", not an event stream"
+                    )
+                parser = SseParser()
+                stream = self._session.stream(resp)
+                while self.endpoint is None:
+                    chunk = await anext(stream, b"")
+                    if not chunk:
+                        raise NotMcp("the event stream ended before an endpoint event")
+                    for event in parser.feed(chunk):
+                        if event.event == "endpoint" and event.data:
+                            self.endpoint = urljoin(self._url, event.data.strip())
+                        elif event.event == "message" and event.data:
+                            self._deliver(event.data)
+        except TimeoutError as exc:
+            raise WireError(f"no endpoint event within {timeout:.3g}s") from exc
+        except (aiohttp.ClientError, BodyTooLarge) as exc:
+            raise WireError(_describe(exc, self._url)) from exc
+        self._reader = asyncio.create_task(self._read(stream, parser))
+
+    def _deliver(self, data: str) -> None:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            self._fail_all("an SSE event's data is not valid JSON")
+            return
+        if isinstance(payload, dict):
+            waiter = self._waiting.pop(payload.get("id"), None)  # type: ignore[arg-type]
+            if waiter is not None and not waiter.done():
+                waiter.set_result(payload)
+
+    def _fail_all(self, reason: str) -> None:
+        self._closed_reason = reason
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(NotMcp(reason))
+        self._waiting.clear()
+
+    async def _read(self, stream: Any, parser: SseParser) -> None:
+        try:
+            async for chunk in stream:
+                for event in parser.feed(chunk):
+                    if event.event == "message" and event.data:
+                        self._deliver(event.data)
+            self._fail_all("the event stream closed")
+        except (aiohttp.ClientError, BodyTooLarge) as exc:
+            self._fail_all(_describe(exc, self._url))
+
+    async def send(self, message: Mapping[str, Any], *, timeout: float) -> Reply:
+        """POST a message to the endpoint; for a request, wait for its response on the stream."""
+        assert self.endpoint is not None
+        if self._closed_reason is not None:
+            raise WireError(self._closed_reason)
+        request_id = message.get("id")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiter: asyncio.Future[dict[str, Any]] | None = None
+        if request_id is not None:
+            waiter = loop.create_future()
+            self._waiting[request_id] = waiter
+        headers = {**self._headers, "Content-Type": "application/json"}
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._session.request(
+                    "POST", self.endpoint, headers=headers, body=encode(message)
+                ) as resp:
+                    status = resp.status
+                    ctype = resp.content_type
+                    resp_headers = resp.headers
+                    await read_capped(resp, _ERROR_BODY_LIMIT)
+                found = None
+                if waiter is not None and 200 <= status < 300:
+                    found = await waiter
+        except TimeoutError as exc:
+            raise WireError(f"no response on the event stream within {timeout:.3g}s") from exc
+        except (aiohttp.ClientError, BodyTooLarge) as exc:
+            raise WireError(_describe(exc, self.endpoint)) from exc
+        finally:
+            if request_id is not None:
+                self._waiting.pop(request_id, None)
+        return Reply(status, resp_headers, found, ctype, loop.time() - started)
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._reader
+        await self._stack.aclose()

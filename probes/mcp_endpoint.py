@@ -1,0 +1,327 @@
+"""``mcp_endpoint``: does this MCP server actually serve MCP right now?
+
+It runs the handshake a real client runs, in whichever transport the server speaks:
+
+* streamable HTTP (protocol revisions 2025-03-26 … 2025-11-25): ``initialize`` (JSON or SSE
+  answer, matched by JSON-RPC id), a check that the negotiated protocol version is one we
+  know (servers answer an unknown offer with a counter-offer, not an error),
+  ``notifications/initialized``, ``tools/list`` when the server advertises tools, an optional
+  ``tools/call``, and always a ``DELETE`` of the session;
+* 2026-07-28 (stateless; detected by a -32022 answer or a supported-versions list naming it):
+  ``server/discover`` then ``tools/list``;
+* legacy HTTP+SSE (2024-11-05; tried when the POST gets 400/404/405): GET the event stream,
+  POST to its ``endpoint``.
+
+The transport found is remembered per check and detected again after a failure.
+
+Verdicts:
+
+* ``up``: the handshake and tools/list succeed within ``degraded_latency``. Also: a 401/403
+  with a Bearer challenge, no credentials configured and ``auth_gated_ok: true`` (the reason
+  says "auth-gated").
+* ``degraded``: initialize works but ``notifications/initialized`` or ``tools/list`` fails or
+  has the wrong shape; the handshake took longer than ``degraded_latency``; a required tool is
+  missing; the optional tools/call fails or misses its expectation; the TLS certificate expires
+  within ``tls_expiry_days``.
+* ``down``: DNS/connect/TLS failure, a request timeout (including a body that hangs after the
+  headers), HTTP 5xx (or any other unexpected status), a body that is not MCP (HTML, invalid
+  JSON, a truncated stream, a body over ``max_response_bytes``), a JSON-RPC error to
+  initialize, an unknown negotiated protocol version, credentials configured and rejected
+  (401/403), or authentication required while ``auth_gated_ok`` is false.
+* ``unknown``: the probe's own configuration is unusable: the OAuth token endpoint fails or
+  refuses the client credentials.
+
+Observations (all optional, present when measured): ``connect_seconds`` (DNS + TCP connect),
+``tls_seconds``, ``tls_cert_expiry_days``, ``initialize_seconds`` (initialize or
+server/discover, excluding connection set-up), ``tools_list_seconds``, ``tools_call_seconds``,
+``total_seconds`` and ``tool_count``; plus ``mcp_server_info{protocol_version, server_name,
+server_version, transport, tools_hash} 1``. ``details`` carries the same facts as strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from alivemcp.config import Duration
+from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES
+from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult, Status
+from probes.mcp.auth import ClientCredentials, OAuthParams, TokenUnavailable, bearer_challenge
+from probes.mcp.handshake import (
+    AuthRejected,
+    Down,
+    Era,
+    EraMismatch,
+    Findings,
+    Handshake,
+    HandshakeOptions,
+    ToolCallSpec,
+)
+
+__all__ = ["McpEndpointParams", "McpEndpointProbe"]
+
+#: Time kept back from the check's timeout so the probe reports its own reason first.
+_DEADLINE_MARGIN = 0.25
+_LABEL_MAX = 64
+
+
+class ToolCallParams(ProbeParams):
+    name: str = Field(description="Tool to call.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments.")
+    expect_contains: str | None = Field(
+        None, description="Substring the result's text (or structured content) must contain."
+    )
+    expect_json_path: str | None = Field(
+        None,
+        description="Path into the result that must exist, e.g. `structuredContent.sum` or "
+        "`content[0].text`.",
+    )
+    expect_value: Any = Field(
+        None, description="With expect_json_path: the value found there must equal this."
+    )
+
+
+class McpEndpointParams(ProbeParams):
+    url: str = Field(description="The MCP endpoint (e.g. `https://host/mcp`, or `/sse` for "
+                     "the legacy transport).")
+    transport: Literal["auto", "streamable_http", "stateless", "sse"] = Field(
+        "auto",
+        description="`auto` detects (and remembers) the transport; `streamable_http` "
+        "(2025 revisions), `stateless` (2026-07-28) or `sse` (legacy 2024-11-05) force one.",
+    )
+    protocol_version: str = Field(
+        "2025-11-25", description="Protocol version offered in initialize."
+    )
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Extra request headers, e.g. `Authorization: Bearer ${MCP_TOKEN}`; values "
+        "are secrets and never shown.",
+    )
+    oauth: OAuthParams | None = Field(
+        None, description="OAuth2 client credentials; the token is cached until it expires."
+    )
+    auth_gated_ok: bool = Field(
+        False,
+        description="With no credentials configured, a 401/403 carrying a Bearer challenge "
+        "counts as up (the server is alive behind auth).",
+    )
+    list_tools: bool = Field(True, description="Call tools/list when the server has tools.")
+    required_tools: list[str] = Field(
+        default_factory=list, description="Tool names that must be listed (else degraded)."
+    )
+    call: ToolCallParams | None = Field(
+        None, description="Optional tools/call for a deep check, with an expected result."
+    )
+    degraded_latency: Duration = Field(
+        2.0, description="A handshake slower than this is degraded."
+    )
+    request_timeout: Duration = Field(
+        10.0, description="Per-request timeout (also capped by the check's timeout)."
+    )
+    tls_verify: bool = Field(True, description="Verify the server certificate.")
+    tls_ca_file: str | None = Field(None, description="CA bundle to verify the server with.")
+    tls_expiry_days: float = Field(
+        14.0, ge=0, description="A certificate expiring within this many days is degraded."
+    )
+    max_response_bytes: int = Field(
+        DEFAULT_MAX_BODY_BYTES, gt=0, description="Largest response body accepted."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class McpEndpointProbe(Probe[McpEndpointParams]):
+    Params = McpEndpointParams
+    summary: ClassVar[str] = "MCP handshake (initialize, tools/list) over any MCP transport"
+    target_param: ClassVar[str | None] = "url"
+    default_timeout: ClassVar[float | None] = 15.0
+
+    def __init__(self, context: Any, params: McpEndpointParams) -> None:
+        super().__init__(context, params)
+        #: The transport this endpoint spoke last time (None: detect).
+        self.era: Era | None = None
+        self._credentials = ClientCredentials(params.oauth) if params.oauth else None
+        call = params.call
+        self._call = None if call is None else ToolCallSpec(
+            name=call.name,
+            arguments=call.arguments,
+            expect_contains=call.expect_contains,
+            expect_json_path=call.expect_json_path,
+            expect_value=call.expect_value,
+            has_expect_value="expect_value" in call.model_fields_set,
+        )
+        self._static_headers = {k: v.get_secret_value() for k, v in params.headers.items()}
+
+    async def probe(self) -> ProbeResult:
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        deadline = loop.time() + max(0.1, self.context.timeout - _DEADLINE_MARGIN)
+        p = self.params
+        retried_token = False
+        while True:
+            headers = dict(self._static_headers)
+            if self._credentials is not None:
+                try:
+                    token = await self._credentials.token(self.context.plumbing.http.httpx)
+                except TokenUnavailable as exc:
+                    return ProbeResult.unknown(f"cannot authenticate: {exc}")
+                headers["Authorization"] = f"Bearer {token}"
+            session = self.context.plumbing.http.probe_session(
+                verify=p.tls_verify, ca_file=p.tls_ca_file, max_body_bytes=p.max_response_bytes
+            )
+            handshake = Handshake(self._options(headers), session, deadline)
+            try:
+                result = await self._talk(handshake)
+            except AuthRejected as exc:
+                if self._credentials is not None and not retried_token:
+                    # The cached token may have been revoked: fetch a fresh one, once.
+                    self._credentials.forget()
+                    retried_token = True
+                    continue
+                result = self._auth_verdict(exc)
+            finally:
+                await session.aclose()
+            break
+        elapsed = time.perf_counter() - started
+        self.era = handshake.findings.era if result.status in (
+            Status.UP, Status.DEGRADED) else None
+        return self._report(result, handshake, elapsed)
+
+    def _options(self, headers: dict[str, str]) -> HandshakeOptions:
+        p = self.params
+        return HandshakeOptions(
+            url=p.url, offer=p.protocol_version, headers=headers,
+            request_timeout=p.request_timeout, list_tools=p.list_tools,
+            required_tools=tuple(p.required_tools), call=self._call,
+        )
+
+    async def _talk(self, handshake: Handshake) -> ProbeResult:
+        """Run the handshake; returns a preliminary verdict (latency/TLS are judged later)."""
+        forced = self.params.transport
+        try:
+            if forced != "auto":
+                await handshake.run(Era(forced), may_switch=False)
+            elif self.era is not None and self.era is not Era.STREAMABLE:
+                try:
+                    await handshake.run(self.era, may_switch=True)
+                except EraMismatch as exc:
+                    handshake.findings.notes.append(f"transport changed ({exc}); re-detected")
+                    await handshake.run(Era.STREAMABLE, may_switch=True)
+            else:
+                await handshake.run(Era.STREAMABLE, may_switch=True)
+        except (Down, EraMismatch) as exc:
+            return ProbeResult.down(str(exc))
+        problems = handshake.findings.problems
+        if problems:
+            return ProbeResult.degraded("; ".join(problems))
+        return ProbeResult.up("ok")
+
+    def _auth_verdict(self, exc: AuthRejected) -> ProbeResult:
+        reply = exc.reply
+        challenge = bearer_challenge(reply.headers)
+        status = reply.status
+        if self._credentials is not None or self._static_headers:
+            detail = f" ({challenge.error})" if challenge and challenge.error else ""
+            return ProbeResult.down(f"credentials rejected: {exc.phase} got HTTP {status}{detail}")
+        if challenge is None:
+            return ProbeResult.down(
+                f"{exc.phase}: HTTP {status} without an auth challenge (Bearer)"
+            )
+        if self.params.auth_gated_ok:
+            return ProbeResult.up(f"auth-gated: HTTP {status} with an auth challenge (Bearer), "
+                                  "auth_gated_ok", details=_gated(challenge))
+        return ProbeResult.down(
+            f"authentication required: HTTP {status} with an auth challenge (Bearer); configure "
+            "headers or oauth, or set auth_gated_ok", details=_gated(challenge)
+        )
+
+    def _report(self, result: ProbeResult, handshake: Handshake, elapsed: float) -> ProbeResult:
+        f = handshake.findings
+        timings = handshake.session.timings
+        observations: dict[str, float] = {"total_seconds": elapsed}
+        connect = (timings.dns_seconds or 0.0) + (timings.connect_seconds or 0.0)
+        setup = connect + (timings.tls_seconds or 0.0)
+        if timings.connect_seconds is not None:
+            observations["connect_seconds"] = connect
+        if timings.tls_seconds is not None:
+            observations["tls_seconds"] = timings.tls_seconds
+        expiry_days: float | None = None
+        if timings.cert_not_after is not None:
+            expiry_days = (timings.cert_not_after - time.time()) / 86400.0
+            observations["tls_cert_expiry_days"] = expiry_days
+        if "initialize" in f.phases:
+            # The first request also opened the connection: report the server's share.
+            observations["initialize_seconds"] = max(0.0, f.phases["initialize"] - setup)
+        if "tools_list" in f.phases:
+            observations["tools_list_seconds"] = f.phases["tools_list"]
+        if "tools_call" in f.phases:
+            observations["tools_call_seconds"] = f.phases["tools_call"]
+        if f.tools is not None:
+            observations["tool_count"] = float(len(f.tools))
+
+        status, reason = result.status, result.reason
+        if status is Status.UP and f.protocol_version is not None:
+            slow = elapsed > self.params.degraded_latency
+            expiring = expiry_days is not None and expiry_days < self.params.tls_expiry_days
+            if slow:
+                status, reason = Status.DEGRADED, (
+                    f"slow: the handshake took {elapsed:.2f}s "
+                    f"(degraded_latency {self.params.degraded_latency:g}s)")
+            elif expiring:
+                status, reason = Status.DEGRADED, (
+                    f"TLS certificate expires in {expiry_days:.1f} days")
+            else:
+                reason = _summary(f)
+        elif status is Status.DEGRADED and expiry_days is not None and (
+                expiry_days < self.params.tls_expiry_days):
+            reason += f"; TLS certificate expires in {expiry_days:.1f} days"
+
+        details: dict[str, Any] = dict(result.details or {})
+        tools_hash = f.tools_hash()
+        facts = {
+            "transport": f.era.value if f.era else None,
+            "protocol_version": f.protocol_version,
+            "server_name": f.server_name,
+            "server_version": f.server_version,
+            "tools_hash": tools_hash,
+        }
+        details.update({k: v for k, v in facts.items() if v is not None})
+        if f.tools is not None:
+            details["tools"] = [str(t.get("name"))[:_LABEL_MAX] for t in f.tools[:100]]
+        if f.delete_status is not None:
+            details["delete_status"] = f.delete_status
+        if f.notes:
+            details["notes"] = f.notes
+        if f.problems and status is not Status.DEGRADED:
+            details["problems"] = f.problems
+        labeled: list[LabeledObservation] = []
+        if f.protocol_version is not None:
+            labeled.append(LabeledObservation(
+                "mcp_server_info", 1.0,
+                {k: (v or "")[:_LABEL_MAX] for k, v in facts.items()},
+            ))
+        return ProbeResult(status, reason, observations=observations,
+                           labeled_observations=labeled, details=details or None)
+
+
+def _summary(f: Findings) -> str:
+    server = " ".join(x for x in (f.server_name, f.server_version) if x) or "unnamed server"
+    era = f.era.value if f.era else "?"
+    tools = f", {len(f.tools)} tools" if f.tools is not None else ""
+    extra = f" ({'; '.join(f.notes)})" if f.notes else ""
+    return f"MCP {f.protocol_version} over {era}: {server}{tools}{extra}"
+
+
+def _gated(challenge: Any) -> dict[str, Any]:
+    details: dict[str, Any] = {"auth_gated": True}
+    if challenge.resource_metadata:
+        details["resource_metadata"] = challenge.resource_metadata
+    return details
