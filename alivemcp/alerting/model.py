@@ -1,0 +1,89 @@
+"""What flows from the policy to the receivers: one notification about one alert of one check."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["AlertKind", "Event", "Notification", "dedup_key"]
+
+
+class AlertKind(StrEnum):
+    """A check has up to three independent alerts, each with its own lifecycle and key."""
+
+    TARGET = "target"  # the target is degraded/down: pages the target's owners
+    PROBE_BROKEN = "probe_broken"  # the prober cannot decide (unknown): the prober's owners
+    FLAPPING = "flapping"  # too many state changes: one notice instead of a stream
+
+
+class Event(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+    REMINDER = "reminder"
+    TEST = "test"
+
+
+_MAX_DEDUP = 255
+
+
+def dedup_key(check: str, kind: AlertKind) -> str:
+    """Deterministic per check and kind, so a restart reuses the open incident's key."""
+    key = f"alivemcp/{check}" if kind is AlertKind.TARGET else f"alivemcp/{check}/{kind.value}"
+    if len(key) <= _MAX_DEDUP:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return f"{key[: _MAX_DEDUP - 17]}~{digest}"
+
+
+@dataclass(slots=True)
+class Notification:
+    """One message about one alert. Persisted as JSON while undelivered."""
+
+    id: int  # increases across restarts: the order notifications were decided in
+    check: str
+    probe_type: str
+    kind: AlertKind
+    event: Event
+    severity: str
+    status: str  # the check's latest status when this was decided
+    reason: str
+    since: float  # when the alert started (unix time)
+    created_at: float  # when this was decided (policy clock)
+    dedup_key: str
+    labels: dict[str, str] = field(default_factory=dict)
+    observations: dict[str, float] = field(default_factory=dict)
+    note: str = ""  # e.g. "held by maintenance 'nightly' until now"
+    enqueued_at: float = 0.0  # wall time it entered a receiver queue (queue age metric)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kind"] = self.kind.value
+        out["event"] = self.event.value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Notification:
+        data = dict(data)
+        data["kind"] = AlertKind(data["kind"])
+        data["event"] = Event(data["event"])
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def firing(self) -> bool:
+        return self.event in (Event.FIRING, Event.REMINDER)
+
+    def title(self) -> str:
+        if self.event is Event.TEST:
+            return f"TEST {self.check}: test notification"
+        what = {
+            AlertKind.TARGET: self.status if self.firing else "recovered",
+            AlertKind.PROBE_BROKEN: "probe broken" if self.firing else "probe working again",
+            AlertKind.FLAPPING: "flapping" if self.firing else "stopped flapping",
+        }[self.kind]
+        prefix = {
+            Event.FIRING: "FIRING", Event.RESOLVED: "RESOLVED", Event.REMINDER: "STILL FIRING",
+        }[self.event]
+        return f"{prefix} [{self.severity}] {self.check}: {what}"

@@ -1,0 +1,29 @@
+"""Receivers: one module per destination behind :class:`~.base.Receiver`."""
+
+from __future__ import annotations
+
+import httpx
+
+from alivemcp.alerting.config import (
+    PagerDutyReceiverConfig,
+    SlackReceiverConfig,
+    WebhookReceiverConfig,
+)
+from alivemcp.alerting.receivers.base import Failure, Receiver, SendResult
+from alivemcp.alerting.receivers.pagerduty import PagerDutyReceiver
+from alivemcp.alerting.receivers.slack import SlackReceiver
+from alivemcp.alerting.receivers.webhook import WebhookReceiver
+
+__all__ = ["Failure", "Receiver", "SendResult", "build_receiver"]
+
+AnyReceiverConfig = SlackReceiverConfig | PagerDutyReceiverConfig | WebhookReceiverConfig
+
+
+def build_receiver(
+    config: AnyReceiverConfig, client: httpx.AsyncClient, external_url: str | None
+) -> Receiver:
+    if isinstance(config, SlackReceiverConfig):
+        return SlackReceiver(config, client, external_url)
+    if isinstance(config, PagerDutyReceiverConfig):
+        return PagerDutyReceiver(config, client, external_url)
+    return WebhookReceiver(config, client, external_url)

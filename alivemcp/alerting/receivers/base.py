@@ -1,0 +1,128 @@
+"""The one interface every receiver implements, and the HTTP plumbing they share."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from alivemcp.alerting.model import Notification
+from alivemcp.redact import redact_text
+
+__all__ = ["Failure", "Receiver", "SendResult", "classify_response", "post_json", "retry_after"]
+
+_MAX_DETAIL = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a send stopped. ``transient``: retry later; ``permanent``: give the first ``count``
+    undelivered notifications up (retrying cannot help and may get the integration disabled)."""
+
+    kind: Literal["transient", "permanent"]
+    detail: str  # safe to log: status code and the receiver's short error text, never the URL
+    retry_after: float | None = None
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """``delivered``: how many notifications from the head of the batch were accepted."""
+
+    delivered: int
+    failure: Failure | None = None
+    skipped: int = 0  # of ``delivered``: accepted without a request (e.g. folded into a group)
+
+
+@dataclass(slots=True)
+class ReceiverState:
+    """Small per-receiver state persisted with the alert state (e.g. PagerDuty groups)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Receiver(ABC):
+    """Delivers batches of notifications to one destination. Must not raise for HTTP or
+    network errors: report them as a :class:`Failure`."""
+
+    type_name: str = ""
+
+    def __init__(self, name: str, client: httpx.AsyncClient, timeout: float) -> None:
+        self.name = name
+        self.client = client
+        self.timeout = timeout
+        self.state = ReceiverState()
+
+    @abstractmethod
+    async def send(self, batch: Sequence[Notification]) -> SendResult:
+        """Deliver ``batch`` (oldest first) as few requests as the destination allows."""
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date), None if absent or garbage."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def short_body(response: httpx.Response) -> str:
+    try:
+        text = response.text
+    except (UnicodeDecodeError, httpx.HTTPError):
+        return ""
+    return redact_text(" ".join(text.split()))[:_MAX_DETAIL]
+
+
+def classify_response(
+    response: httpx.Response, count: int, permanent_codes: frozenset[int] | None = None
+) -> Failure | None:
+    """None for 2xx; transient for 408/429/5xx; permanent for other codes (or those listed)."""
+    code = response.status_code
+    if 200 <= code < 300:
+        return None
+    detail = f"HTTP {code} {short_body(response)}".strip()
+    if permanent_codes is not None and code in permanent_codes:
+        return Failure("permanent", detail, count=count)
+    if code in (408, 425, 429) or code >= 500:
+        return Failure("transient", detail, retry_after=retry_after(response))
+    return Failure("permanent", detail, count=count)
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+    count: int = 1,
+) -> httpx.Response | Failure:
+    """POST ``body``; network errors and timeouts become a transient :class:`Failure` whose
+    text names the error class only (exception texts can embed the URL)."""
+    try:
+        return await client.post(
+            url,
+            content=body,
+            headers={"content-type": "application/json", **(headers or {})},
+            timeout=timeout,
+        )
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        return Failure("permanent", f"unusable URL ({type(exc).__name__})", count=count)
+    except httpx.TimeoutException as exc:
+        return Failure("transient", f"timeout after {timeout:g}s ({type(exc).__name__})")
+    except (httpx.HTTPError, OSError) as exc:
+        return Failure("transient", f"request failed: {type(exc).__name__}")
