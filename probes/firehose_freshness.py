@@ -1,0 +1,619 @@
+"""``firehose_freshness``: is a Firehose delivery stream delivering, on time and intact?
+
+Firehose never reports a failed delivery to the writer: records go stale in the buffer, get
+garbled by a transformation Lambda, or land silently under the error prefix. Each run:
+
+1. **Stream state**: ``DescribeDeliveryStream`` must say ``ACTIVE``; the S3 destination's
+   buffering hints, prefixes and compression give the default SLAs.
+2. **Freshness metric**: CloudWatch ``AWS/Firehose`` ``DeliveryToS3.DataFreshness`` (Maximum
+   over the last whole periods, window aligned to the period, exact dimensions) against the
+   thresholds; ``DeliveryToS3.Success`` below 1 is degraded.
+3. **Error prefix watch**: objects that appeared under the error output prefix since the last
+   run are ``down`` (count + sample keys); objects seen before do not re-alert.
+4. **End-to-end canary** (direct-PUT streams): put a JSON record with a unique id, then find it
+   in S3 under the configured prefix in *later* runs (delivery takes at least the buffer
+   interval, and a run must not block the scheduler for it). The canary's line must come back
+   as valid, newline-delimited JSON: base64 text, or records run together, is the
+   transformation trap and ``down``. The last resolved canary's verdict holds until the next
+   canary resolves, so a garbled or missing delivery does not flap back to green.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import gzip
+import json
+import re
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import Field
+
+from alivemcp.config import Duration
+from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
+
+__all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
+
+#: Where Firehose writes failed records when the destination sets no ErrorOutputPrefix.
+DEFAULT_ERROR_PREFIXES = ("processing-failed/", "format-conversion-failed/", "delivery-failed/")
+#: Firehose's documented default when the buffering hints leave the interval out.
+DEFAULT_BUFFER_INTERVAL = 300.0
+#: The seed's alarm: DataFreshness above 15 minutes means records are not getting out.
+SEED_DOWN_SECONDS = 900.0
+_CANARY_FIELD = "alivemcp_canary"
+_TOKEN = re.compile(r"!\{([^}]*)\}")
+_JAVA_TIME = (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"),
+              ("ss", "%S"))
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]{16,}={0,2}")
+_RANK = {Status.UP: 0, Status.UNKNOWN: 1, Status.DEGRADED: 2, Status.DOWN: 3}
+
+
+class FirehoseFreshnessParams(ProbeParams):
+    aws: AwsSettings = Field(
+        default_factory=AwsSettings,
+        description="AWS identity/region for Firehose, CloudWatch and the destination bucket.",
+    )
+    stream_name: str = Field(min_length=1, description="Delivery stream name.")
+    degraded_above: Duration | None = Field(
+        None,
+        description="Freshness (metric and canary) above this is degraded; default: the "
+        "buffer interval plus margin.",
+    )
+    down_above: Duration | None = Field(
+        None,
+        description="Freshness above this is down; default 900 s (the usual alarm), or the "
+        "buffer interval plus twice the margin when that is larger.",
+    )
+    margin: Duration = Field(
+        60.0, description="Allowance on top of the buffer interval for the default thresholds."
+    )
+    metric_period: Duration = Field(60.0, description="CloudWatch period (seconds, whole).")
+    metric_periods: int = Field(
+        5, ge=1, le=1440, description="How many whole periods (ending at the last one) to read."
+    )
+    canary: bool = Field(
+        True, description="Put and verify a canary record (direct-PUT streams only)."
+    )
+    canary_inline_wait: Duration = Field(
+        5.0,
+        description="When the buffer interval is at most this, look for the new canary within "
+        "the same run for up to this long (zero-buffering streams).",
+    )
+    canary_max_objects: int = Field(
+        50, ge=1, description="Newest delivered objects read per run while looking for it."
+    )
+    canary_max_object_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Bytes read from each delivered object."
+    )
+    error_prefixes: list[str] | None = Field(
+        None,
+        description="Prefixes to watch for failed records; default: the static part of the "
+        "destination's ErrorOutputPrefix, else processing-failed/, format-conversion-failed/ "
+        "and delivery-failed/.",
+    )
+    error_lookback: Duration = Field(
+        900.0,
+        description="On the first run, error objects younger than this count as new (older "
+        "ones are history and do not alert).",
+    )
+    max_list_pages: int = Field(
+        10, ge=1, description="ListObjectsV2 pages (1000 keys each) per prefix and run."
+    )
+
+
+@dataclass
+class _Destination:
+    bucket: str
+    prefix: str
+    error_prefix: str
+    buffer_interval: float
+    compression: str
+    transformed: bool
+    format_conversion: bool
+
+
+@dataclass
+class _Canary:
+    record_id: str
+    put_at: datetime
+    scanned: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _CanaryVerdict:
+    record_id: str
+    status: Status
+    reason: str
+    freshness: float | None = None
+    key: str | None = None
+
+
+@dataclass
+class _Finding:
+    status: Status
+    text: str
+
+
+@dataclass
+class _DeliveryCheck:
+    """What the canary's bytes look like in a delivered object."""
+
+    found: bool
+    problem: str | None = None
+
+
+class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
+    Params = FirehoseFreshnessParams
+    summary = "Firehose stream ACTIVE, DataFreshness, error prefix and a canary record in S3"
+    target_param = "stream_name"
+    default_timeout = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: _Canary | None = None
+        self._last_canary: _CanaryVerdict | None = None
+        self._error_watermark: datetime | None = None
+        self._error_seen_at_watermark: set[str] = set()
+
+    async def probe(self) -> ProbeResult:
+        p = self.params
+        aws = self.context.plumbing.aws
+        firehose = await aws.client("firehose", p.aws)
+        try:
+            described = await firehose.describe_delivery_stream(DeliveryStreamName=p.stream_name)
+        except (ClientError, BotoCoreError) as exc:
+            return _describe_failed(exc, p.stream_name)
+        desc = described.get("DeliveryStreamDescription") or {}
+        status = desc.get("DeliveryStreamStatus")
+        if status != "ACTIVE":
+            failure = (desc.get("FailureDescription") or {}).get("Details")
+            return ProbeResult.down(
+                f"delivery stream {p.stream_name} is {status}, not ACTIVE"
+                + (f": {failure}" if failure else ""),
+                details={"stream": p.stream_name, "stream_status": status},
+            )
+        dest = _s3_destination(desc)
+        if dest is None:
+            return ProbeResult.unknown(
+                f"{p.stream_name} has no S3 destination: only S3 delivery is checked"
+            )
+        degraded_above, down_above = self._thresholds(dest)
+        findings: list[_Finding] = []
+        observations: dict[str, float] = {"buffer_interval_seconds": dest.buffer_interval}
+        details: dict[str, Any] = {
+            "stream": p.stream_name,
+            "bucket": dest.bucket,
+            "prefix": dest.prefix,
+            "error_prefix": dest.error_prefix,
+            "compression": dest.compression,
+            "degraded_above_seconds": degraded_above,
+            "down_above_seconds": down_above,
+        }
+        s3 = await aws.client("s3", p.aws)
+        cloudwatch = await aws.client("cloudwatch", p.aws)
+        findings += await self._check_metrics(cloudwatch, degraded_above, down_above,
+                                              observations, details)
+        findings += await self._check_errors(s3, dest, observations, details)
+        if p.canary:
+            direct_put = desc.get("DeliveryStreamType", "DirectPut") == "DirectPut"
+            findings += await self._check_canary(
+                firehose, s3, dest, direct_put, degraded_above, down_above, observations,
+                details,
+            )
+        return _verdict(findings, observations, details)
+
+    # --- thresholds ---
+
+    def _thresholds(self, dest: _Destination) -> tuple[float, float]:
+        p = self.params
+        down = p.down_above or max(SEED_DOWN_SECONDS, dest.buffer_interval + 2 * p.margin)
+        degraded = p.degraded_above or dest.buffer_interval + p.margin
+        return min(degraded, down), down
+
+    # --- CloudWatch ---
+
+    async def _check_metrics(self, cloudwatch: Any, degraded_above: float, down_above: float,
+                             observations: dict[str, float],
+                             details: dict[str, Any]) -> list[_Finding]:
+        p = self.params
+        period = max(60, int(p.metric_period) // 60 * 60)  # standard-resolution periods
+        end_epoch = int(time.time()) // period * period
+        end = datetime.fromtimestamp(end_epoch, UTC)
+        start = end - timedelta(seconds=period * p.metric_periods)
+        dims = [{"Name": "DeliveryStreamName", "Value": p.stream_name}]
+
+        def query(qid: str, name: str, stat: str) -> dict[str, Any]:
+            metric = {"Namespace": "AWS/Firehose", "MetricName": name, "Dimensions": dims}
+            return {"Id": qid, "MetricStat": {"Metric": metric, "Period": period, "Stat": stat},
+                    "ReturnData": True}
+
+        try:
+            resp = await cloudwatch.get_metric_data(
+                MetricDataQueries=[
+                    query("freshness", "DeliveryToS3.DataFreshness", "Maximum"),
+                    query("success", "DeliveryToS3.Success", "Average"),
+                ],
+                StartTime=start,
+                EndTime=end,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            return [_Finding(Status.UNKNOWN, f"cannot read CloudWatch metrics: "
+                                             f"{aws_error_summary(exc)}")]
+        values = {r["Id"]: [float(v) for v in r.get("Values", [])]
+                  for r in resp.get("MetricDataResults", [])}
+        details["metric_window"] = {"start": start.isoformat(), "end": end.isoformat(),
+                                    "period_seconds": period}
+        found: list[_Finding] = []
+        freshness = values.get("freshness") or []
+        if freshness:
+            worst = max(freshness)
+            observations["data_freshness_seconds"] = worst
+            if worst > down_above:
+                found.append(_Finding(Status.DOWN, f"DataFreshness {worst:.0f}s is over the "
+                                                   f"{down_above:.0f}s limit (records stale)"))
+            elif worst > degraded_above:
+                found.append(_Finding(Status.DEGRADED, f"DataFreshness {worst:.0f}s is over "
+                                                       f"{degraded_above:.0f}s"))
+        else:
+            details["metric_note"] = "no DataFreshness datapoints in the window"
+        success = values.get("success") or []
+        if success:
+            lowest = min(success)
+            observations["delivery_success_ratio"] = lowest
+            if lowest < 1:
+                found.append(_Finding(Status.DEGRADED, f"DeliveryToS3.Success {lowest:.2f} < 1: "
+                                                       "some S3 deliveries failed"))
+        return found
+
+    # --- error prefix ---
+
+    async def _check_errors(self, s3: Any, dest: _Destination, observations: dict[str, float],
+                            details: dict[str, Any]) -> list[_Finding]:
+        p = self.params
+        if p.error_prefixes is not None:
+            prefixes = list(p.error_prefixes)
+        elif dest.error_prefix:
+            prefixes = [_static_part(dest.error_prefix)]
+        else:
+            prefixes = list(DEFAULT_ERROR_PREFIXES)
+        details["error_prefixes_watched"] = prefixes
+        now = datetime.now(UTC)
+        watermark = self._error_watermark or now - timedelta(seconds=p.error_lookback)
+        listed: list[dict[str, Any]] = []
+        try:
+            for prefix in prefixes:
+                listed += await _list(s3, dest.bucket, prefix, p.max_list_pages)
+        except (ClientError, BotoCoreError) as exc:
+            return [_s3_finding(exc, f"listing error prefixes in {dest.bucket}")]
+        seen = self._error_seen_at_watermark
+        new = [
+            obj for obj in listed
+            if obj["LastModified"] > watermark
+            or (obj["LastModified"] == watermark and obj["Key"] not in seen)
+        ]
+        newest = max((obj["LastModified"] for obj in listed), default=watermark)
+        self._error_watermark = max(newest, watermark)
+        self._error_seen_at_watermark = {
+            obj["Key"] for obj in listed if obj["LastModified"] == self._error_watermark
+        }
+        observations["new_error_objects_total"] = float(len(new))
+        if not new:
+            return []
+        new.sort(key=lambda obj: obj["LastModified"])
+        samples = [obj["Key"] for obj in new[-5:]]
+        kinds = sorted({kind for kind in ("processing-failed", "format-conversion-failed",
+                                          "delivery-failed") if any(kind in k for k in samples)})
+        details["new_error_objects"] = {"count": len(new), "sample_keys": samples}
+        what = f" ({', '.join(kinds)})" if kinds else ""
+        return [_Finding(Status.DOWN, f"{len(new)} new object(s) under the error prefix"
+                                      f"{what} since the last run, e.g. {samples[-1]}")]
+
+    # --- canary ---
+
+    async def _check_canary(self, firehose: Any, s3: Any, dest: _Destination, direct_put: bool,
+                            degraded_above: float, down_above: float,
+                            observations: dict[str, float],
+                            details: dict[str, Any]) -> list[_Finding]:
+        p = self.params
+        if not direct_put:
+            details["canary"] = "skipped: the stream reads from Kinesis (no direct PUT)"
+            return []
+        if dest.format_conversion:
+            details["canary"] = "skipped: records are converted to Parquet/ORC"
+            return []
+        if dest.compression not in ("UNCOMPRESSED", "GZIP"):
+            details["canary"] = f"skipped: cannot read {dest.compression} objects"
+            return []
+        found: list[_Finding] = []
+        if self._pending is not None:
+            found += await self._verify_pending(s3, dest, down_above)
+        if self._pending is None:
+            put = await self._put_canary(firehose)
+            if put is not None:
+                return [*found, put]
+            if dest.buffer_interval <= p.canary_inline_wait:
+                deadline = time.monotonic() + p.canary_inline_wait
+                while self._pending is not None and time.monotonic() < deadline:
+                    errors = await self._verify_pending(s3, dest, down_above)
+                    if errors:
+                        found += errors
+                        break
+                    if self._pending is not None:
+                        await asyncio.sleep(0.5)
+        return [*found, *self._canary_findings(degraded_above, down_above, observations,
+                                               details)]
+
+    async def _put_canary(self, firehose: Any) -> _Finding | None:
+        record_id = uuid.uuid4().hex
+        put_at = datetime.now(UTC)
+        record = {_CANARY_FIELD: record_id, "sent_at": put_at.isoformat(),
+                  "check": self.context.name}
+        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        try:
+            await firehose.put_record(DeliveryStreamName=self.params.stream_name,
+                                      Record={"Data": data})
+        except (ClientError, BotoCoreError) as exc:
+            if aws_error_kind(exc) == "credentials":
+                return _Finding(Status.UNKNOWN, f"prober credentials: {aws_error_summary(exc)}")
+            return _Finding(Status.DOWN, f"PutRecord of the canary failed: "
+                                         f"{aws_error_summary(exc)}")
+        self._pending = _Canary(record_id, put_at)
+        return None
+
+    async def _verify_pending(self, s3: Any, dest: _Destination, down_above: float) -> list[
+            _Finding]:
+        canary = self._pending
+        assert canary is not None
+        try:
+            hit = await self._search(s3, dest, canary)
+        except (ClientError, BotoCoreError) as exc:
+            return [_s3_finding(exc, f"looking for the canary in {dest.bucket}")]
+        if hit is not None:
+            key, modified, check = hit
+            freshness = max(0.0, (modified - canary.put_at).total_seconds())
+            if check.problem:
+                self._last_canary = _CanaryVerdict(canary.record_id, Status.DOWN, check.problem,
+                                                   freshness, key)
+            else:
+                self._last_canary = _CanaryVerdict(canary.record_id, Status.UP, "delivered",
+                                                   freshness, key)
+            self._pending = None
+            return []
+        age = (datetime.now(UTC) - canary.put_at).total_seconds()
+        if age > down_above:
+            self._last_canary = _CanaryVerdict(
+                canary.record_id, Status.DOWN,
+                f"canary record {canary.record_id} not found under "
+                f"s3://{dest.bucket}/{_static_part(dest.prefix)} after {age:.0f}s "
+                f"(limit {down_above:.0f}s): records are not being delivered",
+            )
+            self._pending = None
+        return []
+
+    def _canary_findings(self, degraded_above: float, down_above: float,
+                         observations: dict[str, float], details: dict[str, Any]) -> list[
+            _Finding]:
+        found: list[_Finding] = []
+        last = self._last_canary
+        if last is not None:
+            details["canary"] = {"id": last.record_id, "status": last.status.value,
+                                 "reason": last.reason, "key": last.key}
+            if last.freshness is not None:
+                observations["canary_freshness_seconds"] = last.freshness
+            if last.status is not Status.UP:
+                found.append(_Finding(last.status, last.reason))
+            elif last.freshness is not None and last.freshness > down_above:
+                found.append(_Finding(Status.DOWN, f"canary took {last.freshness:.0f}s end to "
+                                                   f"end (limit {down_above:.0f}s)"))
+            elif last.freshness is not None and last.freshness > degraded_above:
+                found.append(_Finding(Status.DEGRADED, f"canary took {last.freshness:.0f}s end "
+                                                       f"to end (over {degraded_above:.0f}s)"))
+        pending = self._pending
+        if pending is not None:
+            age = (datetime.now(UTC) - pending.put_at).total_seconds()
+            observations["canary_pending_seconds"] = age
+            details["canary_pending"] = {"id": pending.record_id, "age_seconds": round(age, 1)}
+            if age > degraded_above:
+                found.append(_Finding(Status.DEGRADED, f"canary {pending.record_id} not "
+                                                       f"delivered yet after {age:.0f}s"))
+        return found
+
+    async def _search(self, s3: Any, dest: _Destination,
+                      canary: _Canary) -> tuple[str, datetime, _DeliveryCheck] | None:
+        p = self.params
+        since = canary.put_at - timedelta(seconds=60)  # LastModified has whole seconds; skew
+        candidates: dict[str, dict[str, Any]] = {}
+        for prefix in _delivery_prefixes(dest.prefix, canary.put_at):
+            for obj in await _list(s3, dest.bucket, prefix, p.max_list_pages):
+                if obj["LastModified"] >= since and obj["Key"] not in canary.scanned:
+                    candidates[obj["Key"]] = obj
+        newest = sorted(candidates.values(), key=lambda o: o["LastModified"])
+        for obj in newest[: p.canary_max_objects]:
+            resp = await s3.get_object(Bucket=dest.bucket, Key=obj["Key"],
+                                       Range=f"bytes=0-{p.canary_max_object_bytes - 1}")
+            async with resp["Body"] as stream:
+                raw = await stream.read()
+            canary.scanned.add(obj["Key"])
+            check = inspect_delivery(_decompress(raw), canary.record_id, dest.transformed)
+            if check.found:
+                return obj["Key"], obj["LastModified"], check
+        return None
+
+
+def inspect_delivery(body: bytes, record_id: str, transformed: bool = False) -> _DeliveryCheck:
+    """Find the canary in a delivered object and say whether its bytes survived intact:
+    one valid JSON document on its own newline-terminated line."""
+    needle = record_id.encode()
+    where = body.find(needle)
+    lambda_hint = " by the transformation Lambda" if transformed else ""
+    if where < 0:
+        for match in _BASE64_RUN.finditer(body):
+            token = match.group()
+            try:
+                decoded = base64.b64decode(token + b"=" * (-len(token) % 4), validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if needle in decoded:
+                return _DeliveryCheck(True, (
+                    "canary delivered as base64 text where JSON was expected: the "
+                    f"transformation trap (records base64-encoded twice{lambda_hint}: return "
+                    "base64 of the JSON line, not of its base64)"))
+        return _DeliveryCheck(False)
+    start = body.rfind(b"\n", 0, where) + 1
+    end = body.find(b"\n", where)
+    line = body[start:] if end < 0 else body[start:end]
+    run_together = b"}{" in line
+    if run_together:
+        return _DeliveryCheck(True, (
+            "canary delivered run together with other records (no newline between them): the "
+            f"transformation trap (append \\n to each record before base64-encoding"
+            f"{lambda_hint})"))
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return _DeliveryCheck(True, "canary line is not valid JSON in the delivered object"
+                                    f"{lambda_hint}: records are garbled")
+    if not isinstance(doc, dict) or doc.get(_CANARY_FIELD) != record_id:
+        return _DeliveryCheck(True, "canary id found, but not as the record's "
+                                    f"{_CANARY_FIELD} field: records are garbled")
+    if end < 0:
+        return _DeliveryCheck(True, (
+            "canary delivered without its trailing newline: the transformation trap "
+            f"(records must end with \\n{lambda_hint}, or they run together in S3)"))
+    return _DeliveryCheck(True)
+
+
+# --- helpers ---
+
+
+def _s3_destination(desc: dict[str, Any]) -> _Destination | None:
+    for destination in desc.get("Destinations") or []:
+        conf = (destination.get("ExtendedS3DestinationDescription")
+                or destination.get("S3DestinationDescription"))
+        if not conf:
+            continue
+        hints = conf.get("BufferingHints") or {}
+        processing = conf.get("ProcessingConfiguration") or {}
+        lambdas = [proc for proc in processing.get("Processors") or []
+                   if proc.get("Type") == "Lambda"]
+        conversion = conf.get("DataFormatConversionConfiguration") or {}
+        return _Destination(
+            bucket=str(conf.get("BucketARN", "")).split(":")[-1],
+            prefix=conf.get("Prefix") or "",
+            error_prefix=conf.get("ErrorOutputPrefix") or "",
+            buffer_interval=float(hints.get("IntervalInSeconds", DEFAULT_BUFFER_INTERVAL)),
+            compression=conf.get("CompressionFormat") or "UNCOMPRESSED",
+            transformed=bool(processing.get("Enabled")) and bool(lambdas),
+            format_conversion=bool(conversion.get("Enabled")),
+        )
+    return None
+
+
+def _static_part(prefix: str) -> str:
+    """The literal part of a Firehose prefix before its first ``!{...}`` expression."""
+    match = _TOKEN.search(prefix)
+    return prefix if match is None else prefix[: match.start()]
+
+
+def _delivery_prefixes(prefix: str, put_at: datetime) -> list[str]:
+    """Where a record put at ``put_at`` can land: timestamp expressions expanded for the
+    arrival time (a few seconds either side, for hour boundaries), up to the first expression
+    that cannot be expanded (dynamic partitioning keys)."""
+    out: list[str] = []
+    for moment in (put_at - timedelta(seconds=10), put_at, put_at + timedelta(seconds=30)):
+        if "!{timestamp:" not in prefix:
+            # Firehose appends yyyy/MM/dd/HH/ to a prefix without timestamp expressions.
+            candidate = prefix + moment.strftime("%Y/%m/%d/%H/") if (
+                prefix == "" or prefix.endswith("/")) else prefix
+            candidate = _static_part(candidate)
+        else:
+            candidate = _expand_timestamps(prefix, moment)
+        if candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def _expand_timestamps(prefix: str, moment: datetime) -> str:
+    result: list[str] = []
+    pos = 0
+    for match in _TOKEN.finditer(prefix):
+        result.append(prefix[pos:match.start()])
+        expr = match.group(1)
+        if not expr.startswith("timestamp:"):
+            return "".join(result)
+        fmt = expr.removeprefix("timestamp:")
+        for java, c_fmt in _JAVA_TIME:
+            fmt = fmt.replace(java, c_fmt)
+        result.append(moment.strftime(fmt))
+        pos = match.end()
+    result.append(prefix[pos:])
+    return "".join(result)
+
+
+async def _list(s3: Any, bucket: str, prefix: str, max_pages: int) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    for _ in range(max_pages):
+        resp = await s3.list_objects_v2(**kwargs)
+        objects += resp.get("Contents", [])
+        token = resp.get("NextContinuationToken")
+        if not resp.get("IsTruncated") or not token:
+            break
+        kwargs["ContinuationToken"] = token
+    return objects
+
+
+def _decompress(raw: bytes) -> bytes:
+    # Decide by the bytes, not the config: a range-limited read of a large object is a
+    # truncated gzip stream, which a decompressobj still reads up to the cut.
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw)
+
+
+def _describe_failed(exc: BaseException, stream: str) -> ProbeResult:
+    kind = aws_error_kind(exc)
+    summary = aws_error_summary(exc)
+    if kind == "credentials":
+        return ProbeResult.unknown(f"prober credentials: {summary}")
+    if kind == "not_found":
+        return ProbeResult.down(f"delivery stream {stream} not found: {summary}")
+    if kind == "permission":
+        return ProbeResult.unknown(f"not allowed to describe {stream}: {summary}")
+    return ProbeResult.down(f"DescribeDeliveryStream failed: {summary}")
+
+
+def _s3_finding(exc: BaseException, doing: str) -> _Finding:
+    kind = aws_error_kind(exc)
+    status = Status.UNKNOWN if kind in ("credentials", "permission") else Status.DOWN
+    return _Finding(status, f"{doing}: {aws_error_summary(exc)}")
+
+
+def _verdict(findings: list[_Finding], observations: dict[str, float],
+             details: dict[str, Any]) -> ProbeResult:
+    details["findings"] = [{"status": f.status.value, "text": f.text} for f in findings]
+    if not findings:
+        fresh = observations.get("canary_freshness_seconds")
+        metric = observations.get("data_freshness_seconds")
+        parts = ["stream ACTIVE"]
+        if metric is not None:
+            parts.append(f"DataFreshness {metric:.0f}s")
+        if fresh is not None:
+            parts.append(f"canary delivered in {fresh:.0f}s")
+        elif "canary_pending" in details:
+            parts.append("canary pending")
+        return ProbeResult.up(", ".join(parts), observations=observations, details=details)
+    worst = max(findings, key=lambda f: _RANK[f.status]).status
+    reason = "; ".join(f.text for f in sorted(findings, key=lambda f: -_RANK[f.status]))
+    return ProbeResult(worst, reason, observations=observations, details=details)
