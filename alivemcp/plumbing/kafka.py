@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BrokerInfo",
+    "ClusterMetadata",
     "KafkaAuthFailed",
     "KafkaClients",
     "KafkaCluster",

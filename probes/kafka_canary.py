@@ -1,0 +1,422 @@
+"""``kafka_canary``: the produce-path canary.
+
+The cloud console can be green while a broker's leader election hangs every producer that
+writes to its partitions. This probe is such a producer: an idempotent ``acks=all`` producer
+writes one message to EVERY partition of a dedicated canary topic on each run (so every
+partition leader, and therefore every broker, is exercised), then reads its own messages back
+to measure the end-to-end latency a real consumer would see.
+
+The canary topic is created if missing: replication factor min(3, brokers),
+``min.insync.replicas`` 2 where the replication factor allows it, short retention, and one
+partition per broker with that broker as preferred leader.
+
+- ``down``: a produce failed or did not finish within ``produce_timeout`` (the reason names
+  the partition and the broker that leads it);
+- ``degraded``: produce or round-trip latency above its threshold, or a message that did not
+  come back within ``roundtrip_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from pydantic import Field, model_validator
+
+from alivemcp.config import Duration
+from alivemcp.plumbing.kafka import (
+    ClusterMetadata,
+    KafkaAuthFailed,
+    KafkaCluster,
+    KafkaConnection,
+    KafkaPlumbingError,
+)
+from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult
+
+__all__ = ["KafkaCanaryParams", "KafkaCanaryProbe"]
+
+_UNKNOWN_TOPIC = 3
+
+
+class KafkaCanaryParams(ProbeParams):
+    cluster: KafkaConnection = Field(
+        description="The cluster to write to (bootstrap servers or MSK ARN, security)."
+    )
+    topic: str = Field(
+        "alivemcp-canary", min_length=1, max_length=249, description="The canary topic."
+    )
+    create_topic: bool = Field(
+        True, description="Create the canary topic if it is missing (needs CreateTopics)."
+    )
+    partitions: int | None = Field(
+        None, ge=1, le=1000,
+        description="Partitions when creating the topic (default: one per live broker).",
+    )
+    replication_factor: int | None = Field(
+        None, ge=1, le=32, description="Replication factor when creating (default min(3, brokers))."
+    )
+    min_insync_replicas: int | None = Field(
+        None, ge=1, description="min.insync.replicas when creating (default 2 where RF >= 3)."
+    )
+    retention: Duration = Field(
+        3600.0, gt=0, description="retention.ms of a created canary topic."
+    )
+    produce_timeout: Duration = Field(
+        10.0, gt=0, description="A produce not acknowledged within this time counts as failed."
+    )
+    produce_latency_threshold: Duration = Field(
+        1.0, gt=0, description="Produce latency above this (any partition) is degraded."
+    )
+    roundtrip_timeout: Duration = Field(
+        5.0, gt=0, description="How long to wait for the messages to be read back."
+    )
+    roundtrip_latency_threshold: Duration = Field(
+        2.0, gt=0, description="Produce-to-read latency above this is degraded."
+    )
+    per_partition_max: int = Field(
+        32, ge=0, le=1000,
+        description="Per-partition latency series only when the topic has at most this many "
+        "partitions (bounded cardinality; 0 disables).",
+    )
+    max_listed: int = Field(10, ge=1, le=200, description="At most this many partitions named.")
+
+    @model_validator(mode="after")
+    def _sane(self) -> KafkaCanaryParams:
+        if (
+            self.min_insync_replicas is not None
+            and self.replication_factor is not None
+            and self.min_insync_replicas > self.replication_factor
+        ):
+            raise ValueError("min_insync_replicas cannot exceed replication_factor")
+        return self
+
+
+@dataclass(slots=True)
+class _Produced:
+    partition: int
+    offset: int
+    latency: float
+
+
+@dataclass(slots=True)
+class _Failed:
+    partition: int
+    leader: int
+    error: str
+
+
+class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
+    Params = KafkaCanaryParams
+    summary = "Produce to every partition of a canary topic (acks=all) and read it back"
+    default_timeout = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reader: AIOKafkaConsumer | None = None
+        self._reader_cluster: KafkaCluster | None = None
+        self._assigned: frozenset[int] = frozenset()
+
+    async def teardown(self) -> None:
+        await self._drop_reader()
+
+    async def probe(self) -> ProbeResult:
+        p = self.params
+        cluster = self.context.plumbing.kafka.cluster(p.cluster)
+        try:
+            snapshot = await self._ensure_topic(cluster)
+            if isinstance(snapshot, ProbeResult):
+                return snapshot
+            topic = snapshot.topics[p.topic]
+            partitions = [part.partition for part in topic.partitions]
+            leaders = {part.partition: part.leader for part in topic.partitions}
+            producer = await cluster.producer()
+        except KafkaAuthFailed as exc:
+            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
+        except KafkaPlumbingError as exc:
+            return ProbeResult.down(f"cluster unreachable: {exc}")
+
+        reader_error: str | None = None
+        try:
+            reader: AIOKafkaConsumer | None = await self._ensure_reader(cluster, partitions)
+        except (KafkaError, KafkaPlumbingError, TimeoutError, OSError) as exc:
+            # Reading back is the second half of the check; producing still says a lot.
+            await self._drop_reader()
+            reader, reader_error = None, f"{type(exc).__name__}: {exc}"
+        run_id = uuid.uuid4().hex
+        produced, failed = await self._produce_all(producer, partitions, leaders, run_id)
+        if any(not f.error.startswith("timed out") for f in failed):
+            # A send that failed outright may leave the idempotent producer's sequence state
+            # behind; a fresh one is cheap compared with a canary stuck on a bad producer.
+            await cluster.reset_producer()
+        roundtrip = await self._read_back(reader, run_id, produced) if reader else {}
+        return self._verdict(partitions, produced, failed, roundtrip, reader_error)
+
+    # -- topic ---------------------------------------------------------------------------------
+
+    async def _ensure_topic(self, cluster: KafkaCluster) -> ClusterMetadata | ProbeResult:
+        p = self.params
+        snapshot = await cluster.metadata([p.topic])
+        topic = snapshot.topics.get(p.topic)
+        if topic is not None and topic.error_code == 0 and topic.partitions:
+            return snapshot
+        if topic is not None and topic.error_code not in (0, _UNKNOWN_TOPIC):
+            return ProbeResult.down(
+                f"canary topic {p.topic}: metadata error code {topic.error_code}"
+            )
+        if not p.create_topic:
+            return ProbeResult.down(f"canary topic {p.topic} does not exist (create_topic off)")
+        brokers = sorted(snapshot.brokers)
+        if not brokers:
+            return ProbeResult.down("the cluster reports no live brokers")
+        rf = p.replication_factor or min(3, len(brokers))
+        if rf > len(brokers):
+            return ProbeResult.down(
+                f"cannot create canary topic {p.topic}: replication factor {rf} > "
+                f"{len(brokers)} live brokers"
+            )
+        min_isr = p.min_insync_replicas or (2 if rf >= 3 else 1)
+        count = max(p.partitions or len(brokers), 1)
+        # Partition i prefers broker i (round robin) as leader: every broker leads one.
+        assignments = {
+            i: [brokers[(i + k) % len(brokers)] for k in range(rf)] for i in range(count)
+        }
+        configs = {
+            "min.insync.replicas": str(min_isr),
+            "retention.ms": str(int(p.retention * 1000)),
+            "segment.ms": str(int(p.retention * 1000)),
+            "cleanup.policy": "delete",
+        }
+        try:
+            await cluster.create_topic(p.topic, assignments=assignments, configs=configs)
+        except KafkaError as exc:
+            return ProbeResult.down(f"cannot create canary topic {p.topic}: {exc}")
+        for _ in range(20):  # leaders are elected within moments of creation
+            snapshot = await cluster.metadata([p.topic])
+            topic = snapshot.topics.get(p.topic)
+            if topic and topic.partitions and all(x.leader >= 0 for x in topic.partitions):
+                return snapshot
+            await asyncio.sleep(0.25)
+        return ProbeResult.down(f"canary topic {p.topic} created but its partitions have no leader")
+
+    # -- reader --------------------------------------------------------------------------------
+
+    async def _ensure_reader(
+        self, cluster: KafkaCluster, partitions: Sequence[int]
+    ) -> AIOKafkaConsumer:
+        wanted = frozenset(partitions)
+        if self._reader is not None and self._reader_cluster is not cluster:
+            await self._drop_reader()
+        if self._reader is None:
+            self._reader = await cluster.new_consumer(
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="latest",
+                fetch_max_wait_ms=100,
+                isolation_level="read_uncommitted",
+            )
+            self._reader_cluster = cluster
+            self._assigned = frozenset()
+        if wanted != self._assigned:
+            tps = [TopicPartition(self.params.topic, p) for p in sorted(wanted)]
+            self._reader.assign(tps)
+            await self._reader.seek_to_end(*tps)
+            for tp in tps:  # resolve the positions now, before this run's messages exist
+                await self._reader.position(tp)
+            self._assigned = wanted
+        return self._reader
+
+    async def _drop_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        self._assigned = frozenset()
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(10):
+                    await reader.stop()
+
+    # -- one run -------------------------------------------------------------------------------
+
+    async def _produce_all(
+        self, producer: Any, partitions: Sequence[int], leaders: Mapping[int, int], run_id: str
+    ) -> tuple[list[_Produced], list[_Failed]]:
+        p = self.params
+
+        async def one(partition: int) -> _Produced | _Failed:
+            # The broker this send goes to, as the producer sees it now (what a hung send
+            # is waiting for, even if leadership moves while it waits).
+            leader = _leader_seen_by(producer, p.topic, partition, leaders)
+            started = time.perf_counter()
+            value = json.dumps(
+                {"run": run_id, "partition": partition, "sent_at": time.time()}
+            ).encode()
+            try:
+                async with asyncio.timeout(p.produce_timeout):
+                    meta = await producer.send_and_wait(
+                        p.topic, value, key=run_id.encode(), partition=partition
+                    )
+            except TimeoutError:
+                return _Failed(partition, leader, f"timed out after {p.produce_timeout:g}s")
+            except KafkaError as exc:
+                return _Failed(partition, leader, f"{type(exc).__name__}: {exc}")
+            return _Produced(partition, meta.offset, time.perf_counter() - started)
+
+        results = await asyncio.gather(*(one(x) for x in partitions))
+        produced = [r for r in results if isinstance(r, _Produced)]
+        failed = [r for r in results if isinstance(r, _Failed)]
+        return produced, failed
+
+    async def _read_back(
+        self, reader: AIOKafkaConsumer, run_id: str, produced: Sequence[_Produced]
+    ) -> dict[int, float]:
+        """Seconds from send to read for each partition whose message came back in time."""
+        waiting = {x.partition: x for x in produced}
+        seen: dict[int, float] = {}
+        deadline = time.monotonic() + self.params.roundtrip_timeout
+        run_started = time.time() - max((x.latency for x in produced), default=0.0)
+        while waiting and time.monotonic() < deadline:
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                batches = await reader.getmany(timeout_ms=min(remaining_ms, 500))
+            except KafkaError:
+                await asyncio.sleep(0.1)
+                continue
+            now = time.time()
+            for tp, records in batches.items():
+                for record in records:
+                    message = _decode(record.value)
+                    if message is None or message.get("run") != run_id:
+                        continue  # an earlier run's late message, or someone else's
+                    part = tp.partition
+                    if part in waiting:
+                        sent_at = message.get("sent_at")
+                        start = sent_at if isinstance(sent_at, int | float) else run_started
+                        seen[part] = max(0.0, now - start)
+                        del waiting[part]
+        return seen
+
+    def _verdict(
+        self,
+        partitions: Sequence[int],
+        produced: Sequence[_Produced],
+        failed: Sequence[_Failed],
+        roundtrip: Mapping[int, float],
+        reader_error: str | None = None,
+    ) -> ProbeResult:
+        p = self.params
+        produce_max = max((x.latency for x in produced), default=0.0)
+        roundtrip_max = max(roundtrip.values(), default=0.0)
+        lost = sorted(x.partition for x in produced if x.partition not in roundtrip)
+        if reader_error:
+            lost = []  # nothing was read at all: said once, below
+        observations = {
+            "partitions": float(len(partitions)),
+            "partitions_failed": float(len(failed)),
+            "produce_latency_max_seconds": produce_max,
+            "roundtrip_latency_max_seconds": roundtrip_max,
+            "messages_not_read_back": float(len(lost)),
+        }
+        labeled: list[LabeledObservation] = []
+        if len(partitions) <= p.per_partition_max:
+            for x in produced:
+                labeled.append(
+                    LabeledObservation(
+                        "produce_latency_seconds", x.latency, {"partition": str(x.partition)}
+                    )
+                )
+            for part, seconds in roundtrip.items():
+                labeled.append(
+                    LabeledObservation(
+                        "roundtrip_latency_seconds", seconds, {"partition": str(part)}
+                    )
+                )
+        details = {
+            "topic": p.topic,
+            "failed": [
+                {"partition": f.partition, "leader": f.leader, "error": f.error}
+                for f in sorted(failed, key=lambda f: f.partition)
+            ][:100],
+            "produce_latency_seconds": {str(x.partition): round(x.latency, 4) for x in produced},
+            "roundtrip_latency_seconds": {str(k): round(v, 4) for k, v in roundtrip.items()},
+            "not_read_back": lost[:100],
+            "reader_error": reader_error,
+        }
+        kw: dict[str, Any] = {
+            "observations": observations, "labeled_observations": labeled, "details": details,
+        }
+        if failed:
+            listed = [
+                f"partition {f.partition} (leader broker {f.leader if f.leader >= 0 else 'none'}):"
+                f" {f.error}"
+                for f in sorted(failed, key=lambda f: f.partition)
+            ]
+            return ProbeResult.down(
+                f"produce to {p.topic} failed on {len(failed)} of {len(partitions)} partitions: "
+                + _list(listed, p.max_listed),
+                **kw,
+            )
+        problems: list[str] = []
+        slow = sorted(
+            (x for x in produced if x.latency > p.produce_latency_threshold),
+            key=lambda x: -x.latency,
+        )
+        if slow:
+            problems.append(
+                f"produce latency above {p.produce_latency_threshold:g}s on "
+                + _list([f"partition {x.partition} ({x.latency:.2f}s)" for x in slow], p.max_listed)
+            )
+        slow_rt = sorted(
+            ((k, v) for k, v in roundtrip.items() if v > p.roundtrip_latency_threshold),
+            key=lambda kv: -kv[1],
+        )
+        if slow_rt:
+            problems.append(
+                f"round trip above {p.roundtrip_latency_threshold:g}s on "
+                + _list([f"partition {k} ({v:.2f}s)" for k, v in slow_rt], p.max_listed)
+            )
+        if reader_error:
+            problems.append(f"cannot read the canary back: {reader_error}")
+        if lost:
+            problems.append(
+                f"{len(lost)} message(s) not read back within {p.roundtrip_timeout:g}s: "
+                + _list([f"partition {x}" for x in lost], p.max_listed)
+            )
+        if problems:
+            return ProbeResult.degraded("; ".join(problems), **kw)
+        return ProbeResult.up(
+            f"produced to all {len(partitions)} partitions of {p.topic} "
+            f"(max {produce_max * 1000:.0f} ms), read back in max {roundtrip_max * 1000:.0f} ms",
+            **kw,
+        )
+
+
+def _leader_seen_by(
+    producer: Any, topic: str, partition: int, fallback: Mapping[int, int]
+) -> int:
+    """The broker the producer was writing to (its own metadata view), else the admin's."""
+    with contextlib.suppress(Exception):
+        leader = producer.client.cluster.leader_for_partition(TopicPartition(topic, partition))
+        if isinstance(leader, int) and leader >= 0:
+            return leader
+    return fallback.get(partition, -1)
+
+
+def _decode(value: bytes | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    try:
+        message = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _list(items: Sequence[str], limit: int) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

@@ -1,0 +1,464 @@
+"""``kafka_partition_health``: under-replicated, under-min-ISR and offline partitions.
+
+A cluster can look green in the console while a broker has silently dropped out of the ISR of
+half its partitions: one more failure and those partitions lose data or go offline. This probe
+reads partition state the way the brokers report it (one metadata request plus one
+DescribeConfigs for ``min.insync.replicas``) and classifies every partition:
+
+- offline: no leader, nothing can be read or written (``down``);
+- under min ISR: ISR below ``min.insync.replicas``, so every ``acks=all`` producer is failing
+  (``down``);
+- under-replicated: ISR smaller than the replica set (``down`` on production clusters, where
+  it pages immediately, ``degraded`` elsewhere).
+
+The reason names the partitions and the brokers missing from their ISR. For clusters the
+prober cannot reach, the alternative source reads MSK's CloudWatch metrics
+(``AWS/Kafka`` ``OfflinePartitionsCount``, ``UnderReplicatedPartitions``,
+``UnderMinIsrPartitionCount``) instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from alivemcp.config import Duration
+from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.kafka import (
+    KafkaAuthFailed,
+    KafkaConnection,
+    KafkaPlumbingError,
+    PartitionState,
+)
+from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
+
+__all__ = ["CloudWatchPartitionSource", "KafkaPartitionHealthParams", "KafkaPartitionHealthProbe"]
+
+#: Label values (on the check) that mark a production cluster.
+_PRODUCTION_VALUES = frozenset({"true", "yes", "1", "production", "prod"})
+#: Kafka error codes that mean "this partition has no usable leader".
+_LEADER_NOT_AVAILABLE = 5
+
+
+class CloudWatchPartitionSource(BaseModel):
+    """Read MSK's CloudWatch partition metrics instead of asking the brokers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster_name: str = Field(
+        min_length=1, description="The MSK cluster name (CloudWatch dimension 'Cluster Name')."
+    )
+    aws: AwsSettings = Field(default_factory=AwsSettings, description="AWS identity and region.")
+    lookback: Duration = Field(
+        600.0, gt=0, description="How far back to look for the latest datapoint."
+    )
+    period: int = Field(60, ge=1, description="Datapoint period in seconds.")
+
+
+class KafkaPartitionHealthParams(ProbeParams):
+    cluster: KafkaConnection | None = Field(
+        None, description="The cluster to ask (bootstrap servers or MSK ARN, security)."
+    )
+    cloudwatch: CloudWatchPartitionSource | None = Field(
+        None, description="Alternative source: MSK CloudWatch metrics (no broker access)."
+    )
+    topics: list[str] = Field(
+        default_factory=list, description="Only these topics (default: all topics)."
+    )
+    topic_pattern: str | None = Field(
+        None, description="Only topics whose full name matches this regular expression."
+    )
+    exclude_pattern: str | None = Field(
+        None, description="Skip topics whose full name matches this regular expression."
+    )
+    include_internal: bool = Field(
+        True, description="Include internal topics (__consumer_offsets, __transaction_state)."
+    )
+    production: bool | None = Field(
+        None,
+        description="Under-replicated is down (not degraded). Default: the check's "
+        "`production` label is true, or its `env` label is production/prod.",
+    )
+    expected_brokers: int | None = Field(
+        None, ge=1, description="Brokers the cluster should have; fewer alive is reported."
+    )
+    max_listed: int = Field(
+        10, ge=1, le=200, description="At most this many partitions named in the reason."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KafkaPartitionHealthParams:
+        if (self.cluster is None) == (self.cloudwatch is None):
+            raise ValueError("set exactly one of cluster or cloudwatch")
+        if self.cloudwatch is not None and (self.topics or self.topic_pattern):
+            raise ValueError("CloudWatch metrics are cluster-wide: topic filters do not apply")
+        return self
+
+    @field_validator("topic_pattern", "exclude_pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression: {exc}") from exc
+        return value
+
+
+@dataclass
+class _Findings:
+    offline: list[PartitionState] = field(default_factory=list)
+    under_min_isr: list[tuple[PartitionState, int]] = field(default_factory=list)
+    under_replicated: list[PartitionState] = field(default_factory=list)
+    missing_topics: list[str] = field(default_factory=list)
+    partitions: int = 0
+    topics: int = 0
+
+    def missing_brokers(self) -> list[int]:
+        counts: Counter[int] = Counter()
+        for part in self.under_replicated:
+            counts.update(part.missing_from_isr)
+        for part in self.offline:
+            counts.update(part.replicas)
+        return sorted(counts)
+
+
+class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
+    Params = KafkaPartitionHealthParams
+    summary = "Under-replicated, under-min-ISR and offline partitions (brokers or CloudWatch)"
+
+    def _production(self) -> bool:
+        if self.params.production is not None:
+            return self.params.production
+        labels = self.context.labels
+        return (
+            labels.get("production", "").lower() in _PRODUCTION_VALUES
+            or labels.get("env", "").lower() in ("production", "prod")
+        )
+
+    async def probe(self) -> ProbeResult:
+        if self.params.cloudwatch is not None:
+            return await self._from_cloudwatch(self.params.cloudwatch)
+        assert self.params.cluster is not None
+        return await self._from_brokers(self.params.cluster)
+
+    # -- brokers ------------------------------------------------------------------------------
+
+    async def _from_brokers(self, conn: KafkaConnection) -> ProbeResult:
+        p = self.params
+        cluster = self.context.plumbing.kafka.cluster(conn)
+        try:
+            snapshot = await cluster.metadata(p.topics or None)
+            selected = {
+                name: topic for name, topic in snapshot.topics.items() if self._wanted(name, topic)
+            }
+            configs = await cluster.topic_configs(
+                [n for n, t in selected.items() if t.error_code == 0]
+            )
+        except KafkaAuthFailed as exc:
+            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
+        except KafkaPlumbingError as exc:
+            return ProbeResult.down(f"cluster unreachable: {exc}")
+
+        found = _Findings()
+        for name, topic in sorted(selected.items()):
+            if topic.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
+                found.missing_topics.append(name)
+                continue
+            found.topics += 1
+            min_isr = _int(configs.get(name, {}).get("min.insync.replicas"))
+            for part in topic.partitions:
+                found.partitions += 1
+                if part.offline or part.error_code == _LEADER_NOT_AVAILABLE:
+                    found.offline.append(part)
+                    continue
+                if min_isr is not None and len(part.isr) < min_isr:
+                    found.under_min_isr.append((part, min_isr))
+                if len(part.isr) < len(part.replicas):
+                    found.under_replicated.append(part)
+
+        brokers_alive = sorted(snapshot.brokers)
+        observations = {
+            "partitions": float(found.partitions),
+            "topics": float(found.topics),
+            "offline_partitions": float(len(found.offline)),
+            "under_min_isr_partitions": float(len(found.under_min_isr)),
+            "under_replicated_partitions": float(len(found.under_replicated)),
+            "brokers": float(len(brokers_alive)),
+        }
+        details = self._details(found, brokers_alive, snapshot.controller_id)
+        if p.topic_pattern and not selected and not p.topics:
+            return ProbeResult.unknown(
+                f"no topic matches {p.topic_pattern!r}",
+                observations=observations,
+                details=details,
+            )
+        return self._verdict(found, brokers_alive, observations, details)
+
+    def _wanted(self, name: str, topic: Any) -> bool:
+        p = self.params
+        if topic.internal and not p.include_internal and name not in p.topics:
+            return False
+        if p.topic_pattern and not re.fullmatch(p.topic_pattern, name):
+            return False
+        return not (p.exclude_pattern and re.fullmatch(p.exclude_pattern, name))
+
+    def _verdict(
+        self,
+        found: _Findings,
+        brokers_alive: list[int],
+        observations: Mapping[str, float],
+        details: Mapping[str, Any],
+    ) -> ProbeResult:
+        p = self.params
+        down: list[str] = []
+        degraded: list[str] = []
+        if found.offline:
+            down.append(
+                f"{len(found.offline)} offline (no leader): "
+                + _list(
+                    [f"{x.topic}/{x.partition} replicas {_ids(x.replicas)}" for x in found.offline],
+                    p.max_listed,
+                )
+            )
+        if found.under_min_isr:
+            down.append(
+                f"{len(found.under_min_isr)} under min ISR (acks=all producers fail): "
+                + _list(
+                    [
+                        f"{x.topic}/{x.partition} isr {_ids(x.isr)} < {m}"
+                        for x, m in found.under_min_isr
+                    ],
+                    p.max_listed,
+                )
+            )
+        if found.under_replicated:
+            missing = sorted({b for x in found.under_replicated for b in x.missing_from_isr})
+            line = (
+                f"{len(found.under_replicated)} under-replicated "
+                f"(broker{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} "
+                "missing from ISR): "
+                + _list(
+                    [
+                        f"{x.topic}/{x.partition} isr {_ids(x.isr)} of {_ids(x.replicas)}"
+                        for x in found.under_replicated
+                    ],
+                    p.max_listed,
+                )
+            )
+            (down if self._production() else degraded).append(line)
+        if found.missing_topics:
+            down.append("topic not found: " + _list(found.missing_topics, p.max_listed))
+        if p.expected_brokers is not None and len(brokers_alive) < p.expected_brokers:
+            degraded.append(
+                f"{len(brokers_alive)} of {p.expected_brokers} brokers alive "
+                f"({_ids(brokers_alive)})"
+            )
+        if down:
+            return ProbeResult(
+                Status.DOWN, "; ".join(down + degraded), observations=observations,
+                details=details,
+            )
+        if degraded:
+            return ProbeResult(
+                Status.DEGRADED, "; ".join(degraded), observations=observations, details=details
+            )
+        return ProbeResult.up(
+            f"{found.partitions} partitions in {found.topics} topics fully replicated "
+            f"on {len(brokers_alive)} brokers",
+            observations=observations,
+            details=details,
+        )
+
+    def _details(
+        self, found: _Findings, brokers_alive: list[int], controller_id: int
+    ) -> dict[str, Any]:
+        limit = 100  # details are for humans and the status API: bounded
+
+        def row(x: PartitionState, **extra: Any) -> dict[str, Any]:
+            return {
+                "topic": x.topic,
+                "partition": x.partition,
+                "leader": x.leader,
+                "replicas": list(x.replicas),
+                "isr": list(x.isr),
+                **extra,
+            }
+
+        return {
+            "brokers_alive": brokers_alive,
+            "controller": controller_id,
+            "brokers_missing_from_isr": found.missing_brokers(),
+            "offline": [row(x) for x in found.offline[:limit]],
+            "under_min_isr": [row(x, min_isr=m) for x, m in found.under_min_isr[:limit]],
+            "under_replicated": [row(x) for x in found.under_replicated[:limit]],
+            "missing_topics": found.missing_topics[:limit],
+            "production": self._production(),
+        }
+
+    # -- CloudWatch ---------------------------------------------------------------------------
+
+    async def _from_cloudwatch(self, source: CloudWatchPartitionSource) -> ProbeResult:
+        client = await self.context.plumbing.aws.client("cloudwatch", source.aws)
+        now = datetime.now(UTC)
+        start = now - timedelta(seconds=source.lookback)
+        metrics = ("OfflinePartitionsCount", "UnderMinIsrPartitionCount",
+                   "UnderReplicatedPartitions")
+        try:
+            series = await _list_series(client, source.cluster_name, metrics)
+            if not series:
+                return ProbeResult.unknown(
+                    f"CloudWatch has no AWS/Kafka partition metrics for cluster "
+                    f"{source.cluster_name!r}"
+                )
+            latest = await _latest_values(client, series, start, now, source.period)
+        except (ClientError, BotoCoreError) as exc:
+            # Whatever failed, it was the prober's view that broke, not the cluster.
+            what = "own credentials" if aws_error_kind(exc) == "credentials" else "CloudWatch"
+            return ProbeResult.unknown(f"{what}: {aws_error_summary(exc)}")
+
+        totals: dict[str, float] = {}
+        per_broker: dict[str, dict[str, float]] = {}
+        for (metric, broker), value in latest.items():
+            totals[metric] = totals.get(metric, 0.0) + value
+            if broker is not None and value > 0:
+                per_broker.setdefault(metric, {})[broker] = value
+        if not latest:
+            return ProbeResult.unknown(
+                f"no datapoints for cluster {source.cluster_name!r} in the last "
+                f"{source.lookback:g}s"
+            )
+        offline = totals.get("OfflinePartitionsCount", 0.0)
+        under_min = totals.get("UnderMinIsrPartitionCount", 0.0)
+        under_rep = totals.get("UnderReplicatedPartitions", 0.0)
+        observations = {
+            "offline_partitions": offline,
+            "under_min_isr_partitions": under_min,
+            "under_replicated_partitions": under_rep,
+        }
+        details = {"source": "cloudwatch", "cluster_name": source.cluster_name,
+                   "by_broker": per_broker, "production": self._production()}
+        down: list[str] = []
+        degraded: list[str] = []
+        if offline > 0:
+            down.append(f"{offline:g} offline partitions")
+        if under_min > 0:
+            down.append(f"{under_min:g} partitions under min ISR"
+                        + _brokers_note(per_broker.get("UnderMinIsrPartitionCount")))
+        if under_rep > 0:
+            line = f"{under_rep:g} under-replicated partitions" + _brokers_note(
+                per_broker.get("UnderReplicatedPartitions")
+            )
+            (down if self._production() else degraded).append(line)
+        where = f" (CloudWatch, cluster {source.cluster_name})"
+        if down:
+            return ProbeResult.down("; ".join(down + degraded) + where,
+                                    observations=observations, details=details)
+        if degraded:
+            return ProbeResult.degraded("; ".join(degraded) + where,
+                                        observations=observations, details=details)
+        return ProbeResult.up("no offline, under-min-ISR or under-replicated partitions" + where,
+                              observations=observations, details=details)
+
+
+async def _list_series(
+    client: Any, cluster_name: str, metrics: Sequence[str]
+) -> list[tuple[str, list[dict[str, str]]]]:
+    """Every (metric, dimensions) series of the cluster: per broker where MSK publishes so."""
+    out: list[tuple[str, list[dict[str, str]]]] = []
+    for metric in metrics:
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "Namespace": "AWS/Kafka",
+                "MetricName": metric,
+                "Dimensions": [{"Name": "Cluster Name", "Value": cluster_name}],
+            }
+            if token:
+                kwargs["NextToken"] = token
+            page = await client.list_metrics(**kwargs)
+            for item in page.get("Metrics", []):
+                out.append((metric, list(item.get("Dimensions", []))))
+            token = page.get("NextToken")
+            if not token:
+                break
+    return out
+
+
+async def _latest_values(
+    client: Any,
+    series: list[tuple[str, list[dict[str, str]]]],
+    start: datetime,
+    end: datetime,
+    period: int,
+) -> dict[tuple[str, str | None], float]:
+    """The latest Maximum of each series, keyed by (metric, broker id or None)."""
+    keys: dict[str, tuple[str, str | None]] = {}
+    queries = []
+    for index, (metric, dimensions) in enumerate(series):
+        query_id = f"m{index}"
+        broker = next((d["Value"] for d in dimensions if d["Name"] == "Broker ID"), None)
+        keys[query_id] = (metric, broker)
+        queries.append(
+            {
+                "Id": query_id,
+                "MetricStat": {
+                    "Metric": {"Namespace": "AWS/Kafka", "MetricName": metric,
+                               "Dimensions": dimensions},
+                    "Period": period,
+                    "Stat": "Maximum",
+                },
+                "ReturnData": True,
+            }
+        )
+    latest: dict[tuple[str, str | None], float] = {}
+    for chunk_start in range(0, len(queries), 500):  # GetMetricData takes 500 queries
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "MetricDataQueries": queries[chunk_start:chunk_start + 500],
+                "StartTime": start,
+                "EndTime": end,
+                "ScanBy": "TimestampDescending",
+            }
+            if token:
+                kwargs["NextToken"] = token
+            page = await client.get_metric_data(**kwargs)
+            for result in page.get("MetricDataResults", []):
+                pairs = sorted(zip(result.get("Timestamps", []), result.get("Values", []),
+                                   strict=False), reverse=True)
+                if pairs and keys[result["Id"]] not in latest:
+                    latest[keys[result["Id"]]] = float(pairs[0][1])
+            token = page.get("NextToken")
+            if not token:
+                break
+    return latest
+
+
+def _brokers_note(by_broker: Mapping[str, float] | None) -> str:
+    if not by_broker:
+        return ""
+    return " on broker " + ", ".join(f"{b} ({v:g})" for b, v in sorted(by_broker.items()))
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _ids(values: Sequence[int] | list[int]) -> str:
+    return "[" + ",".join(str(v) for v in values) + "]"
+
+
+def _list(items: Sequence[str], limit: int) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
