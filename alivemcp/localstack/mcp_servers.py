@@ -43,7 +43,9 @@ __all__ = [
     "ServerProcess",
     "ServerUnavailable",
     "fetch_npm",
+    "free_port",
     "npm_server_entry",
+    "self_signed_cert",
     "start_npm_server",
     "start_server",
 ]
@@ -80,11 +82,12 @@ class ServerProcess:
     process: subprocess.Popen[bytes]
     log_path: Path
     path: str = ""
+    scheme: str = "http"
     _stopped: bool = field(default=False, repr=False)
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def url(self) -> str:
@@ -149,13 +152,37 @@ def _spawn(name: str, argv: list[str], port: int, path: str, env: dict[str, str]
     return proc
 
 
-def start_server(kind: str, *, timeout: float = 30.0) -> ServerProcess:
-    """Start an SDK server (one of :data:`SDK_KINDS`) or the ``lab`` in a subprocess."""
+def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = None
+                 ) -> ServerProcess:
+    """Start an SDK server (one of :data:`SDK_KINDS`) or the ``lab`` in a subprocess.
+
+    ``tls_cert`` (lab only): a PEM file holding certificate and key; the lab then speaks HTTPS.
+    """
     if kind not in (*SDK_KINDS, "lab"):
         raise ValueError(f"unknown server kind {kind!r}")
     port = free_port()
     argv = [sys.executable, "-m", "alivemcp.localstack.mcp_servers", "serve", kind, str(port)]
-    return _spawn(kind, argv, port, SDK_PATHS.get(kind, ""), timeout=timeout)
+    if tls_cert is not None:
+        argv.append(str(tls_cert))
+    proc = _spawn(kind, argv, port, SDK_PATHS.get(kind, ""), timeout=timeout)
+    proc.scheme = "https" if tls_cert is not None else "http"
+    return proc
+
+
+def self_signed_cert(directory: Path, days: int) -> Path:
+    """A certificate for 127.0.0.1 valid for ``days`` (certificate and key in one PEM)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ServerUnavailable("openssl is not installed (needed to make a test certificate)")
+    pem = directory / f"lab-{days}d.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", str(days),
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(pem.with_suffix(".key")), "-out", str(pem.with_suffix(".crt"))],
+        check=True, capture_output=True,
+    )
+    pem.write_bytes(pem.with_suffix(".crt").read_bytes() + pem.with_suffix(".key").read_bytes())
+    return pem
 
 
 # -- npm reference server ----------------------------------------------------------------------
@@ -321,6 +348,8 @@ def _lab_app() -> Any:
 
     sessions: set[str] = set()
     expiry = {"next": True}
+    #: Requests seen per (method, path): lets tests see what a client actually sent.
+    seen: dict[str, int] = {}
     legacy_queues: dict[str, asyncio.Queue[bytes]] = {}
 
     def result_for(message: dict[str, Any], *, version: str | None = None) -> dict[str, Any]:
@@ -539,7 +568,17 @@ def _lab_app() -> Any:
             queue.put_nowait(f"event: message\r\ndata: {payload}\r\n\r\n".encode())
         return web.Response(status=202, text="Accepted")
 
-    app = web.Application(client_max_size=1024 * 1024)
+    @web.middleware
+    async def count(request: web.Request, handler: Any) -> web.StreamResponse:
+        key = f"{request.method} {request.path}"
+        seen[key] = seen.get(key, 0) + 1
+        return await handler(request)
+
+    async def stats(request: web.Request) -> web.StreamResponse:
+        return json_reply(seen)
+
+    app = web.Application(client_max_size=1024 * 1024, middlewares=[count])
+    app.router.add_get("/_stats", stats)
     routes = {
         "/json": fast_json, "/sse": fast_sse, "/hang": hang, "/error500": error500,
         "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
@@ -553,7 +592,9 @@ def _lab_app() -> Any:
     return app
 
 
-def _serve_lab(port: int) -> None:
+def _serve_lab(port: int, cert: str | None = None) -> None:
+    import ssl
+
     from aiohttp import web
 
     try:
@@ -562,18 +603,22 @@ def _serve_lab(port: int) -> None:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
+    context = None
+    if cert is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert)
     web.run_app(_lab_app(), host="127.0.0.1", port=port, print=None, access_log=None,
-                handle_signals=True)
+                handle_signals=True, ssl_context=context)
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["fetch-npm"]:
         print(fetch_npm())
         return 0
-    if len(argv) == 3 and argv[0] == "serve":
+    if len(argv) in (3, 4) and argv[0] == "serve":
         kind, port = argv[1], int(argv[2])
         if kind == "lab":
-            _serve_lab(port)
+            _serve_lab(port, argv[3] if len(argv) == 4 else None)
         elif kind in SDK_KINDS:
             _serve_sdk(kind, port)
         else:

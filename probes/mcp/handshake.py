@@ -136,6 +136,10 @@ def _short(value: object) -> str:
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "…"
 
 
+def _as_json(value: object) -> str:
+    return _short(json.dumps(value, default=str))
+
+
 def _rpc_error(message: Mapping[str, Any]) -> str:
     error = message.get("error")
     if not isinstance(error, dict):
@@ -448,8 +452,8 @@ class Handshake:
                                               "from the result")
             elif call.has_expect_value and value != call.expect_value:
                 self.findings.problems.append(
-                    f"{phase}: {call.expect_json_path} is {_short(value)!r}, "
-                    f"expected {_short(call.expect_value)!r}"
+                    f"{phase}: {call.expect_json_path} is {_as_json(value)}, "
+                    f"expected {_as_json(call.expect_value)}"
                 )
 
     # -- 2026-07-28 (stateless) --------------------------------------------------------------
