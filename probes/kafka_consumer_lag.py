@@ -61,7 +61,12 @@ from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 from aiokafka.errors import KafkaError, for_code
-from aiokafka.protocol.admin import DescribeGroupsRequest
+from aiokafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeGroupsRequest_v3,
+    DescribeGroupsResponse_v3,
+)
+from aiokafka.protocol.api import RequestStruct
 from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.fetch import FetchRequest
@@ -821,6 +826,24 @@ _FETCH_PARTITION_BYTES = 64 * 1024
 _FETCH_MAX_BYTES = 16 * 1024 * 1024
 
 
+class _DescribeGroupsRequestV3(RequestStruct):
+    """DescribeGroups v3 parsed with the v3 response schema. aiokafka 0.14 pairs the v3
+    request with the v2 response, so every group after the first is misread (its trailing
+    ``authorized_operations`` is taken for the next group's fields)."""
+
+    API_KEY = 15
+    API_VERSION = 3
+    RESPONSE_TYPE = DescribeGroupsResponse_v3
+    SCHEMA = DescribeGroupsRequest_v3.SCHEMA
+
+
+class _DescribeGroups(DescribeGroupsRequest):
+    def build(self, request_struct_class: type[Any]) -> Any:
+        if request_struct_class.API_VERSION == 3:
+            return _DescribeGroupsRequestV3(self._groups, self._include_authorized_operations)
+        return super().build(request_struct_class)
+
+
 class LagReadError(Exception):
     """The run could not read what it needs from the cluster (``str()`` is safe to show)."""
 
@@ -958,8 +981,8 @@ class KafkaLagReader:
 
         async def one(node: int, names: list[str]) -> None:
             try:
-                response = await self._send(client, node, DescribeGroupsRequest(names), timeout)
-            except (KafkaError, TimeoutError):
+                response = await self._send(client, node, _DescribeGroups(names), timeout)
+            except (KafkaError, TimeoutError, ValueError):  # ValueError: undecodable answer
                 return
             for row in response.groups:
                 error_code, name, state, members = row[0], row[1], row[2], row[5]

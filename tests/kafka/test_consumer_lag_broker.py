@@ -285,3 +285,39 @@ async def test_cli_reports_lag_verdicts(
     assert results["lagging"]["observations"]["max_time_lag_seconds"] >= 295
     assert results["gone"]["status"] == "down", results["gone"]
     assert gone in results["gone"]["reason"]
+
+
+async def test_stop_versus_stall_by_membership(lab: Lab, kafka_single: KafkaCluster) -> None:
+    """Groups without members are stopped; a group whose members hold the partition without
+    moving its offset is stalled. Several groups share one DescribeGroups request."""
+    topic = await lab.topic("membership")
+    idle_a, idle_b, stuck = unique("idle-a"), unique("idle-b"), unique("stuck")
+    await lab.produce(topic, 0, 5, age=300)
+    await lab.commit(idle_a, {(topic, 0): 1})
+    await lab.commit(idle_b, {(topic, 0): 2})
+    member = AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_single.bootstrap, group_id=stuck,
+        enable_auto_commit=False, auto_offset_reset="earliest",
+    )
+    await member.start()
+    check = Check({
+        "cluster": {"bootstrap_servers": kafka_single.bootstrap},
+        "groups": [idle_a, idle_b, stuck],
+        "window": 2,
+    })
+    try:
+        while not member.assignment():
+            await member.getmany(timeout_ms=500)
+        await member.commit({TopicPartition(topic, 0): 3})
+        await check.run()
+        result = await check.run()
+        assert result.status == Status.DOWN, result.reason
+        assert result.details is not None
+        states = {
+            row["group"]: row["state"] for row in result.details["worst_partitions"]
+        }
+        assert states == {idle_a: "stop", idle_b: "stop", stuck: "stall"}
+        assert result.details["groups"][stuck]["window_findings"] == ["stall"]
+    finally:
+        await member.stop()
+        await check.close()
