@@ -161,7 +161,8 @@ class SlackReceiverConfig(_ReceiverBase):
         1.0, description="Minimum time between messages (Slack allows ~1/s per webhook)."
     )
     max_batch: int = Field(
-        200, ge=1, description="Notifications folded into one grouped message at most."
+        1000, ge=1, description="Notifications folded into one grouped message at most "
+        "(it lists the first 20 and counts the rest).",
     )
 
 
@@ -177,7 +178,10 @@ class PagerDutyReceiverConfig(_ReceiverBase):
     min_interval: SecondsOrZero = Field(
         0.5, description="Minimum time between events (PagerDuty allows ~120/min per key)."
     )
-    max_batch: int = Field(50, ge=1, description="Events taken from the queue at once.")
+    max_batch: int = Field(
+        1000, ge=1, description="Queued events looked at together (for storm grouping); "
+        "each event is still its own request.",
+    )
     group_threshold: int = Field(
         10, ge=2, description="When more triggers than this are queued at once, page once "
         "for the whole group instead of once per check.",

@@ -8,9 +8,8 @@ Reminders are not sent: PagerDuty's own escalation policies re-notify.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -56,14 +55,12 @@ class PagerDutyReceiver(Receiver):
         return self.state.data.setdefault("member_of", {})
 
     async def send(self, batch: Sequence[Notification]) -> SendResult:
-        covered: set[int] = set()
+        """Skip what needs no request, then make at most one request and return: each event
+        is acknowledged (and persisted) on its own, and the worker spaces the requests."""
         skipped = 0
-        sent_any = False
         for index, n in enumerate(batch):
-            if index in covered:
-                skipped += 1
-                continue
             grouped_into = self._member_of.get(n.dedup_key)
+            after: Callable[[], None] | None = None
             if n.event is Event.REMINDER or (n.event is Event.FIRING and grouped_into):
                 skipped += 1
                 continue
@@ -78,23 +75,17 @@ class PagerDutyReceiver(Receiver):
                 after = self._forget_group(grouped_into)
             elif n.event is Event.FIRING and self._storm(batch, index):
                 members = [
-                    j for j in range(index, len(batch))
-                    if batch[j].event is Event.FIRING and batch[j].dedup_key not in self._member_of
+                    m for m in batch[index:]
+                    if m.event is Event.FIRING and m.dedup_key not in self._member_of
                 ]
                 group_key = f"alivemcp/group/{n.id}"
-                body = self._group_trigger_body(group_key, [batch[j] for j in members])
-                after = self._remember_group(group_key, [batch[j] for j in members], covered,
-                                             members)
-            elif n.event is Event.TEST:
-                body, after = self._trigger_body(n), None
+                body = self._group_trigger_body(group_key, members)
+                after = self._remember_group(group_key, members)
+            elif n.event is Event.RESOLVED:
+                body = self._resolve_body(n.dedup_key)
             else:
-                body = self._resolve_body(n.dedup_key) if n.event is Event.RESOLVED \
-                    else self._trigger_body(n)
-                after = None
-            if sent_any and self._config.min_interval:
-                await asyncio.sleep(self._config.min_interval)
+                body = self._trigger_body(n)
             failure = await self._post(body)
-            sent_any = True
             if failure is not None:
                 return SendResult(index, failure, skipped=skipped)
             if after is not None:
@@ -102,6 +93,7 @@ class PagerDutyReceiver(Receiver):
             if n.event is Event.TEST:
                 # Close the test incident right away: a test should not leave anyone paged.
                 await self._post(self._resolve_body(n.dedup_key))
+            return SendResult(index + 1, skipped=skipped)
         return SendResult(len(batch), skipped=skipped)
 
     def _storm(self, batch: Sequence[Notification], start: int) -> bool:
@@ -112,17 +104,16 @@ class PagerDutyReceiver(Receiver):
         return new_triggers > self._config.group_threshold
 
     def _remember_group(
-        self, group_key: str, members: list[Notification], covered: set[int], indices: list[int]
-    ) -> Any:
+        self, group_key: str, members: list[Notification]
+    ) -> Callable[[], None]:
         def record() -> None:
             self._groups[group_key] = [m.dedup_key for m in members]
             for m in members:
                 self._member_of[m.dedup_key] = group_key
-            covered.update(indices)
 
         return record
 
-    def _forget_group(self, group_key: str) -> Any:
+    def _forget_group(self, group_key: str) -> Callable[[], None]:
         def forget() -> None:
             for key in self._groups.pop(group_key, []):
                 self._member_of.pop(key, None)
