@@ -338,7 +338,8 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         reason = (
             f"permission problem, not lag: {identity} is denied HeadObject on destination "
             f"bucket {p.destination_bucket} ({aws_error_summary(exc)}); check the DR bucket "
-            "policy and the reader role"
+            "policy and the reader role (S3 also answers 403 for a key that is not there yet "
+            "when the reader lacks s3:ListBucket)"
         )
         if p.destination_forbidden_status == "unknown":
             return ProbeResult.unknown(reason, details=details)

@@ -1,0 +1,718 @@
+"""``s3_event_delivery``: does an upload still reach the workers, under the right key?
+
+Each run uploads a canary whose key contains a space and a non-ASCII character (by default
+``<prefix><check>/<nonce> canary café.json``), then waits on the canary SQS queue (default
+limit 120 s) for its ObjectCreated event. Understood deliveries: direct S3 → SQS, S3 → SNS → SQS
+(the SNS envelope, or raw delivery), S3 → EventBridge → SQS (the EventBridge envelope),
+``s3:TestEvent`` messages (ignored) and duplicate deliveries (counted).
+
+Keys in S3 event notifications are URL-encoded with ``+`` for spaces. The probe decodes them the
+way S3 encodes them (``unquote_plus``) and compares exactly: an event for the canary whose key
+only matches when decoded some other way (double-encoded, spaces turned into ``+``, UTF-8 read as
+Latin-1) is reported ``down`` as an encoding failure, since a worker would look up a key that
+does not exist.
+
+Shared queues: the probe never consumes messages that are not its own. Others are made
+visible again at once (they are received with a short visibility timeout, so even a prober that
+dies mid-run hides them only briefly). Receiving still counts towards a message's
+``ApproximateReceiveCount``, which a redrive policy uses to move messages to a dead-letter
+queue, and a worker on a shared queue may consume the canary's event before the probe sees it:
+give the probe a dedicated queue (a second notification configuration on the canary prefix, or
+an SNS/EventBridge fan-out) whenever you can.
+
+End-to-end mode (``end_to_end``): wait for a marker object the worker writes when it has
+processed the canary (a key template such as ``processed/{key}.done``); a marker written under a
+wrongly decoded key is reported as the encoding failure it is. End-to-end mode works without a
+queue, for a worker that owns its queue.
+
+Verdicts: ``up`` with ``delivery_latency_seconds`` (and ``end_to_end_latency_seconds``);
+``degraded`` past ``degraded_after``; ``down`` when nothing arrives in time, on an encoding
+failure, or when the queue or bucket is gone; ``unknown`` when the prober's own credentials or
+permissions fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import string
+import time
+import unicodedata
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlencode
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from alivemcp.config import Duration
+from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
+
+__all__ = ["S3EventDeliveryProbe"]
+
+#: Seconds a run keeps for the upload and cleanup beyond its waiting limit.
+RUN_OVERHEAD_SECONDS = 10.0
+_NONCE_PATTERN = "[0-9a-f]{12}"
+_KEY_FIELDS = frozenset({"prefix", "check", "nonce", "epoch"})
+_MARKER_FIELDS = frozenset({"key", "nonce", "basename"})
+_SAFE_KEY_PART = re.compile(r"[^A-Za-z0-9._-]+")
+_QUEUE_GONE = frozenset(
+    {"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"}
+)
+_SEVERITY = {Status.UP: 0, Status.DEGRADED: 1, Status.UNKNOWN: 2, Status.DOWN: 3}
+
+
+def _template_fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+class EndToEnd(BaseModel):
+    """Wait for the downstream worker's proof that it processed the canary."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    marker_key_template: str = Field(
+        description="Key of the marker the worker writes, with {key} (the canary key exactly), "
+        "{nonce} or {basename}; e.g. 'processed/{key}.done'."
+    )
+    marker_bucket: str | None = Field(None, description="Bucket of the marker (default: bucket).")
+    limit: Duration = Field(120.0, description="How long to wait for the marker.")
+    delete_marker: bool = Field(True, description="Delete the marker after the run.")
+
+    @field_validator("marker_key_template")
+    @classmethod
+    def _marker_fields(cls, value: str) -> str:
+        fields = _template_fields(value)
+        if unknown := fields - _MARKER_FIELDS:
+            raise ValueError(
+                f"unknown placeholders {sorted(unknown)}; use {sorted(_MARKER_FIELDS)}"
+            )
+        if not fields:
+            raise ValueError("the marker key must depend on the canary: use {key} or {nonce}")
+        return value
+
+
+class S3EventDeliveryParams(ProbeParams):
+    bucket: str = Field(min_length=3, description="Bucket the canary is uploaded to.")
+    queue_url: str | None = Field(
+        None,
+        description="Canary SQS queue receiving the bucket's events (directly, via SNS or via "
+        "EventBridge). Prefer a dedicated queue. Optional in end-to-end mode.",
+    )
+    aws: AwsSettings = Field(default_factory=AwsSettings, description="Identity and region.")
+    queue_aws: AwsSettings | None = Field(
+        None, description="Identity/region for the queue (default: aws)."
+    )
+    prefix: str = Field(
+        "alivemcp-canary/events/",
+        min_length=1,
+        description="Key prefix of canaries; must match the notification's prefix filter.",
+    )
+    key_template: str = Field(
+        "{prefix}{check}/{nonce} canary café.json",
+        description="Canary key: {prefix}, {check}, {nonce} (required), {epoch}. Keep a space "
+        "and a non-ASCII character in it: they are what catches key-decoding bugs.",
+    )
+    limit: Duration = Field(120.0, description="How long to wait for the event.")
+    degraded_after: Duration | None = Field(
+        None, description="Delivery slower than this is degraded (default: never)."
+    )
+    receive_visibility: int = Field(
+        5,
+        ge=1,
+        le=60,
+        description="Visibility timeout of received messages: the longest a foreign message "
+        "stays hidden if the prober dies before releasing it.",
+    )
+    tags: dict[str, str] = Field(
+        default_factory=lambda: {"alivemcp-canary": "event-delivery"},
+        description="Tags on every canary, so a lifecycle rule can expire leftovers.",
+    )
+    body_fields: dict[str, str] = Field(
+        default_factory=dict, description="Extra string fields added to the canary's JSON body."
+    )
+    cleanup: bool = Field(True, description="Delete the canary (every version) after the run.")
+    sweep_min_age: Duration = Field(
+        600.0, description="Leftover canaries older than this are deleted on start."
+    )
+    end_to_end: EndToEnd | None = Field(
+        None, description="Also wait for the worker's marker object (see EndToEnd)."
+    )
+
+    @field_validator("key_template")
+    @classmethod
+    def _key_fields(cls, value: str) -> str:
+        fields = _template_fields(value)
+        if unknown := fields - _KEY_FIELDS:
+            raise ValueError(f"unknown placeholders {sorted(unknown)}; use {sorted(_KEY_FIELDS)}")
+        if "nonce" not in fields:
+            raise ValueError("the key template needs {nonce} (every canary key is unique)")
+        return value
+
+    @model_validator(mode="after")
+    def _something_to_wait_for(self) -> S3EventDeliveryParams:
+        if self.queue_url is None and self.end_to_end is None:
+            raise ValueError("set queue_url, end_to_end, or both")
+        return self
+
+    def queue_settings(self) -> AwsSettings:
+        return self.queue_aws or self.aws
+
+
+# -- event parsing ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class S3Event:
+    """One object event found in a queue message, whatever envelope carried it."""
+
+    bucket: str
+    raw_key: str
+    created: bool
+    via: str  # s3 | sns/s3 | eventbridge | sns/eventbridge
+
+    def decoded_keys(self) -> list[str]:
+        """The key as S3 encodes it, decoded: ``+`` is a space. EventBridge events are also
+        accepted unencoded (some emitters send the key as-is)."""
+        decoded = unquote_plus(self.raw_key)
+        if self.via.endswith("eventbridge") and self.raw_key != decoded:
+            return [decoded, self.raw_key]
+        return [decoded]
+
+
+@dataclass(slots=True)
+class ParsedMessage:
+    events: list[S3Event] = field(default_factory=list)
+    test_event: bool = False
+
+
+def parse_message(body: str) -> ParsedMessage:
+    """Every S3 object event in an SQS message body; garbage yields nothing."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, TypeError):
+        return ParsedMessage()
+    parsed = ParsedMessage()
+    _collect(doc, "", parsed, depth=0)
+    return parsed
+
+
+def _collect(doc: Any, wrapper: str, out: ParsedMessage, depth: int) -> None:
+    if not isinstance(doc, dict) or depth > 3:
+        return
+    if doc.get("Type") == "Notification" and isinstance(doc.get("Message"), str):
+        with contextlib.suppress(ValueError, TypeError):
+            _collect(json.loads(doc["Message"]), "sns/", out, depth + 1)
+        return
+    if doc.get("Event") == "s3:TestEvent":
+        out.test_event = True
+        return
+    if doc.get("source") == "aws.s3" and isinstance(doc.get("detail"), dict):
+        detail = doc["detail"]
+        bucket = _dig(detail, "bucket", "name")
+        key = _dig(detail, "object", "key")
+        if isinstance(bucket, str) and isinstance(key, str):
+            created = doc.get("detail-type") == "Object Created"
+            out.events.append(S3Event(bucket, key, created, f"{wrapper}eventbridge"))
+        return
+    records = doc.get("Records")
+    if isinstance(records, list):
+        for record in records:
+            if not isinstance(record, dict):
+                continue
+            bucket = _dig(record, "s3", "bucket", "name")
+            key = _dig(record, "s3", "object", "key")
+            name = record.get("eventName")
+            if isinstance(bucket, str) and isinstance(key, str):
+                created = isinstance(name, str) and name.startswith("ObjectCreated:")
+                out.events.append(S3Event(bucket, key, created, f"{wrapper}s3"))
+
+
+def _dig(doc: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(part)
+    return doc
+
+
+def diagnose_key(raw_key: str, expected: str) -> str | None:
+    """Why an event's key only matches the canary when decoded wrongly (None: no such way)."""
+    decoded = unquote_plus(raw_key)
+    for description, candidate in _wrong_decodings(raw_key, decoded):
+        if candidate == expected:
+            return description
+    return None
+
+
+def _wrong_decodings(raw: str, decoded: str) -> Iterator[tuple[str, str]]:
+    yield (
+        "spaces arrived as '+' (a stage decoded the key with unquote instead of unquote_plus "
+        "and encoded it again)",
+        decoded.replace("+", " "),
+    )
+    yield "the key was URL-encoded twice", unquote_plus(decoded)
+    with contextlib.suppress(UnicodeError):
+        yield (
+            "the non-ASCII character was mangled (UTF-8 bytes read as Latin-1)",
+            decoded.encode("latin-1").decode("utf-8"),
+        )
+    yield "the key's Unicode normalization changed", unicodedata.normalize("NFC", decoded)
+    yield "the key was not decoded as S3 encodes it", unquote(raw)
+
+
+def wrong_marker_keys(key: str) -> Iterator[tuple[str, str]]:
+    """The canary key as buggy workers commonly decode it from an event."""
+    encoded = quote_plus(key, safe="/")
+    yield "'+' kept instead of spaces (unquote instead of unquote_plus)", unquote(encoded)
+    yield "the event key used without decoding", encoded
+    yield "the key percent-encoded", quote(key, safe="/")
+    with contextlib.suppress(UnicodeError):
+        yield "UTF-8 read as Latin-1", key.encode("utf-8").decode("latin-1")
+
+
+# -- the probe ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Watch:
+    """What one waiter (queue or marker) concluded."""
+
+    result: ProbeResult
+    observations: dict[str, float] = field(default_factory=dict)
+
+
+class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
+    Params = S3EventDeliveryParams
+    summary = "Event-delivery canary: upload a spaced, non-ASCII key and wait for its event"
+    target_param = "bucket"
+    #: The 120 s delivery limit + upload, cleanup and unwinding.
+    default_timeout = 135.0
+
+    def __init__(self, context: Any, params: S3EventDeliveryParams) -> None:
+        super().__init__(context, params)
+        self._check_slug = _SAFE_KEY_PART.sub("-", context.name).strip("-") or "check"
+        self._canary_re = self._canary_regex()
+        self._pending_deletes: dict[tuple[str, str], None] = {}
+        self._swept = False
+
+    async def setup(self) -> None:
+        await self._s3()
+        if self.params.queue_url is not None:
+            await self._sqs()
+        if self.params.cleanup and not self._swept:
+            with contextlib.suppress(Exception):  # a failed sweep must not block the probe
+                await self._sweep()
+            self._swept = True
+
+    async def teardown(self) -> None:
+        await self._delete_pending()
+
+    async def _s3(self) -> Any:
+        return await self.context.plumbing.aws.client("s3", self.params.aws)
+
+    async def _sqs(self) -> Any:
+        return await self.context.plumbing.aws.client("sqs", self.params.queue_settings())
+
+    # -- one run ---------------------------------------------------------------------------
+
+    async def probe(self) -> ProbeResult:
+        p = self.params
+        longest = max(p.limit if p.queue_url else 0.0, p.end_to_end.limit if p.end_to_end else 0.0)
+        if self.context.timeout < longest + RUN_OVERHEAD_SECONDS:
+            return ProbeResult.unknown(
+                f"check timeout {self.context.timeout:g}s cannot hold the {longest:g}s wait + "
+                f"{RUN_OVERHEAD_SECONDS:g}s to upload and clean up: raise the check's timeout "
+                "(and its interval above it)"
+            )
+        await self._delete_pending()
+        nonce = uuid.uuid4().hex[:12]
+        key = self._render_key(nonce)
+        details: dict[str, Any] = {"bucket": p.bucket, "key": key}
+        s3 = await self._s3()
+        started = time.monotonic()
+        try:
+            await self._upload(s3, key)
+        except Exception as exc:
+            return _upload_failure(exc, p.bucket, details)
+        try:
+            watchers = []
+            if p.queue_url is not None:
+                watchers.append(self._watch_queue(key, nonce, started, details))
+            if p.end_to_end is not None:
+                watchers.append(self._watch_marker(key, nonce, started, details))
+            outcomes = await asyncio.gather(*watchers)
+        finally:
+            if p.cleanup:
+                self._pending_deletes[(p.bucket, key)] = None
+            # Shielded: a run cancelled at its timeout still removes its canary.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.ensure_future(self._delete_pending()))
+        return _combine(outcomes, details)
+
+    async def _upload(self, s3: Any, key: str) -> None:
+        now = datetime.now(UTC)
+        body = {
+            "probe": "s3_event_delivery",
+            "check": self.context.name,
+            "key": key,
+            "written_at": now.isoformat(),
+            **self.params.body_fields,
+        }
+        await s3.put_object(
+            Bucket=self.params.bucket,
+            Key=key,
+            Body=json.dumps(body, ensure_ascii=False).encode(),
+            ContentType="application/json",
+            Tagging=urlencode(self.params.tags),
+        )
+
+    # -- the queue -------------------------------------------------------------------------
+
+    async def _watch_queue(
+        self, key: str, nonce: str, started: float, details: dict[str, Any]
+    ) -> _Watch:
+        p = self.params
+        assert p.queue_url is not None
+        sqs = await self._sqs()
+        deadline = started + p.limit
+        stats = {"received": 0, "foreign_released": 0, "stale_deleted": 0, "test_events": 0}
+        details["queue"] = stats
+        idle = 0.1
+        last_error: str | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                response = await sqs.receive_message(
+                    QueueUrl=p.queue_url,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=max(0, min(20, int(remaining))),
+                    VisibilityTimeout=p.receive_visibility,
+                    MessageSystemAttributeNames=["SentTimestamp"],
+                )
+            except Exception as exc:
+                failure = _queue_failure(exc, p.queue_url)
+                if failure is not None:
+                    return _Watch(failure)
+                last_error = aws_error_summary(exc)
+                await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+                continue
+            received_at = time.monotonic()
+            messages = response.get("Messages") or []
+            stats["received"] += len(messages)
+            mine, foreign, stale = self._sort_messages(messages, key, nonce, stats)
+            await _release(sqs, p.queue_url, foreign)
+            await _delete(sqs, p.queue_url, mine + stale)
+            stats["foreign_released"] += len(foreign)
+            stats["stale_deleted"] += len(stale)
+            if mine:
+                return self._delivered(mine, key, received_at - started, details)
+            if not messages or len(foreign) == len(messages):
+                # Only others' messages (made visible again): do not spin on them.
+                await asyncio.sleep(min(idle, max(0.0, deadline - time.monotonic())))
+                idle = min(idle * 2, 2.0)
+        waited = time.monotonic() - started
+        hint = ""
+        if stats["test_events"]:
+            hint = " (s3:TestEvent messages arrived, so a notification configuration exists)"
+        elif last_error:
+            hint = f" (last queue error: {last_error})"
+        return _Watch(
+            ProbeResult.down(
+                f"no ObjectCreated event for canary {key!r} on {_queue_name(p.queue_url)} within "
+                f"{waited:.1f}s{hint}"
+            )
+        )
+
+    def _sort_messages(
+        self, messages: list[dict[str, Any]], key: str, nonce: str, stats: dict[str, int]
+    ) -> tuple[list[tuple[dict[str, Any], list[S3Event]]], list[dict[str, Any]],
+               list[dict[str, Any]]]:
+        """Split a batch into this run's canary events, others' messages and this check's
+        stale canary events (earlier runs, duplicates, removals of old canaries)."""
+        mine: list[tuple[dict[str, Any], list[S3Event]]] = []
+        foreign: list[dict[str, Any]] = []
+        stale: list[dict[str, Any]] = []
+        for message in messages:
+            parsed = parse_message(str(message.get("Body", "")))
+            if parsed.test_event:
+                stats["test_events"] += 1
+            ours = [e for e in parsed.events if e.bucket == self.params.bucket]
+            current = [e for e in ours if e.created and _mentions(e, nonce)]
+            if current:
+                mine.append((message, current))
+            elif ours and all(self._is_canary(e) for e in ours) and len(ours) == len(
+                parsed.events
+            ):
+                stale.append(message)
+            else:
+                foreign.append(message)
+        return mine, foreign, stale
+
+    def _delivered(
+        self,
+        mine: list[tuple[dict[str, Any], list[S3Event]]],
+        key: str,
+        latency: float,
+        details: dict[str, Any],
+    ) -> _Watch:
+        events = [event for _, batch in mine for event in batch]
+        details["delivered_via"] = sorted({e.via for e in events})
+        details["duplicates"] = len(events) - 1
+        observations = {"delivery_latency_seconds": round(latency, 3)}
+        for event in events:
+            if key in event.decoded_keys():
+                continue
+            why = diagnose_key(event.raw_key, key) or "it decodes to a different key"
+            decoded = unquote_plus(event.raw_key)
+            return _Watch(
+                ProbeResult.down(
+                    f"encoding failure: the event for canary {key!r} (via {event.via}) carries "
+                    f"key {event.raw_key!r}, which decodes as S3 encodes keys to {decoded!r}: "
+                    f"{why}; a worker would look up a key that does not exist"
+                ),
+                observations,
+            )
+        degraded_after = self.params.degraded_after
+        if degraded_after is not None and latency > degraded_after:
+            return _Watch(
+                ProbeResult.degraded(
+                    f"event delivered in {latency:.2f}s, slower than {degraded_after:g}s"
+                ),
+                observations,
+            )
+        return _Watch(
+            ProbeResult.up(f"event delivered in {latency:.2f}s via {events[0].via}"),
+            observations,
+        )
+
+    # -- end-to-end marker -----------------------------------------------------------------
+
+    async def _watch_marker(
+        self, key: str, nonce: str, started: float, details: dict[str, Any]
+    ) -> _Watch:
+        e2e = self.params.end_to_end
+        assert e2e is not None
+        s3 = await self._s3()
+        bucket = e2e.marker_bucket or self.params.bucket
+        marker = _render_marker(e2e.marker_key_template, key, nonce)
+        details["marker"] = {"bucket": bucket, "key": marker}
+        deadline = started + e2e.limit
+        wait = 0.2
+        while True:
+            try:
+                await s3.head_object(Bucket=bucket, Key=marker)
+            except Exception as exc:
+                kind = aws_error_kind(exc)
+                if kind in {"credentials", "permission"}:
+                    return _Watch(
+                        ProbeResult.unknown(
+                            f"prober cannot read marker {marker!r} in {bucket}: "
+                            f"{aws_error_summary(exc)}"
+                        )
+                    )
+            else:
+                latency = time.monotonic() - started
+                if e2e.delete_marker:
+                    self._pending_deletes[(bucket, marker)] = None
+                return _Watch(
+                    ProbeResult.up(f"worker processed the canary in {latency:.2f}s"),
+                    {"end_to_end_latency_seconds": round(latency, 3)},
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await asyncio.sleep(min(wait, remaining))
+            wait = min(wait * 1.5, 5.0)
+        waited = time.monotonic() - started
+        for description, wrong_key in wrong_marker_keys(key):
+            wrong_marker = _render_marker(e2e.marker_key_template, wrong_key, nonce)
+            if wrong_marker == marker:
+                continue
+            with contextlib.suppress(Exception):
+                await s3.head_object(Bucket=bucket, Key=wrong_marker)
+                if e2e.delete_marker:
+                    self._pending_deletes[(bucket, wrong_marker)] = None
+                return _Watch(
+                    ProbeResult.down(
+                        f"encoding failure: the worker processed canary {key!r} as "
+                        f"{wrong_key!r} ({description}); its marker is {wrong_marker!r}, "
+                        f"expected {marker!r}"
+                    )
+                )
+        return _Watch(
+            ProbeResult.down(
+                f"no downstream marker {marker!r} in {bucket} within {waited:.1f}s: the worker "
+                f"did not process canary {key!r} (its key has a space and a non-ASCII "
+                "character: a worker that decodes event keys with unquote instead of "
+                "unquote_plus looks up a key that does not exist)"
+            )
+        )
+
+    # -- keys and cleanup ------------------------------------------------------------------
+
+    def _render_key(self, nonce: str) -> str:
+        return self.params.key_template.format(
+            prefix=self.params.prefix,
+            check=self._check_slug,
+            nonce=nonce,
+            epoch=int(time.time()),
+        )
+
+    def _canary_regex(self) -> re.Pattern[str]:
+        parts: list[str] = []
+        for literal, name, _, _ in string.Formatter().parse(self.params.key_template):
+            parts.append(re.escape(literal))
+            if name == "prefix":
+                parts.append(re.escape(self.params.prefix))
+            elif name == "check":
+                parts.append(re.escape(self._check_slug))
+            elif name == "nonce":
+                parts.append(_NONCE_PATTERN)
+            elif name == "epoch":
+                parts.append(r"\d+")
+        return re.compile("".join(parts))
+
+    def _static_prefix(self) -> str:
+        """The canary keys' common literal start (what a sweep may list)."""
+        out = ""
+        for literal, name, _, _ in string.Formatter().parse(self.params.key_template):
+            out += literal
+            if name == "prefix":
+                out += self.params.prefix
+            elif name == "check":
+                out += self._check_slug
+            elif name is not None:
+                break
+        return out
+
+    def _is_canary(self, event: S3Event) -> bool:
+        return any(self._canary_re.fullmatch(k) for k in (*event.decoded_keys(), event.raw_key))
+
+    async def _delete_pending(self) -> None:
+        if not self._pending_deletes:
+            return
+        s3 = await self._s3()
+        for bucket, key in list(self._pending_deletes):
+            try:
+                await _delete_all_versions(s3, bucket, key)
+            except Exception:
+                continue
+            self._pending_deletes.pop((bucket, key), None)
+        while len(self._pending_deletes) > 50:  # a bucket refusing deletes: keep it bounded
+            self._pending_deletes.pop(next(iter(self._pending_deletes)))
+
+    async def _sweep(self) -> None:
+        prefix = self._static_prefix()
+        if not prefix:
+            return  # never list a whole bucket
+        s3 = await self._s3()
+        cutoff = datetime.now(UTC).timestamp() - self.params.sweep_min_age
+        listing = await s3.list_object_versions(
+            Bucket=self.params.bucket, Prefix=prefix, MaxKeys=1000
+        )
+        objects = [
+            {"Key": item["Key"], "VersionId": item["VersionId"]}
+            for group in ("Versions", "DeleteMarkers")
+            for item in listing.get(group, [])
+            if self._canary_re.fullmatch(item["Key"]) and item["LastModified"].timestamp() < cutoff
+        ]
+        if objects:
+            await s3.delete_objects(
+                Bucket=self.params.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+
+
+def _mentions(event: S3Event, nonce: str) -> bool:
+    return nonce in event.raw_key or any(nonce in k for k in event.decoded_keys())
+
+
+def _render_marker(template: str, key: str, nonce: str) -> str:
+    return template.format(key=key, nonce=nonce, basename=key.rsplit("/", 1)[-1])
+
+
+def _combine(outcomes: list[_Watch], details: dict[str, Any]) -> ProbeResult:
+    observations: dict[str, float] = {}
+    for outcome in outcomes:
+        observations.update(outcome.observations)
+    worst = max(outcomes, key=lambda o: _SEVERITY[o.result.status]).result
+    reason = worst.reason
+    if len(outcomes) > 1 and worst.status is Status.UP:
+        reason = "; ".join(o.result.reason for o in outcomes)
+    return ProbeResult(worst.status, reason, observations=observations, details=details)
+
+
+async def _release(sqs: Any, queue_url: str, messages: list[dict[str, Any]]) -> None:
+    """Make others' messages visible again at once."""
+    if not messages:
+        return
+    entries = [
+        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+        for i, m in enumerate(messages)
+    ]
+    with contextlib.suppress(Exception):  # they reappear after receive_visibility anyway
+        await sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
+
+
+async def _delete(sqs: Any, queue_url: str, items: list[Any]) -> None:
+    messages = [item[0] if isinstance(item, tuple) else item for item in items]
+    if not messages:
+        return
+    entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+    with contextlib.suppress(Exception):  # stale canary events are deleted on a later run
+        await sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+
+
+async def _delete_all_versions(s3: Any, bucket: str, key: str) -> None:
+    listing = await s3.list_object_versions(Bucket=bucket, Prefix=key)
+    objects = [
+        {"Key": item["Key"], "VersionId": item["VersionId"]}
+        for group in ("Versions", "DeleteMarkers")
+        for item in listing.get(group, [])
+        if item["Key"] == key
+    ]
+    if objects:
+        await s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+
+
+def _queue_failure(exc: BaseException, queue_url: str) -> ProbeResult | None:
+    """A verdict for queue errors that waiting will not fix (None: transient, retry)."""
+    code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+    name = _queue_name(queue_url)
+    if code in _QUEUE_GONE:
+        return ProbeResult.down(f"canary queue {name} does not exist")
+    kind = aws_error_kind(exc)
+    if kind == "credentials":
+        return ProbeResult.unknown(f"prober's queue credentials failed: {aws_error_summary(exc)}")
+    if kind == "permission":
+        return ProbeResult.unknown(
+            f"prober may not receive from {name} (its own permissions): {aws_error_summary(exc)}"
+        )
+    if kind == "client":
+        return ProbeResult.unknown(f"cannot receive from {name}: {aws_error_summary(exc)}")
+    return None
+
+
+def _upload_failure(exc: BaseException, bucket: str, details: dict[str, Any]) -> ProbeResult:
+    kind = aws_error_kind(exc)
+    summary = aws_error_summary(exc)
+    if kind == "credentials":
+        return ProbeResult.unknown(f"prober's credentials failed: {summary}", details=details)
+    if kind == "permission":
+        return ProbeResult.unknown(
+            f"cannot upload the canary to {bucket} (the prober's own write permission): "
+            f"{summary}",
+            details=details,
+        )
+    return ProbeResult.down(f"cannot upload the canary to {bucket}: {summary}", details=details)
+
+
+def _queue_name(queue_url: str) -> str:
+    return queue_url.rstrip("/").rsplit("/", 1)[-1]
