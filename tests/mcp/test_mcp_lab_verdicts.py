@@ -84,7 +84,7 @@ def _stats(lab: ServerProcess) -> dict[str, int]:
 
 
 def _handle(url: str, plumbing: Plumbing) -> Any:
-    doc = ('checks: [{name: t, probe: mcp_endpoint, timeout: 5, params: {url: "%s"}}]' % url)
+    doc = f'checks: [{{name: t, probe: mcp_endpoint, timeout: 5, params: {{url: "{url}"}}}}]'
     return build_handle(load_config_text(doc, env={}).checks[0], plumbing)
 
 
@@ -132,12 +132,13 @@ async def test_remembered_stateless_era_redetects_when_server_changes(lab: Serve
 async def test_tls_expiring_certificate_is_degraded(lab_tls_expiring: ServerProcess,
                                                      certs: Any) -> None:
     url = lab_tls_expiring.base + "/json"
-    trusted = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": str(certs / "lab-3d.crt")})
+    ca_file = str(certs / "lab-3d.crt")
+    trusted = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file})
     assert trusted.status == "degraded", trusted.reason
     assert "TLS certificate expires in" in trusted.reason
     assert 2 < trusted.observations["tls_cert_expiry_days"] <= 3
     assert trusted.observations["tls_seconds"] > 0
-    relaxed = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": str(certs / "lab-3d.crt"),
+    relaxed = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file,
                                                "tls_expiry_days": 1})
     assert relaxed.status == "up", relaxed.reason
     untrusted = await run_check("mcp_endpoint", {"url": url})
