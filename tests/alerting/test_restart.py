@@ -1,0 +1,100 @@
+"""State survives restarts (engine level): no re-page of open incidents, resolves still
+delivered, notifications queued during a receiver outage delivered after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from alivemcp.alerting.state import STATE_FILE
+from tests.alerting.engine_support import check, fast, running
+from tests.alerting.stand_ins import Answer, StandIn
+from tests.alerting.test_delivery import per_key
+
+
+def pd_config(pd: StandIn) -> dict:
+    return {**fast(), "receivers": [pd.receiver("pd")], "default_receivers": ["pd"]}
+
+
+async def test_restart_neither_repages_nor_forgets_to_resolve(tmp_path: Path) -> None:
+    with StandIn("pagerduty") as pd:
+        async with running(pd_config(pd), [check("api"), check("db")], tmp_path) as h:
+            h.feed("api", "down", "down")
+            h.feed("db", "down")  # one failure: not firing yet, streak persisted
+            await h.delivered()
+        assert per_key(pd.events()) == {"alivemcp/api": ["trigger"]}
+        state = json.loads((tmp_path / STATE_FILE).read_text())
+        assert state["checks"]["api"]["state"]["alerts"]["target"]["notified"] is True
+        assert pd.routing_key not in json.dumps(state)
+
+        async with running(pd_config(pd), [check("api"), check("db")], tmp_path) as h:
+            h.feed("api", "down", "down", "down")
+            h.feed("db", "down")  # the streak survived: this is the second failure
+            await h.delivered()
+            assert per_key(pd.events()) == {"alivemcp/api": ["trigger"],
+                                             "alivemcp/db": ["trigger"]}
+            h.feed("api", "up", "up")
+            await h.delivered()
+        assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"],
+                                         "alivemcp/db": ["trigger"]}
+
+
+async def test_queued_during_outage_delivered_after_restart(tmp_path: Path) -> None:
+    with StandIn("pagerduty") as pd:
+        pd.script.extend([Answer(500, "{}")] * 10_000)
+        async with running(pd_config(pd), [check("a"), check("b")], tmp_path) as h:
+            h.feed("a", "down", "down")
+            h.feed("b", "down", "down")
+            await pd.await_for(lambda: len(pd.requests) >= 2, what="attempts")
+            # stop() gives up after its grace; the queue is persisted, not lost
+        saved = json.loads((tmp_path / STATE_FILE).read_text())
+        assert [n["check"] for n in saved["queues"]["pd"]] == ["a", "b"]
+        assert pd.accepted == []
+        pd.script.clear()
+        async with running(pd_config(pd), [check("a"), check("b")], tmp_path) as h:
+            await h.delivered()
+            h.feed("a", "down")
+            await h.delivered()
+        assert per_key(pd.events()) == {"alivemcp/a": ["trigger"], "alivemcp/b": ["trigger"]}
+
+
+async def test_removed_check_is_resolved_and_corrupt_state_is_survived(tmp_path: Path) -> None:
+    with StandIn("pagerduty") as pd:
+        async with running(pd_config(pd), [check("old"), check("keep")], tmp_path) as h:
+            h.feed("old", "down", "down")
+            h.feed("keep", "down", "down")
+            await h.delivered()
+        # Restarted with "old" gone from the config: its incident is closed, not left open.
+        async with running(pd_config(pd), [check("keep")], tmp_path) as h:
+            await h.delivered()
+            # A reload that removes "keep" does the same.
+            h.manager.reconfigure(h.manager.config, [])
+            await h.delivered()
+        assert per_key(pd.events()) == {"alivemcp/old": ["trigger", "resolve"],
+                                         "alivemcp/keep": ["trigger", "resolve"]}
+        (tmp_path / STATE_FILE).write_text("{not json")
+        async with running(pd_config(pd), [check("x")], tmp_path) as h:
+            h.feed("x", "down", "down")
+            await h.delivered()
+        assert list(tmp_path.glob(f"{STATE_FILE}.corrupt-*"))
+        assert per_key(pd.events())["alivemcp/x"] == ["trigger"]
+
+
+async def test_reload_adds_and_removes_receivers(tmp_path: Path) -> None:
+    from alivemcp.alerting.config import AlertingConfig
+
+    with StandIn("webhook") as one, StandIn("webhook") as two:
+        doc = {**fast(failures_to_fire=1), "receivers": [one.receiver("one")],
+               "default_receivers": ["one"]}
+        async with running(doc, [check("c")], tmp_path) as h:
+            h.feed("c", "down")
+            await h.delivered()
+            new = {**doc, "receivers": [two.receiver("two")], "default_receivers": ["two"]}
+            h.manager.reconfigure(AlertingConfig.model_validate(new), [check("c")])
+            h.feed("c", "up", "up")
+            await h.delivered()
+            await asyncio.sleep(0)
+            assert 'receiver="one"' not in h.metrics()
+        assert [n["event"] for n in one.events()] == ["firing"]
+        assert [n["event"] for n in two.events()] == ["resolved"]
