@@ -1,0 +1,23 @@
+"""Demo part: local MCP servers for the ``mcp_endpoint`` checks of ``config/demo.yaml``.
+
+Starts the official Python SDK server (stateful streamable HTTP) and the lab server (for its
+legacy HTTP+SSE endpoint), and publishes ``DEMO_MCP_URL`` and ``DEMO_MCP_LEGACY_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from alivemcp.localstack.mcp_servers import start_server
+from alivemcp.localstack.stack import DemoStack
+
+
+async def start(stack: DemoStack) -> None:
+    sdk = await asyncio.to_thread(start_server, "sdk-stateful")
+    stack.add_cleanup(sdk.stop)
+    lab = await asyncio.to_thread(start_server, "lab")
+    stack.add_cleanup(lab.stop)
+    stack.set_env("DEMO_MCP_URL", sdk.url)
+    stack.set_env("DEMO_MCP_LEGACY_URL", lab.base + "/legacy")
+    stack.note(f"MCP: Python SDK server at {sdk.url}; legacy HTTP+SSE server at "
+               f"{lab.base}/legacy")

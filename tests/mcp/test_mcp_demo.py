@@ -1,0 +1,35 @@
+"""The demo's MCP part starts its servers and the demo config's MCP checks are up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from alivemcp.checks import build_handle
+from alivemcp.config import load_config_text
+from alivemcp.localstack import demo_mcp
+from alivemcp.localstack.moto import MotoServer
+from alivemcp.localstack.stack import DemoStack
+from alivemcp.plumbing import Plumbing
+from tests.support import REPO
+
+
+async def test_demo_mcp_checks_are_up(tmp_path: Path) -> None:
+    stack = DemoStack(workdir=tmp_path, moto=MotoServer())  # this part does not use moto
+    plumbing = Plumbing()
+    try:
+        await demo_mcp.start(stack)
+        doc = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+        checks = [c for c in doc["checks"] if c["probe"] == "mcp_endpoint"]
+        assert {c["name"] for c in checks} >= {"mcp-sdk", "mcp-sdk-2026", "mcp-legacy-sse"}
+        loaded = load_config_text(yaml.safe_dump({"checks": checks}), env=stack.env)
+        for check in loaded.checks:
+            handle = build_handle(check, plumbing)
+            result = await handle.run()
+            await handle.teardown()
+            assert result.status == "up", (check.name, result.reason)
+            assert result.observations["tool_count"] == 2
+    finally:
+        await plumbing.aclose()
+        await stack.close()
