@@ -212,7 +212,7 @@ class KafkaConnection(BaseModel):
         return f"BootstrapBrokerString{public}SaslScram"
 
 
-_MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster/[^/]+/[^/]+$")
+_MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:(serverless-)?cluster/\S+$")
 
 
 def _split_servers(value: str) -> list[str]:
