@@ -157,3 +157,20 @@ async def test_cli_reports_each_verdict(
     assert "FAILED OPEN" in rows["leaky"]["reason"]
     assert rows["broken"]["status"] == "down"
     assert rows["masker"]["status"] == "degraded"
+
+
+async def test_stand_in_refuses_requests_not_signed_for_object_lambda(
+    moto: MotoServer, olap: ObjectLambdaStandIn
+) -> None:
+    # The up verdicts above therefore prove the probe's call is signed for s3-object-lambda.
+    import aiohttp
+
+    olap.add_access_point("pii-clean", BACKING, "redact")
+    url = f"http://127.0.0.1:{olap.port}/{KEY}"
+    host = f"pii-clean-123456789012.s3-object-lambda.localhost:{olap.port}"
+    plain_s3 = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request, x"
+    async with aiohttp.ClientSession() as http:
+        for headers in ({"Host": host}, {"Host": host, "Authorization": plain_s3}):
+            async with http.get(url, headers=headers) as resp:
+                assert resp.status == 403
+                assert "SignatureDoesNotMatch" in await resp.text()
