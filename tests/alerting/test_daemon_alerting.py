@@ -1,0 +1,261 @@
+"""Alerting in the real daemon process (`alivemcp run`), with checks whose state a file sets
+(the `test_file` probe) and local stand-ins for Slack, PagerDuty and a webhook."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from alivemcp.alerting.state import STATE_FILE
+from tests.alerting.stand_ins import HANG, Answer, StandIn, rate_limited
+from tests.alerting.test_delivery import per_key
+from tests.support import DaemonProcess
+
+
+@pytest.fixture
+def slack() -> Iterator[StandIn]:
+    with StandIn("slack") as server:
+        yield server
+
+
+@pytest.fixture
+def pd() -> Iterator[StandIn]:
+    with StandIn("pagerduty") as server:
+        yield server
+
+
+@pytest.fixture
+def hook() -> Iterator[StandIn]:
+    with StandIn("webhook") as server:
+        yield server
+
+
+def set_state(path: Path, status: str, reason: str = "") -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{status}\n{reason}\n" if reason else f"{status}\n")
+    tmp.replace(path)  # atomic: the probe never reads a half-written file
+
+
+def write_config(tmp: Path, checks: list[dict[str, Any]], alerting: dict[str, Any]) -> Path:
+    path = tmp / "alivemcp.yaml"
+    doc = {"logging": {"format": "json"}, "data_dir": str(tmp / "data"),
+           "defaults": {"interval": 0.5}, "checks": checks, "alerting": alerting}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def file_check(tmp: Path, name: str, status: str = "up", **extra: Any) -> dict[str, Any]:
+    state = tmp / f"{name.replace('/', '_')}.state"
+    set_state(state, status)
+    return {"name": name, "probe": "test_file", "params": {"path": str(state)}, **extra}
+
+
+def log_events(d: DaemonProcess, event: str) -> list[dict[str, Any]]:
+    out = []
+    for line in d.logs().splitlines():
+        if line.startswith("{"):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if row.get("event") == event:
+                out.append(row)
+    return out
+
+
+def status_of(d: DaemonProcess, name: str) -> dict[str, Any]:
+    """The check's row in /status, empty until the daemon has loaded it."""
+    rows = {row["check"]: row for row in d.get_json("/status")["checks"]}
+    return rows.get(name) or {}
+
+
+def ts(row: dict[str, Any]) -> float:
+    return datetime.fromisoformat(row["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: StandIn) -> None:
+    """Fire, kill -9, restart: no duplicate trigger, the resolve is delivered. Slack meets a
+    429, a 500 and a hang on the way and still gets each message exactly once, in order."""
+    api = file_check(tmp_path, "api")
+    config = write_config(tmp_path, [api], {
+        "group_wait": 0,
+        "receivers": [slack.receiver("slack", timeout=1), pd.receiver("pd")],
+        "default_receivers": ["slack", "pd"],
+    })
+    state = Path(api["params"]["path"])
+    slack.script.extend([rate_limited(1), Answer(500, "rollup_error"), HANG])
+    with DaemonProcess(config) as d:
+        d.wait_for(lambda: status_of(d, "api").get("status") == "up", what="api up")
+        flipped = time.time()
+        set_state(state, "down", "connection refused")
+        pd.wait_for(lambda: pd.accepted, what="trigger")
+        decided = [r for r in log_events(d, "alert notification") if r["check"] == "api"]
+        assert decided and decided[0]["notification_event"] == "firing"
+        latency = pd.accepted[0].at - ts(decided[0])
+        print(f"\nPagerDuty: flip->delivery {pd.accepted[0].at - flipped:.3f}s "
+              f"(2 failures at 0.5s interval), decision->delivery {latency * 1000:.1f} ms")
+        slack.wait_for(lambda: slack.accepted, timeout=30, what="slack firing after faults")
+        print(f"Slack (429 Retry-After 1, 500, 1s hang first): decision->delivery "
+              f"{slack.accepted[0].at - ts(decided[0]):.3f}s")
+        d.wait_for(lambda: not json.loads((tmp_path / "data" / STATE_FILE).read_text())
+                   ["queues"]["slack"], what="slack queue persisted empty")
+        d.kill()  # SIGKILL mid-incident: no shutdown code runs
+    with DaemonProcess(config) as d:
+        d.wait_for(lambda: len(status_of(d, "api").get("history", [])) >= 6,
+                   what="several runs after restart")
+        assert per_key(pd.events()) == {"alivemcp/api": ["trigger"]}  # not re-paged
+        set_state(state, "up")
+        pd.wait_for(lambda: len(pd.accepted) >= 2, what="resolve after restart")
+        slack.wait_for(lambda: len(slack.accepted) >= 2, what="slack resolve")
+        time.sleep(1.5)
+        _, metrics = d.get("/metrics")
+        assert 'alivemcp_notifications_total{outcome="delivered",receiver="pd"} 1.0' in metrics
+        assert 'alivemcp_alerts_firing{severity="critical"} 0.0' in metrics
+        assert d.stop() == 0
+        logs = d.logs()
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
+    texts = slack.texts()
+    assert len(texts) == 2
+    assert texts[0].startswith("FIRING [critical] api: down: connection refused")
+    assert texts[1].startswith("RESOLVED [critical] api: recovered")
+    assert [r.status for r in slack.requests] == [429, 500, 0, 200, 200]
+    for secret in ("XXXXsecretXXXX", pd.routing_key):
+        assert secret not in logs and secret not in (tmp_path / "data" / STATE_FILE).read_text()
+
+
+def test_outage_across_a_kill_is_delivered_once(tmp_path: Path, pd: StandIn) -> None:
+    """PagerDuty answers 500 while the incident starts; the daemon is killed with the trigger
+    still queued; after restart (and PagerDuty's recovery) it is delivered exactly once."""
+    db = file_check(tmp_path, "db")
+    config = write_config(tmp_path, [db], {
+        "group_wait": 0, "receivers": [pd.receiver("pd")], "default_receivers": ["pd"]})
+    pd.script.extend([Answer(500, "{}")] * 10_000)
+    with DaemonProcess(config) as d:
+        d.wait_for(lambda: status_of(d, "db").get("status") == "up", what="db up")
+        set_state(Path(db["params"]["path"]), "down", "disk full")
+        pd.wait_for(lambda: len(pd.requests) >= 2, what="failed attempts")
+        _, metrics = d.get("/metrics")
+        assert 'alivemcp_notification_queue_depth{receiver="pd"} 1.0' in metrics
+        d.kill()
+    saved = json.loads((tmp_path / "data" / STATE_FILE).read_text())
+    assert [n["check"] for n in saved["queues"]["pd"]] == ["db"]
+    pd.script.clear()
+    with DaemonProcess(config) as d:
+        pd.wait_for(lambda: pd.accepted, what="queued trigger after restart")
+        d.wait_for(lambda: len(status_of(d, "db").get("history", [])) >= 4, what="more runs")
+        set_state(Path(db["params"]["path"]), "up")
+        pd.wait_for(lambda: len(pd.accepted) >= 2, what="resolve")
+        assert d.stop() == 0
+    assert per_key(pd.events()) == {"alivemcp/db": ["trigger", "resolve"]}
+
+
+def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
+    """Thresholds, reminders with a cap, flapping, a maintenance window ending, dependency
+    suppression and unknown -> probe-broken, all in one running daemon."""
+    now = datetime.now(UTC)
+    checks = [
+        file_check(tmp_path, "reminded", alert={"repeat_interval": "1s", "max_reminders": 2}),
+        file_check(tmp_path, "wobbly", alert={"failures_to_fire": 1, "successes_to_resolve": 1,
+                                              "flap_threshold": 4, "flap_window": "60s"}),
+        file_check(tmp_path, "maint", labels={"team": "storage"}),
+        file_check(tmp_path, "cluster"),
+        file_check(tmp_path, "canary", depends_on=["cluster"]),
+        file_check(tmp_path, "prober"),
+    ]
+    window_end = now + timedelta(seconds=8)
+    config = write_config(tmp_path, checks, {
+        "group_wait": 0,
+        "receivers": [hook.receiver("hook")],
+        "default_receivers": ["hook"],
+        "maintenance": [{"name": "disk swap", "matchers": ["team=storage"],
+                         "start": (now - timedelta(minutes=1)).isoformat(),
+                         "end": window_end.isoformat()}],
+    })
+    path = {c["name"]: Path(c["params"]["path"]) for c in checks}
+
+    def events(name: str) -> list[tuple[str, str]]:
+        return [(n["alert"], n["event"]) for n in hook.events() if n["check"] == name]
+
+    with DaemonProcess(config) as d:
+        d.wait_for(lambda: all(status_of(d, c["name"]).get("status") == "up" for c in checks),
+                   what="all up")
+        for name in ("reminded", "maint", "canary", "cluster"):
+            set_state(path[name], "down")
+        set_state(path["prober"], "unknown", "AccessDenied on our own role")
+        for i in range(14):  # the flapping check changes state faster than anyone can act
+            set_state(path["wobbly"], "down" if i % 2 == 0 else "up")
+            time.sleep(0.6)
+        hook.wait_for(lambda: len(events("reminded")) >= 3, what="reminders")
+        hook.wait_for(lambda: events("prober"), what="probe broken")
+        # Maintenance: held while the window is open, the true state once it closes.
+        assert events("maint") == [] or time.time() >= window_end.timestamp()
+        hook.wait_for(lambda: events("maint"), timeout=30, what="maint after window")
+        assert time.time() >= window_end.timestamp()
+        # Dependency: the canary stays quiet while the cluster fires ...
+        assert events("cluster") == [("target", "firing")]
+        assert events("canary") == []
+        # ... and pages once the cluster has recovered but it has not.
+        set_state(path["cluster"], "up")
+        hook.wait_for(lambda: events("canary"), what="canary after cluster recovery")
+        time.sleep(2.5)  # past the reminder cap: no more reminders
+        assert d.stop() == 0
+    assert events("reminded") == [("target", "firing"), ("target", "reminder"),
+                                  ("target", "reminder")]
+    assert events("maint") == [("target", "firing")]
+    assert events("cluster") == [("target", "firing"), ("target", "resolved")]
+    assert events("canary") == [("target", "firing")]
+    assert events("prober") == [("probe_broken", "firing")]
+    wobbly = events("wobbly")
+    assert wobbly.count(("flapping", "firing")) == 1, wobbly
+    assert len(wobbly) <= 6, wobbly  # ~14 state changes, a handful of notifications
+
+
+def test_storm_of_500_checks_and_a_revoked_webhook(tmp_path: Path, slack: StandIn,
+                                                   pd: StandIn) -> None:
+    shared = tmp_path / "shared.state"
+    set_state(shared, "up")
+    checks = [{"name": "partition", "probe": "test_file", "interval": 1,
+               "params": {"path": str(shared)},
+               "targets": [{"name": f"{i:03d}"} for i in range(500)]}]
+    with StandIn("slack") as revoked:
+        revoked.script.extend([Answer(404, "no_service")] * 100)
+        config = write_config(tmp_path, checks, {
+            "group_wait": 3,
+            "receivers": [slack.receiver("slack", min_interval=1), pd.receiver("pd"),
+                          revoked.receiver("revoked")],
+            "default_receivers": ["slack", "pd"],
+            "routes": [{"matchers": ["check=partition/000"],
+                        "receivers": ["revoked", "slack", "pd"]}],
+        })
+        with DaemonProcess(config) as d:
+            d.wait_for(lambda: status_of(d, "partition/499").get("status") == "up", timeout=60,
+                       what="all checks ran")
+            set_state(shared, "down", "broker unreachable")
+            pd.wait_for(lambda: pd.accepted, timeout=60, what="storm page")
+
+            def in_slack() -> int:
+                return sum(int(r.body["text"].split(" ", 1)[0])
+                           if "alert notifications" in r.body["text"] else 1
+                           for r in slack.accepted)
+
+            slack.wait_for(lambda: in_slack() >= 500, timeout=60, what="500 in slack")
+            time.sleep(3)
+            _, metrics = d.get("/metrics")
+            assert d.stop() == 0
+        # A bounded number of messages, not 500.
+        assert in_slack() == 500
+        assert len(slack.accepted) <= 4, [r.body["text"] for r in slack.accepted]
+        assert len(pd.accepted) <= 3, [e["payload"]["summary"][:80] for e in pd.events()]
+        assert " checks firing: partition/" in pd.accepted[0].body["payload"]["summary"]
+        # The revoked webhook: tried once, surfaced, not retried.
+        assert [r.status for r in revoked.requests] == [404]
+        assert ('alivemcp_notification_permanent_failures_total{receiver="revoked"} 1.0'
+                in metrics)
+        assert 'alivemcp_alerts_firing{severity="critical"} 500.0' in metrics
