@@ -133,10 +133,15 @@ async def test_pause_and_resume_broker(kafka_cluster3: KafkaCluster) -> None:
 
 
 async def _canary_leaders(cluster: KafkaCluster) -> dict[int, int]:
+    """Leaders of the canary topic's partitions, after checking how it was created."""
     plumbing = Plumbing()
     try:
         kc = plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=cluster.bootstrap))
         snapshot = await kc.metadata(["failover-canary"])
-        return {p.partition: p.leader for p in snapshot.topics["failover-canary"].partitions}
+        partitions = snapshot.topics["failover-canary"].partitions
+        assert all(len(p.replicas) == 3 for p in partitions)  # RF min(3, brokers)
+        configs = await kc.topic_configs(["failover-canary"], ["min.insync.replicas"])
+        assert configs["failover-canary"]["min.insync.replicas"] == "2"
+        return {p.partition: p.leader for p in partitions}
     finally:
         await plumbing.aclose()
