@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import gzip
+import codecs
 import json
 import re
 import time
 import uuid
 import zlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,6 +54,11 @@ _TOKEN = re.compile(r"!\{([^}]*)\}")
 _JAVA_TIME = (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"),
               ("ss", "%S"))
 _BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]{16,}={0,2}")
+_CHUNK = 256 * 1024
+#: Bytes kept between chunks so a canary (or its base64) cut by a chunk boundary is still seen.
+_OVERLAP = 64 * 1024
+#: How far past the canary a scan reads looking for the end of its line.
+_LINE_CAP = 1024 * 1024
 _RANK = {Status.UP: 0, Status.UNKNOWN: 1, Status.DEGRADED: 2, Status.DOWN: 3}
 
 
@@ -88,10 +94,12 @@ class FirehoseFreshnessParams(ProbeParams):
         "the same run for up to this long (zero-buffering streams).",
     )
     canary_max_objects: int = Field(
-        50, ge=1, description="Newest delivered objects read per run while looking for it."
+        20, ge=1, description="Delivered objects (oldest first since the put) scanned per run."
     )
     canary_max_object_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, description="Bytes read from each delivered object."
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Decompressed bytes scanned per object (streamed, bounded memory).",
     )
     error_prefixes: list[str] | None = Field(
         None,
@@ -125,6 +133,7 @@ class _Canary:
     record_id: str
     put_at: datetime
     scanned: set[str] = field(default_factory=set)
+    saw_binary: bool = False
 
 
 @dataclass
@@ -148,6 +157,7 @@ class _DeliveryCheck:
 
     found: bool
     problem: str | None = None
+    binary: bool = False  # undecodable bytes seen (plain text returned where base64 was due)
 
 
 class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
@@ -393,7 +403,10 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 canary.record_id, Status.DOWN,
                 f"canary record {canary.record_id} not found under "
                 f"s3://{dest.bucket}/{_static_part(dest.prefix)} after {age:.0f}s "
-                f"(limit {down_above:.0f}s): records are not being delivered",
+                f"(limit {down_above:.0f}s): records are not being delivered"
+                + (" (objects delivered since hold undecodable bytes: a transformation Lambda "
+                   "returning plain text where base64 was due garbles records this way)"
+                   if canary.saw_binary else ""),
             )
             self._pending = None
         return []
@@ -429,23 +442,117 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     async def _search(self, s3: Any, dest: _Destination,
                       canary: _Canary) -> tuple[str, datetime, _DeliveryCheck] | None:
         p = self.params
-        since = canary.put_at - timedelta(seconds=60)  # LastModified has whole seconds; skew
+        # The object holding the canary is written after the put; LastModified has whole
+        # seconds, and the prober's clock may be a little off S3's.
+        since = canary.put_at.replace(microsecond=0) - timedelta(seconds=5)
         candidates: dict[str, dict[str, Any]] = {}
         for prefix in _delivery_prefixes(dest.prefix, canary.put_at):
             for obj in await _list(s3, dest.bucket, prefix, p.max_list_pages):
                 if obj["LastModified"] >= since and obj["Key"] not in canary.scanned:
                     candidates[obj["Key"]] = obj
-        newest = sorted(candidates.values(), key=lambda o: o["LastModified"])
-        for obj in newest[: p.canary_max_objects]:
-            resp = await s3.get_object(Bucket=dest.bucket, Key=obj["Key"],
-                                       Range=f"bytes=0-{p.canary_max_object_bytes - 1}")
+        oldest_first = sorted(candidates.values(), key=lambda o: o["LastModified"])
+        for obj in oldest_first[: p.canary_max_objects]:
+            resp = await s3.get_object(Bucket=dest.bucket, Key=obj["Key"])
             async with resp["Body"] as stream:
-                raw = await stream.read()
+                check = await scan_delivery(
+                    _chunks(stream), canary.record_id, transformed=dest.transformed,
+                    max_bytes=p.canary_max_object_bytes,
+                )
             canary.scanned.add(obj["Key"])
-            check = inspect_delivery(_decompress(raw), canary.record_id, dest.transformed)
+            canary.saw_binary = canary.saw_binary or check.binary
             if check.found:
                 return obj["Key"], obj["LastModified"], check
         return None
+
+
+async def _chunks(stream: Any) -> AsyncIterator[bytes]:
+    while chunk := await stream.read(_CHUNK):
+        yield chunk
+
+
+async def scan_delivery(chunks: AsyncIterator[bytes], record_id: str, *,
+                        transformed: bool = False, max_bytes: int = 64 << 20) -> _DeliveryCheck:
+    """Stream a delivered object (gzip or not) looking for the canary, in bounded memory:
+    only the current chunk, a short overlap and the canary's own line are held."""
+    needle = record_id.encode()
+    inflater: _Gunzip | None = None
+    text = codecs.getincrementaldecoder("utf-8")()
+    binary = False
+    window = b""
+    total = 0
+    first = True
+    iterator = aiter(chunks)
+    async for raw in iterator:
+        if first:
+            first = False
+            if raw[:2] == b"\x1f\x8b":
+                inflater = _Gunzip()
+        data = _inflate(inflater, raw)
+        total += len(data)
+        if not binary:
+            try:
+                text.decode(data)
+            except UnicodeDecodeError:
+                binary = True
+        window += data
+        where = window.find(needle)
+        if where >= 0:
+            # Read on to the end of the canary's line (bounded), then judge that line.
+            while window.find(b"\n", where) < 0 and len(window) - where < _LINE_CAP:
+                more = await anext(iterator, b"")
+                if not more:
+                    break
+                window += _inflate(inflater, more)
+            return inspect_delivery(window, record_id, transformed)
+        if _base64_hides(window, needle):
+            return inspect_delivery(window, record_id, transformed)
+        window = window[-_OVERLAP:]
+        if total >= max_bytes:
+            break
+    return _DeliveryCheck(False, binary=binary)
+
+
+class _Gunzip:
+    """Incremental gunzip that also reads concatenated gzip members."""
+
+    def __init__(self) -> None:
+        self._member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, raw: bytes) -> bytes:
+        out = b""
+        try:
+            while raw:
+                out += self._member.decompress(raw)
+                if not self._member.eof:
+                    break
+                raw = self._member.unused_data
+                self._member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        except zlib.error:
+            pass  # a corrupt stream: keep what was inflated so far
+        return out
+
+
+def _inflate(inflater: _Gunzip | None, raw: bytes) -> bytes:
+    return raw if inflater is None else inflater.feed(raw)
+
+
+def _base64_hides(body: bytes, needle: bytes) -> bool:
+    """Whether ``needle`` is inside base64 text in ``body`` (any alignment: a run may have been
+    cut anywhere, and records run together keep no padding between them)."""
+    for match in _BASE64_RUN.finditer(body):
+        core = match.group().rstrip(b"=")
+        for offset in range(4):
+            piece = core[offset:]
+            piece = piece[: len(piece) // 4 * 4]
+            if len(piece) < 16:
+                continue
+            try:
+                decoded = base64.b64decode(piece, validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if needle in decoded:
+                return True
+    return False
 
 
 def inspect_delivery(body: bytes, record_id: str, transformed: bool = False) -> _DeliveryCheck:
@@ -455,17 +562,11 @@ def inspect_delivery(body: bytes, record_id: str, transformed: bool = False) -> 
     where = body.find(needle)
     lambda_hint = " by the transformation Lambda" if transformed else ""
     if where < 0:
-        for match in _BASE64_RUN.finditer(body):
-            token = match.group()
-            try:
-                decoded = base64.b64decode(token + b"=" * (-len(token) % 4), validate=True)
-            except (binascii.Error, ValueError):
-                continue
-            if needle in decoded:
-                return _DeliveryCheck(True, (
+        if _base64_hides(body, needle):
+            return _DeliveryCheck(True, (
                     "canary delivered as base64 text where JSON was expected: the "
                     f"transformation trap (records base64-encoded twice{lambda_hint}: return "
-                    "base64 of the JSON line, not of its base64)"))
+                "base64 of the JSON line, not of its base64)"))
         return _DeliveryCheck(False)
     start = body.rfind(b"\n", 0, where) + 1
     end = body.find(b"\n", where)
@@ -569,17 +670,6 @@ async def _list(s3: Any, bucket: str, prefix: str, max_pages: int) -> list[dict[
             break
         kwargs["ContinuationToken"] = token
     return objects
-
-
-def _decompress(raw: bytes) -> bytes:
-    # Decide by the bytes, not the config: a range-limited read of a large object is a
-    # truncated gzip stream, which a decompressobj still reads up to the cut.
-    if raw[:2] != b"\x1f\x8b":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw)
 
 
 def _describe_failed(exc: BaseException, stream: str) -> ProbeResult:

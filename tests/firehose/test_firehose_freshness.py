@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
 
 from alivemcp.localstack.moto import MotoServer
-from probes.firehose_freshness import inspect_delivery
+from probes.firehose_freshness import inspect_delivery, scan_delivery
 from tests.firehose.fh_support import (
     BUCKET,
     base64_twice,
@@ -220,3 +221,30 @@ async def test_cli_reports_the_documented_verdicts(moto: MotoServer, tmp_path: P
     assert "2 new object(s)" in rows["erroring"]["reason"]
     assert rows["creating"]["status"] == "down" and "not ACTIVE" in rows["creating"]["reason"]
     assert BUCKET  # all four deliver into the shared demo-style bucket
+
+
+async def _chunked(body: bytes, size: int = 100_003) -> AsyncIterator[bytes]:
+    for start in range(0, len(body), size):
+        yield body[start:start + size]
+
+
+async def test_scan_finds_the_canary_deep_in_large_objects() -> None:
+    rid = "fedcba9876543210fedcba9876543210"
+    canary = b'{"alivemcp_canary":"%s","sent_at":"x"}\n' % rid.encode()
+    other = b'{"tool":"summarise","tenant":"a","ok":true,"pad":"%s"}\n' % (b"x" * 200)
+    body = other * 20_000 + canary + other * 10  # ~5 MB, canary near the end
+    for delivered in (body, gzipped(body), gzipped(body[:1_000_000]) + gzipped(body[1_000_000:])):
+        check = await scan_delivery(_chunked(delivered), rid)
+        assert check.found and check.problem is None
+    assert not (await scan_delivery(_chunked(body), rid, max_bytes=1_000_000)).found
+    garbled = base64_twice(other * 20_000 + canary)  # one base64 run, cut across chunks
+    check = await scan_delivery(_chunked(garbled), rid)
+    assert check.found and "base64" in (check.problem or "")
+    run_together = (other.rstrip(b"\n") * 30_000) + canary.rstrip(b"\n")
+    check = await scan_delivery(_chunked(run_together), rid)
+    assert check.found and "run together" in (check.problem or "")
+
+
+async def test_scan_flags_undecodable_bytes() -> None:
+    check = await scan_delivery(_chunked(bytes(range(256)) * 1000), "0" * 32)
+    assert not check.found and check.binary
