@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ import yaml
 from alivemcp.alerting.state import STATE_FILE
 from tests.alerting.stand_ins import HANG, Answer, StandIn, rate_limited
 from tests.alerting.test_delivery import per_key
-from tests.support import DaemonProcess
+from tests.support import REPO, DaemonProcess
 
 
 @pytest.fixture
@@ -80,6 +81,21 @@ def ts(row: dict[str, Any]) -> float:
     return datetime.fromisoformat(row["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
+RULES = REPO / "deploy" / "prometheus" / "alivemcp-rules.yaml"
+
+
+def assert_rules_use_exported_metrics(exposition: str) -> None:
+    """deploy/prometheus rules are well-formed and name only metrics the daemon exports."""
+    doc = yaml.safe_load(RULES.read_text())
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    assert rules and all({"alert", "expr", "labels", "annotations"} <= set(r) for r in rules)
+    assert all(r["labels"]["severity"] in ("critical", "warning") for r in rules)
+    exported = {line.split("{")[0].split(" ")[0] for line in exposition.splitlines()
+                if line and not line.startswith("#")}
+    used = {m for r in rules for m in re.findall(r"\balivemcp_[a-z_]+", r["expr"])}
+    assert used and used <= exported, used - exported
+
+
 def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: StandIn) -> None:
     """Fire, kill -9, restart: no duplicate trigger, the resolve is delivered. Slack meets a
     429, a 500 and a hang on the way and still gets each message exactly once, in order."""
@@ -116,6 +132,7 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
         slack.wait_for(lambda: len(slack.accepted) >= 2, what="slack resolve")
         time.sleep(1.5)
         _, metrics = d.get("/metrics")
+        assert_rules_use_exported_metrics(metrics)
         assert 'alivemcp_notifications_total{outcome="delivered",receiver="pd"} 1.0' in metrics
         assert 'alivemcp_alerts_firing{severity="critical"} 0.0' in metrics
         assert d.stop() == 0
