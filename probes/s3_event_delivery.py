@@ -385,6 +385,8 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         details["queue"] = stats
         idle = 0.1
         last_error: str | None = None
+        # A long poll must end before the client's read timeout, or it becomes an error.
+        long_poll_cap = max(0, int(p.queue_settings().read_timeout) - 2)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -393,7 +395,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                 response = await sqs.receive_message(
                     QueueUrl=p.queue_url,
                     MaxNumberOfMessages=10,
-                    WaitTimeSeconds=max(0, min(20, int(remaining))),
+                    WaitTimeSeconds=max(0, min(20, int(remaining), long_poll_cap)),
                     VisibilityTimeout=p.receive_visibility,
                     MessageSystemAttributeNames=["SentTimestamp"],
                 )

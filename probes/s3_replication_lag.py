@@ -241,7 +241,12 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         while True:
             polls += 1
             try:
-                await destination.head_object(Bucket=p.destination_bucket, Key=key)
+                # A hung destination must not carry the run past its give-up point.
+                async with asyncio.timeout(max(1.0, give_up_at - time.monotonic())):
+                    await destination.head_object(Bucket=p.destination_bucket, Key=key)
+            except TimeoutError:
+                errors += 1
+                last_error = "HeadObject timed out"
             except Exception as exc:
                 kind = aws_error_kind(exc)
                 if kind == "not_found":
@@ -315,6 +320,11 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             )
         elif source_status == "PENDING":
             hint = " (source ReplicationStatus still PENDING)"
+        elif source_status == "COMPLETED":
+            hint = (
+                " (the source says COMPLETED: does the rule replicate to another bucket, or "
+                "does the destination identity read a different account or region?)"
+            )
         return ProbeResult.down(
             f"replication failure: canary {key} not in {p.destination_bucket} after "
             f"{waited:.1f}s (SLA {p.sla:g}s + grace {p.grace:g}s){hint}",
@@ -325,7 +335,8 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         """The source object's ReplicationStatus; None when unreadable (a source HEAD that
         fails says nothing about replication, so the destination poll decides)."""
         try:
-            head = await source.head_object(Bucket=self.params.source_bucket, Key=key)
+            async with asyncio.timeout(self.params.poll_max):
+                head = await source.head_object(Bucket=self.params.source_bucket, Key=key)
         except Exception:
             return None
         status = head.get("ReplicationStatus")

@@ -167,3 +167,20 @@ async def test_missing_source_bucket_is_down_and_bad_credentials_unknown(
         )
         assert result.status == "down", result.reason
         assert "cannot write canary" in result.reason
+
+
+async def test_unreachable_destination_is_down_with_the_error(moto: MotoServer) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    with replication_stand_in(moto) as stand_in:
+        params = stand_in.params(
+            sla=1, grace=1,
+            destination_aws=moto.aws_params(endpoint_url=f"http://127.0.0.1:{closed_port}"),
+        )
+        result = await run_check("s3_replication_lag", params)
+        assert result.status == "down", result.reason
+        assert "unreachable" in result.reason
+        assert stand_in.leftovers()[stand_in.source] == []
