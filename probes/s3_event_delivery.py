@@ -102,7 +102,10 @@ class S3EventDeliveryParams(ProbeParams):
     queue_url: str | None = Field(
         None,
         description="Canary SQS queue receiving the bucket's events (directly, via SNS or via "
-        "EventBridge). Prefer a dedicated queue. Optional in end-to-end mode.",
+        "EventBridge). Use a dedicated queue: on a shared one, others' messages are made "
+        "visible again at once but each receive still counts towards their redrive "
+        "maxReceiveCount, and a worker may consume the canary's event first. Optional in "
+        "end-to-end mode.",
     )
     aws: AwsSettings = Field(default_factory=AwsSettings, description="Identity and region.")
     queue_aws: AwsSettings | None = Field(
@@ -118,7 +121,11 @@ class S3EventDeliveryParams(ProbeParams):
         description="Canary key: {prefix}, {check}, {nonce} (required), {epoch}. Keep a space "
         "and a non-ASCII character in it: they are what catches key-decoding bugs.",
     )
-    limit: Duration = Field(120.0, description="How long to wait for the event.")
+    limit: Duration = Field(
+        120.0,
+        description="How long to wait for the event; the check's timeout must exceed the "
+        "longest wait by 10 s (default timeout 135 s) and its interval the timeout.",
+    )
     degraded_after: Duration | None = Field(
         None, description="Delivery slower than this is degraded (default: never)."
     )

@@ -80,7 +80,10 @@ class S3ReplicationLagParams(ProbeParams):
         "under it that looks like a canary is swept, so keep it dedicated to the probe.",
     )
     sla: Duration = Field(
-        45.0, description="Replication SLA: 15 s RTC + 30 s margin. Later arrival is degraded."
+        45.0,
+        description="Replication SLA: 15 s RTC + 30 s margin. Later arrival is degraded. The "
+        "check's timeout must exceed sla + grace + 10 s (default timeout 80 s) and its "
+        "interval the timeout (e.g. 5m).",
     )
     grace: Duration = Field(
         15.0, description="How long after the SLA to keep polling before calling it down."
