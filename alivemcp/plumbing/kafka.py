@@ -28,6 +28,7 @@ import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import create_conn
 from aiokafka.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -467,9 +468,29 @@ class KafkaCluster:
             with contextlib.suppress(Exception):
                 await _close(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
-                raise self._translate(exc) from exc
+                cause = await self._bootstrap_failure() if _is_bootstrap_error(exc) else None
+                raise self._translate(cause or exc) from exc
             raise
         return client
+
+    async def _bootstrap_failure(self) -> BaseException | None:
+        """Why bootstrapping failed: aiokafka only logs the per-broker cause (a refused
+        password, an untrusted certificate) and raises "Unable to bootstrap"."""
+        options = await self.client_options()
+        servers = _split_servers(options.pop("bootstrap_servers"))
+        for key in ("metadata_max_age_ms",):
+            options.pop(key, None)
+        found: BaseException | None = None
+        for server in servers[:3]:
+            host, _, port = server.rpartition(":")
+            try:
+                async with asyncio.timeout(self.conn.request_timeout):
+                    conn = await create_conn(host.strip("[]"), int(port), **options)
+            except (KafkaError, OSError, TimeoutError, ValueError) as exc:
+                found = found or exc
+                continue
+            conn.close()
+        return found
 
     async def admin(self) -> AIOKafkaAdminClient:
         if self._admin is None:
@@ -533,6 +554,8 @@ class KafkaCluster:
             return exc
         name = type(exc).__name__
         text = f"{name}: {exc}"
+        if isinstance(exc, ssl.SSLError):
+            return KafkaUnreachable(f"{self.conn.describe()}: TLS: {exc}")
         if "Authentication" in name or "Sasl" in name or "authenticat" in str(exc).lower():
             return KafkaAuthFailed(f"{self.conn.describe()}: {text}")
         return KafkaUnreachable(f"{self.conn.describe()}: {text}")
@@ -671,6 +694,10 @@ class KafkaCluster:
             if error_code:
                 raise for_code(error_code)(f"creating topic {name}: {message}")
         return True
+
+
+def _is_bootstrap_error(exc: BaseException) -> bool:
+    return isinstance(exc, KafkaConnectionError) and "bootstrap" in str(exc)
 
 
 def _parse_metadata(response: Any) -> ClusterMetadata:
