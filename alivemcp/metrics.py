@@ -11,14 +11,11 @@ from __future__ import annotations
 import asyncio
 import platform
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
-from prometheus_client.samples import Sample
 
 from alivemcp import __version__
 from alivemcp.probe import Status
@@ -55,101 +52,108 @@ ENGINE_METRIC_NAMES = frozenset(
 )
 
 
-class _CheckCollector(Collector):
-    """Yields the per-check families from the status store at scrape time."""
+_CHECK_FAMILIES = (
+    ("alivemcp_check_up", "gauge", "1 when the check's last run was up."),
+    ("alivemcp_check_status", "gauge", "State set of the check's last status: 1 for the current."),
+    ("alivemcp_check_duration_seconds", "gauge", "Duration of the check's last run."),
+    ("alivemcp_check_runs", "counter", "Runs of the check by result."),
+    ("alivemcp_check_last_run_timestamp_seconds", "gauge", "Unix time the last run started."),
+    ("alivemcp_check_status_since_timestamp_seconds", "gauge",
+     "Unix time the check's current status began."),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _label_text(labels: Mapping[str, str]) -> str:
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+
+
+class CheckExposition:
+    """Renders the per-check families straight to exposition text.
+
+    At 50,000 checks these are ~500,000 lines: building prometheus-client ``Sample`` objects
+    for each took tens of seconds and hundreds of MB, so the label text of each check is built
+    once and lines are formatted directly. Engine-wide metrics still go through
+    prometheus-client, which also does the content negotiation.
+    """
 
     def __init__(self, store: StatusStore) -> None:
         self._store = store
-        self._labels: dict[str, tuple[CheckInfo, dict[str, str]]] = {}
+        self._labels: dict[str, tuple[CheckInfo, str]] = {}
 
-    def _labels_for(self, info: CheckInfo) -> dict[str, str]:
+    def _labels_for(self, info: CheckInfo) -> str:
         cached = self._labels.get(info.name)
         if cached is not None and cached[0] is info:
             return cached[1]
-        labels = {**info.labels, "check": info.name, "probe": info.probe_type}
-        self._labels[info.name] = (info, labels)
-        return labels
+        text = _label_text({"check": info.name, "probe": info.probe_type, **info.labels})
+        self._labels[info.name] = (info, text)
+        return text
 
-    def collect(self) -> Iterator[Metric]:
-        up = Metric("alivemcp_check_up", "1 when the check's last run was up.", "gauge")
-        status = Metric(
-            "alivemcp_check_status",
-            "State set of the check's last status: 1 for the current state.",
-            "gauge",
-        )
-        duration = Metric(
-            "alivemcp_check_duration_seconds", "Duration of the check's last run.", "gauge"
-        )
-        runs = Metric("alivemcp_check_runs", "Runs of the check by result.", "counter")
-        last_run = Metric(
-            "alivemcp_check_last_run_timestamp_seconds",
-            "Unix time the check's last run started.",
-            "gauge",
-        )
-        since = Metric(
-            "alivemcp_check_status_since_timestamp_seconds",
-            "Unix time the check's current status began.",
-            "gauge",
-        )
-        observed: dict[str, Metric] = {}
+    def render(self, openmetrics: bool) -> str:
+        up: list[str] = []
+        status: list[str] = []
+        duration: list[str] = []
+        runs: list[str] = []
+        last_run: list[str] = []
+        since: list[str] = []
+        observed: dict[str, list[str]] = {}
         names = set()
         for state in self._store.states():
             labels = self._labels_for(state.info)
             names.add(state.info.name)
             for code, count in enumerate(state.runs):
                 if count:
-                    runs.samples.append(
-                        Sample(
-                            "alivemcp_check_runs_total",
-                            {**labels, "result": _STATUSES[code].value},
-                            float(count),
-                        )
+                    runs.append(
+                        f'alivemcp_check_runs_total{{{labels},result="{_STATUSES[code].value}"}}'
+                        f" {float(count)!r}\n"
                     )
             last = state.last
             if last is None:
                 continue
-            up.samples.append(
-                Sample("alivemcp_check_up", labels, 1.0 if last.status is Status.UP else 0.0)
-            )
+            up.append(f"alivemcp_check_up{{{labels}}} {1.0 if last.status is Status.UP else 0.0}\n")
             for s in _STATUSES:
-                status.samples.append(
-                    Sample(
-                        "alivemcp_check_status",
-                        {**labels, "status": s.value},
-                        1.0 if last.status is s else 0.0,
-                    )
+                status.append(
+                    f'alivemcp_check_status{{{labels},status="{s.value}"}} '
+                    f"{1.0 if last.status is s else 0.0}\n"
                 )
-            duration.samples.append(
-                Sample("alivemcp_check_duration_seconds", labels, last.duration_seconds)
-            )
-            last_run.samples.append(
-                Sample("alivemcp_check_last_run_timestamp_seconds", labels, last.started_at)
-            )
+            duration.append(f"alivemcp_check_duration_seconds{{{labels}}} "
+                            f"{last.duration_seconds!r}\n")
+            last_run.append(f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
+                            f"{last.started_at!r}\n")
             if state.since is not None:
-                since.samples.append(
-                    Sample("alivemcp_check_status_since_timestamp_seconds", labels, state.since)
-                )
+                since.append(f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
+                             f"{state.since!r}\n")
             for name, value in last.observations.items():
-                _observation(observed, name).samples.append(
-                    Sample(OBSERVATION_PREFIX + name, labels, float(value))
+                observed.setdefault(name, []).append(
+                    f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n"
                 )
             for item in last.labeled_observations:
-                _observation(observed, item.name).samples.append(
-                    Sample(OBSERVATION_PREFIX + item.name, {**item.labels, **labels},
-                           float(item.value))
+                observed.setdefault(item.name, []).append(
+                    f"{OBSERVATION_PREFIX}{item.name}{{{labels},{_label_text(item.labels)}}} "
+                    f"{float(item.value)!r}\n"
                 )
         for stale in set(self._labels) - names:
             del self._labels[stale]
-        yield from (up, status, duration, runs, last_run, since)
-        yield from observed.values()
+        out: list[str] = []
+        for (family, kind, doc), lines in zip(
+            _CHECK_FAMILIES, (up, status, duration, runs, last_run, since), strict=True
+        ):
+            _family(out, family, kind, doc, lines, openmetrics)
+        for name, lines in observed.items():
+            _family(out, OBSERVATION_PREFIX + name, "gauge", f"Probe observation {name}.", lines,
+                    openmetrics)
+        return "".join(out)
 
 
-def _observation(families: dict[str, Metric], name: str) -> Metric:
-    family = families.get(name)
-    if family is None:
-        family = Metric(OBSERVATION_PREFIX + name, f"Probe observation {name}.", "gauge")
-        families[name] = family
-    return family
+def _family(
+    out: list[str], name: str, kind: str, doc: str, lines: list[str], openmetrics: bool
+) -> None:
+    exposed = name if openmetrics or kind != "counter" else f"{name}_total"
+    out.append(f"# HELP {exposed} {doc}\n# TYPE {exposed} {kind}\n")
+    out.extend(lines)
 
 
 class Metrics:
@@ -157,7 +161,7 @@ class Metrics:
 
     def __init__(self, store: StatusStore) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_CheckCollector(store))
+        self.checks = CheckExposition(store)
         r = self.registry
         self.lateness = Histogram(
             "alivemcp_scheduler_lateness_seconds",
@@ -227,7 +231,8 @@ class Metrics:
     def _render_sync(self, accept: str | None) -> tuple[bytes, str]:
         started = time.perf_counter()
         encoder, content_type = choose_encoder(accept or "")
-        body = encoder(self.registry)
+        openmetrics = content_type.startswith("application/openmetrics-text")
+        body = self.checks.render(openmetrics).encode() + encoder(self.registry)
         self.render_seconds.set(time.perf_counter() - started)
         return body, content_type
 

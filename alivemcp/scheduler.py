@@ -91,14 +91,14 @@ class Scheduler:
         offset = stable_offset(name, interval)
         entry = ScheduledCheck(handle, interval, offset, fingerprint)
         self._checks[name] = entry
-        now = time.time()
-        first = entry.planned_before(now) + interval
-        if first - now > interval:  # pragma: no cover - float edge
-            first -= interval
+        # Anchor the grid on a point in the past: APScheduler computes the first run as the next
+        # grid point after the moment the job really enters its store (at start(), for jobs
+        # added before), so a slow start never makes the first runs late.
+        anchor = entry.planned_before(time.time())
         self._aps.add_job(
             self._run,
             IntervalTrigger(
-                seconds=interval, start_date=datetime.fromtimestamp(first, UTC), timezone=UTC
+                seconds=interval, start_date=datetime.fromtimestamp(anchor, UTC), timezone=UTC
             ),
             args=[name],
             id=name,
@@ -135,6 +135,10 @@ class Scheduler:
                     self._metrics.in_flight.dec()
             if self._checks.get(name) is entry:
                 self._on_result(result)
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            # Shutting down past the grace period: the run is abandoned on purpose.
         except Exception:  # the engine itself failed: never let it kill the job
             log.exception("check run failed in the engine", check=name)
         finally:

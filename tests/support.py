@@ -172,8 +172,9 @@ class DaemonProcess:
         return json.loads(body)
 
     def status_of(self, check: str) -> dict[str, Any]:
+        """The check's /status row ({} while the daemon does not know it yet)."""
         rows = {row["check"]: row for row in self.get_json("/status")["checks"]}
-        return rows[check]
+        return rows.get(check, {})
 
     def wait_for(self, predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
         import time

@@ -115,3 +115,12 @@ class GarbageProbe(Probe[GarbageParams]):
         if kind == "bad_name":
             return ProbeResult(Status.UP, "ok", observations={"Bad-Name": 1.0})
         return ProbeResult(Status.UP, "ok", observations={"x": "12"})  # type: ignore[dict-item]
+
+
+class NoopProbe(Probe[ProbeParams]):
+    """Returns up at once: the engine's own overhead, measured by the scheduler benchmark."""
+
+    Params = ProbeParams
+
+    async def probe(self) -> ProbeResult:
+        return ProbeResult(Status.UP, "ok")
