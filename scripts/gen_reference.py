@@ -1,0 +1,472 @@
+"""Render ``docs/reference.md`` from the code: the config models, every probe type's params,
+observations and IAM needs, and the metrics alivemcp exports.
+
+    python scripts/gen_reference.py            # rewrite docs/reference.md
+    python scripts/gen_reference.py --check    # exit 1 if docs/reference.md is out of date
+
+Nothing here is written by hand twice: field descriptions come from the pydantic models'
+``Field(description=...)``, probe summaries and verdict rules from the probe classes, metric
+help texts from the metric objects, observation names from the probe modules' source (a probe
+only emits them at run time, so they are read from the code without running it), IAM actions
+from ``deploy/iam/<probe>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import enum
+import inspect
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+OUTPUT = REPO / "docs" / "reference.md"
+IAM_DIR = REPO / "deploy" / "iam"
+BUILTIN_MODULE_PREFIX = "probes."
+
+__all__ = ["main", "probe_observations", "render"]
+
+
+# -- observation names, read from the probe modules' source ------------------------------------
+
+
+def _string_keys(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Dict):
+        return [k.value for k in node.keys if isinstance(k, ast.Constant)
+                and isinstance(k.value, str)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        return [kw.arg for kw in node.keywords if kw.arg]
+    return []
+
+
+def _is_obs_name(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and "obs" in node.id.lower()
+
+
+def observation_names_in_source(source: str) -> set[str]:
+    """Names a module puts into observations: ``observations = {...}``, ``obs["x"] = ...``,
+    ``observations={...}`` keyword arguments, ``LabeledObservation("x", ...)``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if _is_obs_name(target) and node.value is not None:
+                    found.update(_string_keys(node.value))
+                if (isinstance(target, ast.Subscript) and _is_obs_name(target.value)
+                        and isinstance(target.slice, ast.Constant)
+                        and isinstance(target.slice.value, str)):
+                    found.add(target.slice.value)
+        elif isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "observations":
+                    found.update(_string_keys(kw.value))
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name == "LabeledObservation":
+                first = node.args[0] if node.args else next(
+                    (kw.value for kw in node.keywords if kw.arg == "name"), None)
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    found.add(first.value)
+            if (isinstance(func, ast.Attribute) and func.attr in {"update", "setdefault"}
+                    and _is_obs_name(func.value) and node.args):
+                found.update(_string_keys(node.args[0]))
+                if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                    found.add(node.args[0].value)
+    return {n for n in found if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
+
+
+def _module_files(module: str, probes_dir: Path) -> list[Path]:
+    """The module's file plus the files of ``probes.*`` modules it imports (one level)."""
+    root = probes_dir.parent
+    path = root / Path(*module.split("."))
+    files = [path.with_suffix(".py")] if path.with_suffix(".py").exists() else []
+    if path.is_dir():
+        files += sorted(path.glob("*.py"))
+    extra: list[Path] = []
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level and node.module:
+                names = [f"probes.{node.module}"]
+            for name in names:
+                if not name.startswith("probes.") or name == module:
+                    continue
+                sub = root / Path(*name.split("."))
+                if sub.with_suffix(".py").exists():
+                    extra.append(sub.with_suffix(".py"))
+                elif sub.is_dir():
+                    extra += sorted(sub.glob("*.py"))
+    seen: dict[Path, None] = dict.fromkeys([*files, *extra])
+    return list(seen)
+
+
+def builtin_entry_points() -> dict[str, str]:
+    """Probe type -> ``module:Class`` for the built-ins (pyproject's entry points)."""
+    import tomllib
+
+    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    group = data["project"]["entry-points"]["alivemcp.probes"]
+    return {name: target for name, target in sorted(group.items())
+            if target.startswith(BUILTIN_MODULE_PREFIX)}
+
+
+def probe_observations(probes_dir: Path = REPO / "probes") -> dict[str, list[str]]:
+    """Probe type -> sorted observation names its code can emit."""
+    out: dict[str, list[str]] = {}
+    for name, target in builtin_entry_points().items():
+        module = target.split(":")[0]
+        names: set[str] = set()
+        for file in _module_files(module, probes_dir):
+            names |= observation_names_in_source(file.read_text(encoding="utf-8"))
+        out[name] = sorted(names)
+    return out
+
+
+# -- type and default rendering ----------------------------------------------------------------
+
+
+def _is_duration(metadata: Iterable[Any]) -> bool:
+    """Durations are floats parsed by a before-validator (``30``, ``"30s"``, ``"5m"``)."""
+    for item in metadata:
+        name = getattr(getattr(item, "func", None), "__name__", "")
+        if "duration" in name or "seconds" in name:
+            return True
+    return False
+
+
+def type_text(tp: Any, metadata: Iterable[Any] = ()) -> str:
+    """A reader's name for an annotation: ``duration``, ``list[string]``, ``"a" | "b"``..."""
+    if tp is float and _is_duration(metadata):
+        return "duration"
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Annotated:
+        inner, *meta = args
+        return type_text(inner, meta)
+    if origin in (typing.Union, types.UnionType):
+        parts = [type_text(a) for a in args if a is not type(None)]
+        text = " | ".join(dict.fromkeys(parts))
+        return text + (" | null" if type(None) in args else "")
+    if origin is Literal:
+        return " | ".join(json.dumps(getattr(a, "value", a)) for a in args)
+    if origin in (list, tuple, set, frozenset):
+        return f"list[{type_text(args[0])}]" if args else "list"
+    if origin is dict:
+        return f"map[{type_text(args[0])}, {type_text(args[1])}]" if args else "map"
+    if tp is SecretStr:
+        return "secret string"
+    if isinstance(tp, type):
+        if issubclass(tp, BaseModel):
+            return tp.__name__
+        if issubclass(tp, enum.Enum):
+            return " | ".join(json.dumps(m.value) for m in tp)
+        simple = {str: "string", int: "integer", float: "number", bool: "boolean",
+                  Path: "path", dt.datetime: "datetime", dt.time: "time (HH:MM)"}
+        if tp in simple:
+            return simple[tp]
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def default_text(field: FieldInfo) -> str:
+    if field.is_required():
+        return "**required**"
+    factory = field.default_factory
+    value = factory() if factory is not None else field.default  # type: ignore[call-arg]
+    if value is PydanticUndefined:
+        return ""
+    if isinstance(value, BaseModel):
+        return "all defaults"
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, SecretStr):
+        return "(secret)"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, dt.time):
+        value = value.strftime("%H:%M")
+    try:
+        return f"`{json.dumps(value)}`"
+    except TypeError:
+        return f"`{value!r}`"
+
+
+def _rst_to_markdown(text: str) -> str:
+    """Docstrings use RST literals (````x````); markdown wants single backticks."""
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    return re.sub(r":(?:class|meth|func|attr):`~?([^`]+)`", r"`\1`", text)
+
+
+def _cell(text: str) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def nested_models(tp: Any) -> list[type[BaseModel]]:
+    """Models reachable from an annotation (through unions, lists, maps)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    out: list[type[BaseModel]] = []
+    if typing.get_origin(tp) is Annotated:
+        return nested_models(typing.get_args(tp)[0])
+    for arg in typing.get_args(tp):
+        out += nested_models(arg)
+    return out
+
+
+def model_tables(
+    model: type[BaseModel], title: str, level: int, seen: set[type], intro: str = ""
+) -> list[str]:
+    """A table of the model's fields, then one section per nested model not shown yet."""
+    seen.add(model)
+    lines = [f"{'#' * level} {title}", ""]
+    if intro:
+        lines += [intro, ""]
+    doc = inspect.getdoc(model)
+    if doc and doc != inspect.getdoc(BaseModel) and not doc.startswith("Base for every"):
+        lines += [doc, ""]
+    if not model.model_fields:
+        return [*lines, "No fields.", ""]
+    lines += ["| field | type | default | description |", "|---|---|---|---|"]
+    children: list[tuple[str, type[BaseModel]]] = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        description = field.description or ""
+        if not description:
+            # A section without its own description: the first line of its model's docstring.
+            models = nested_models(field.annotation)
+            doc = inspect.getdoc(models[0]) if models else None
+            if doc and doc != inspect.getdoc(BaseModel):
+                description = doc.split("\n\n")[0]
+        lines.append(f"| `{key}` | {_cell(type_text(field.annotation, field.metadata))} | "
+                     f"{_cell(default_text(field))} | {_cell(description)} |")
+        for child in nested_models(field.annotation):
+            if child not in seen and child not in [c for _, c in children]:
+                children.append((key, child))
+    lines.append("")
+    for key, child in children:
+        if child in seen:
+            continue
+        lines += model_tables(child, f"`{key}`: {child.__name__}", min(level + 1, 6), seen)
+    return lines
+
+
+# -- sections ----------------------------------------------------------------------------------
+
+
+def config_section() -> list[str]:
+    from alivemcp.config import Config
+
+    lines = [
+        "## Configuration file",
+        "",
+        "One YAML file (`alivemcp run --config FILE`). Durations accept `30`, `\"30s\"`, "
+        "`\"5m\"`, `\"250ms\"`, `\"2h\"`. Any string may use `${VAR}` or `${VAR:-default}` "
+        "from the environment (a missing variable without a default is an error naming it); "
+        "write `$$` for a literal `$`. Unknown keys are errors, with the closest valid key "
+        "suggested. `alivemcp probes --schema` prints the JSON schema of the whole file.",
+        "",
+    ]
+    seen: set[type] = set()
+    lines += model_tables(Config, "Top level", 3, seen)
+    return lines
+
+
+def _iam_actions(probe_type: str) -> list[str] | None:
+    path = IAM_DIR / f"{probe_type}.json"
+    if not path.exists():
+        return None
+    policy = json.loads(path.read_text(encoding="utf-8"))
+    actions: list[str] = []
+    for statement in policy.get("Statement", []):
+        found = statement.get("Action", [])
+        actions += [found] if isinstance(found, str) else found
+    return sorted(dict.fromkeys(actions))
+
+
+def probes_section() -> list[str]:
+    from alivemcp.plumbing.aws import AwsSettings
+    from alivemcp.plumbing.kafka import KafkaConnection
+    from alivemcp.registry import registry
+
+    reg = registry()
+    observations = probe_observations()
+    lines = ["## Probe types", ""]
+    builtins = builtin_entry_points()
+    # Blocks many probe types embed are described once, at the end of this section.
+    shared: list[tuple[type[BaseModel], str]] = [
+        (AwsSettings, "the `aws:` block of every AWS probe (identity, region, endpoint)"),
+        (KafkaConnection, "the `cluster:` block of every Kafka probe"),
+    ]
+    for name in builtins:
+        lines += [f"### `{name}`", ""]
+        try:
+            cls = reg.get(name)
+        except LookupError as exc:
+            lines += [f"Not available in this build: {exc}", ""]
+            continue
+        if cls.summary:
+            lines += [f"**{cls.summary.strip()}**", ""]
+        # The probe module's docstring is where each probe explains what it catches and its
+        # verdict rules; the class docstring, when it has its own, follows.
+        for doc in (sys.modules[cls.__module__].__doc__, cls.__dict__.get("__doc__")):
+            if doc:
+                lines += [_rst_to_markdown(inspect.cleandoc(doc)), ""]
+        facts = []
+        if cls.target_param:
+            facts.append(f"plain-string `targets:` fill `{cls.target_param}`")
+        if cls.default_timeout:
+            facts.append(f"default timeout {cls.default_timeout:g}s")
+        if cls.max_concurrency:
+            facts.append(f"at most {cls.max_concurrency} runs in flight")
+        if facts:
+            lines += ["Engine facts: " + "; ".join(facts) + ".", ""]
+        obs = observations.get(name, [])
+        if obs:
+            lines += ["Observations (gauges `alivemcp_probe_<name>`, labels `check`, `probe`, "
+                      "the check's labels): " + ", ".join(f"`{o}`" for o in obs) + ".", ""]
+        actions = _iam_actions(name)
+        if actions is None:
+            lines += ["IAM: none (no AWS calls).", ""]
+        else:
+            lines += [f"IAM ([`deploy/iam/{name}.json`](../deploy/iam/{name}.json)): "
+                      + ", ".join(f"`{a}`" for a in actions) + ".", ""]
+        lines += model_tables(cls.Params, f"`{name}` params", 4, {m for m, _ in shared})
+    lines += ["### Shared blocks", ""]
+    for model, what in shared:
+        others = {m for m, _ in shared if m is not model}
+        lines += model_tables(model, model.__name__, 4, others, intro=f"Used as {what}.")
+    return lines
+
+
+def metrics_section() -> list[str]:
+    from prometheus_client import CollectorRegistry
+
+    from alivemcp.alerting.metrics import AlertingMetrics
+    from alivemcp.metrics import OBSERVATION_PREFIX, Metrics
+    from alivemcp.status import StatusStore
+
+    metrics = Metrics(StatusStore())
+    AlertingMetrics(metrics.registry)
+    check_text = metrics.checks.render(False)
+    rows: list[tuple[str, str, str, str]] = []
+    for family, kind, doc in _families(check_text):
+        labels = "`check`, `probe`, check labels"
+        if family == "alivemcp_check_status":
+            labels += ", `status`"
+        if family == "alivemcp_check_runs_total":
+            labels += ", `result`"
+        rows.append((family, kind, labels, doc))
+    registry: CollectorRegistry = metrics.registry
+    # prometheus-client keeps label names on the metric objects only.
+    for collector in list(registry._collector_to_names):
+        for metric in collector.describe() or collector.collect():
+            kind = metric.type
+            family = metric.name
+            if kind == "counter":
+                family += "_total"
+            if kind == "info":
+                family += "_info"
+                kind = "gauge"
+            labelnames = getattr(collector, "_labelnames", ())
+            if metric.type == "info":
+                labelnames = ("version", "python")
+            labels = ", ".join(f"`{n}`" for n in labelnames) or "none"
+            rows.append((family, kind, labels, metric.documentation))
+    lines = [
+        "## Metrics",
+        "",
+        "Served at `/metrics` (Prometheus text, or OpenMetrics when asked for). Per-check "
+        "families carry `check`, `probe` and every label configured on the check.",
+        "",
+        "| metric | type | labels | meaning |",
+        "|---|---|---|---|",
+    ]
+    for family, kind, labels, doc in sorted(rows):
+        lines.append(f"| `{family}` | {kind} | {labels} | {_cell(doc)} |")
+    lines += [
+        "",
+        f"Probe observations are gauges named `{OBSERVATION_PREFIX}<observation>` with the "
+        "check's labels (labelled observations add their own labels). Per probe type:",
+        "",
+        "| probe type | observation gauges |",
+        "|---|---|",
+    ]
+    for name, obs in probe_observations().items():
+        lines.append(f"| `{name}` | " + ", ".join(f"`{OBSERVATION_PREFIX}{o}`" for o in obs)
+                     + " |")
+    lines.append("")
+    return lines
+
+
+def _families(text: str) -> Iterable[tuple[str, str, str]]:
+    helps: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            _, _, name, doc = line.split(" ", 3)
+            helps[name] = doc
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            yield name, kind, helps.get(name, "")
+
+
+def render() -> str:
+    lines = [
+        "# alivemcp reference",
+        "",
+        "<!-- Generated by scripts/gen_reference.py from the code; do not edit by hand. "
+        "tests/ship/test_reference.py fails when it is out of date. -->",
+        "",
+        "- [Configuration file](#configuration-file)",
+        "- [Probe types](#probe-types)",
+        "- [Metrics](#metrics)",
+        "",
+    ]
+    lines += config_section()
+    lines += probes_section()
+    lines += metrics_section()
+    text = "\n".join(lines)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT.relative_to(REPO)} is out of date: run "
+                  "python scripts/gen_reference.py", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
