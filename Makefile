@@ -1,11 +1,13 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up everything it
-# needs (virtualenv, Python dependencies, Kafka jars, the npm MCP server) on a fresh machine.
+# needs on a fresh machine: the virtualenv and Python dependencies, the Kafka broker jars
+# (Maven Central, via mvn), the npm MCP reference server, and (tests only) Chromium for the
+# status-page test. Every step is idempotent and cached under .venv/ and .cache/.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv deps clean
+.PHONY: demo test lint venv deps test-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,11 +18,19 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 deps: venv
+	$(BIN)/python -m alivemcp.localstack.kafka fetch
+	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-npm
+
+# Headless Chromium renders the status page in its test (Debian package; needs root or sudo).
+test-deps: deps
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 lint: venv
 	$(BIN)/ruff check alivemcp probes tests benchmarks
 
-test: deps lint
+test: test-deps lint
 	$(BIN)/python -m pytest
 
 demo: deps
