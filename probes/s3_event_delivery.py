@@ -404,7 +404,6 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                     MaxNumberOfMessages=10,
                     WaitTimeSeconds=max(0, min(20, int(remaining), long_poll_cap)),
                     VisibilityTimeout=p.receive_visibility,
-                    MessageSystemAttributeNames=["SentTimestamp"],
                 )
             except Exception as exc:
                 failure = _queue_failure(exc, p.queue_url)
@@ -428,11 +427,17 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                 await asyncio.sleep(min(idle, max(0.0, deadline - time.monotonic())))
                 idle = min(idle * 2, 2.0)
         waited = time.monotonic() - started
-        hint = ""
+        hints: list[str] = []
         if stats["test_events"]:
-            hint = " (s3:TestEvent messages arrived, so a notification configuration exists)"
-        elif last_error:
-            hint = f" (last queue error: {last_error})"
+            hints.append("s3:TestEvent messages arrived, so a notification configuration exists")
+        if stats["foreign_released"]:
+            hints.append(
+                f"{stats['foreign_released']} other messages were released: on a shared queue a "
+                "worker may have consumed the canary's event; use a dedicated queue"
+            )
+        if last_error:
+            hints.append(f"last queue error: {last_error}")
+        hint = f" ({'; '.join(hints)})" if hints else ""
         return _Watch(
             ProbeResult.down(
                 f"no ObjectCreated event for canary {key!r} on {_queue_name(p.queue_url)} within "
@@ -652,10 +657,12 @@ def _combine(outcomes: list[_Watch], details: dict[str, Any]) -> ProbeResult:
     for outcome in outcomes:
         observations.update(outcome.observations)
     worst = max(outcomes, key=lambda o: _SEVERITY[o.result.status]).result
-    reason = worst.reason
-    if len(outcomes) > 1 and worst.status is Status.UP:
-        reason = "; ".join(o.result.reason for o in outcomes)
-    return ProbeResult(worst.status, reason, observations=observations, details=details)
+    if worst.status is Status.UP:
+        reasons = [o.result.reason for o in outcomes]
+    else:
+        reasons = [o.result.reason for o in outcomes if o.result.status is not Status.UP]
+    return ProbeResult(worst.status, "; ".join(reasons), observations=observations,
+                       details=details)
 
 
 async def _release(sqs: Any, queue_url: str, messages: list[dict[str, Any]]) -> None:
