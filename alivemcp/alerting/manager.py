@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,8 @@ class AlertManager:
         self._dependants: dict[str, tuple[str, ...]] = {}
         self._workers: dict[str, DeliveryWorker] = {}
         self._orphans: dict[str, dict[str, Any]] = {}  # removed checks' identity, for resolves
+        self._firing: dict[tuple[str, str], str] = {}  # (check, kind) -> severity
+        self._firing_counts: Counter[str] = Counter()
         self._next_id = 1
         self._dirty = False
         self._started = False
@@ -117,7 +120,6 @@ class AlertManager:
             loop.create_task(self._tick_loop(), name="alivemcp-alerting-tick"),
             loop.create_task(self._flush_loop(), name="alivemcp-alerting-flush"),
         ]
-        self._update_firing_metric()
         self._dirty = True
         await self.persist()
         log.info(
@@ -191,11 +193,11 @@ class AlertManager:
             if state is None or check is None:
                 self._attention.discard(name)
                 continue
-            before = state.to_json()
+            changes = len(state.changes)
             update_flapping(state, now, check.policy)
-            self._decide(name, now)
-            if state.to_json() != before:
+            if len(state.changes) != changes:
                 self._dirty = True
+            self._decide(name, now)  # anything it sends marks the state dirty
             self._note_attention(name, state)
 
     def reconfigure(
@@ -225,13 +227,15 @@ class AlertManager:
                     worker.settings = _settings(receiver_config, config)
         now = self._clock()
         for name in list(self._states):
-            if name not in self._checks:
+            current = self._checks.get(name)
+            if current is None or not current.enabled:
                 gone = old_checks.get(name)
-                self._resolve_removed(name, gone.info if gone else None, now)
+                reason = "alerting disabled for this check" if current else \
+                    "check removed from the configuration"
+                self._resolve_removed(name, gone.info if gone else None, now, reason)
         for name in list(self._attention):
             if name in self._checks:
                 self._decide(name, now)
-        self._update_firing_metric()
         self._dirty = True
 
     # -- persistence -------------------------------------------------------------------------
@@ -290,6 +294,7 @@ class AlertManager:
                 self._resolve_removed(name, info, now)
                 continue
             self._note_attention(name, state)
+            self._track_firing(name, state)
 
     def _restore_queues(self, saved: Mapping[str, Any]) -> None:
         for name, items in saved.items():
@@ -318,7 +323,6 @@ class AlertManager:
         if state is None or check is None:
             return
         window = self._calendar.active_for(check.match_labels, now) if self._calendar else None
-        changed = False
         for kind in _KIND_ORDER:
             alert = state.alerts.get(kind.value)
             if alert is None:
@@ -333,14 +337,10 @@ class AlertManager:
                 held = held or bool(flapping and flapping.active) or self._dependency_failing(
                     check
                 )
-            was_active = alert.active
             event = reconcile(alert, now, check.policy, held)
             if event is not None:
                 self._emit(check, state, kind, alert, event, now)
-                changed = True
-            changed = changed or was_active != alert.active
-        if changed:
-            self._update_firing_metric()
+        self._track_firing(name, state)
 
     def _dependency_failing(self, check: _Check) -> bool:
         """A dependency that fires, or whose latest result failed, suppresses dependants: the
@@ -397,10 +397,17 @@ class AlertManager:
             receivers=list(receivers),
         )
 
-    def _resolve_removed(self, name: str, info: CheckInfo | None, now: float) -> None:
+    def _resolve_removed(
+        self,
+        name: str,
+        info: CheckInfo | None,
+        now: float,
+        reason: str = "check removed from the configuration",
+    ) -> None:
         """A check left the config: close its open incidents instead of leaving them open."""
         state = self._states.pop(name, None)
         self._attention.discard(name)
+        self._track_firing(name, None)
         if state is None or info is None:
             return
         labels = {**info.labels, "check": name, "probe": info.probe_type}
@@ -416,7 +423,7 @@ class AlertManager:
             alert = state.alerts.get(kind.value)
             if alert is not None and alert.notified:
                 alert.active = False
-                alert.reason = "check removed from the configuration"
+                alert.reason = reason
                 self._emit(check, state, kind, alert, Event.RESOLVED, now)
                 alert.notified = False
         self._dirty = True
@@ -427,16 +434,22 @@ class AlertManager:
         else:
             self._attention.add(name)
 
-    def _update_firing_metric(self) -> None:
-        counts: dict[str, int] = {}
-        for name in self._attention:
-            state = self._states.get(name)
-            if state is None:
+    def _track_firing(self, name: str, state: CheckState | None) -> None:
+        """Keep ``alivemcp_alerts_firing`` current in O(alerts of this check)."""
+        for kind in AlertKind:
+            alert = state.alerts.get(kind.value) if state is not None else None
+            key = (name, kind.value)
+            new = (alert.severity or "warning") if alert is not None and alert.active else None
+            old = self._firing.get(key)
+            if new == old:
                 continue
-            for alert in state.alerts.values():
-                if alert.active:
-                    counts[alert.severity] = counts.get(alert.severity, 0) + 1
-        self._metrics.set_firing(counts)
+            if old is not None:
+                self._firing_counts[old] -= 1
+                del self._firing[key]
+            if new is not None:
+                self._firing[key] = new
+                self._firing_counts[new] += 1
+            self._metrics.set_firing(self._firing_counts)
 
     # -- configuration -----------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -62,7 +63,7 @@ class AlertingMetrics:
         for metric in (self.queue_depth, self.oldest_age, self.permanent_failures):
             _remove(metric, name)
 
-    def set_firing(self, counts: dict[str, int]) -> None:
+    def set_firing(self, counts: Mapping[str, int]) -> None:
         for severity in SEVERITIES:
             self.alerts_firing.labels(severity).set(counts.get(severity, 0))
 

@@ -20,8 +20,6 @@ from alivemcp.probe import Status
 
 __all__ = ["AlertState", "CheckState", "apply_result", "reconcile", "update_flapping"]
 
-_FAILING = (Status.DOWN, Status.DEGRADED)
-
 
 @dataclass(slots=True)
 class AlertState:

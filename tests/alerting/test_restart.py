@@ -95,7 +95,14 @@ async def test_reload_adds_and_removes_receivers(tmp_path: Path) -> None:
             h.manager.reconfigure(AlertingConfig.model_validate(new), [check("c")])
             h.feed("c", "up", "up")
             await h.delivered()
+            h.feed("c", "down")
+            await h.delivered()
+            # Disabling a firing check's alerts by reload closes its incident.
+            h.manager.reconfigure(AlertingConfig.model_validate(new),
+                                  [check("c", alert={"enabled": False})])
+            await h.delivered()
             await asyncio.sleep(0)
             assert 'receiver="one"' not in h.metrics()
         assert [n["event"] for n in one.events()] == ["firing"]
-        assert [n["event"] for n in two.events()] == ["resolved"]
+        assert [n["event"] for n in two.events()] == ["resolved", "firing", "resolved"]
+        assert two.events()[-1]["reason"] == "alerting disabled for this check"
