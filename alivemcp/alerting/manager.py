@@ -88,7 +88,9 @@ class AlertManager:
         self._firing: dict[tuple[str, str], str] = {}  # (check, kind) -> severity
         self._firing_counts: Counter[str] = Counter()
         self._next_id = 1
-        self._dirty = False
+        self._generation = 0  # bumped on every change worth persisting
+        self._saved_generation = 0
+        self._persist_lock = asyncio.Lock()
         self._started = False
         self._client: httpx.AsyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -120,7 +122,7 @@ class AlertManager:
             loop.create_task(self._tick_loop(), name="alivemcp-alerting-tick"),
             loop.create_task(self._flush_loop(), name="alivemcp-alerting-flush"),
         ]
-        self._dirty = True
+        self._generation += 1
         await self.persist()
         log.info(
             "alerting started",
@@ -149,7 +151,7 @@ class AlertManager:
                 fut.cancel()
         for worker in workers:
             await worker.stop()
-        self._dirty = True
+        self._generation += 1
         await self.persist()
         if self._client is not None:
             await self._client.aclose()
@@ -182,7 +184,7 @@ class AlertManager:
         for dependant in self._dependants.get(name, ()):
             self._decide(dependant, now)
         self._note_attention(name, state)
-        self._dirty = True
+        self._generation += 1
 
     def tick(self) -> None:
         """Time-driven decisions: reminders, ends of maintenance windows and of flapping."""
@@ -196,7 +198,7 @@ class AlertManager:
             changes = len(state.changes)
             update_flapping(state, now, check.policy)
             if len(state.changes) != changes:
-                self._dirty = True
+                self._generation += 1
             self._decide(name, now)  # anything it sends marks the state dirty
             self._note_attention(name, state)
 
@@ -236,22 +238,29 @@ class AlertManager:
         for name in list(self._attention):
             if name in self._checks:
                 self._decide(name, now)
-        self._dirty = True
+        self._generation += 1
 
     # -- persistence -------------------------------------------------------------------------
 
     async def persist(self) -> None:
-        """Write the state if it changed. Failing to write is logged, never raised: paging
-        without a saved state beats not paging."""
-        if not self._dirty:
+        """Write the state if it changed, and return only once the state as of this call is
+        on disk (a concurrent caller waits for the write in flight instead of skipping it).
+        Failing to write is logged, never raised: paging without a saved state beats not
+        paging."""
+        wanted = self._generation
+        if self._saved_generation >= wanted:
             return
-        self._dirty = False
-        try:
-            await self._store.save(self._snapshot())
-        except OSError as exc:
-            self._dirty = True
-            log.error("cannot persist alert state", path=str(self._store.path),
-                      error=exc.strerror or str(exc))
+        async with self._persist_lock:
+            if self._saved_generation >= wanted:
+                return
+            generation = self._generation
+            try:
+                await self._store.save(self._snapshot())
+            except OSError as exc:
+                log.error("cannot persist alert state", path=str(self._store.path),
+                          error=exc.strerror or str(exc))
+                return
+            self._saved_generation = generation
 
     def _snapshot(self) -> dict[str, Any]:
         checks: dict[str, Any] = {}
@@ -273,7 +282,7 @@ class AlertManager:
         }
 
     def _mark_dirty(self) -> None:
-        self._dirty = True
+        self._generation += 1
 
     def _restore_checks(self, saved: Mapping[str, Any]) -> None:
         now = self._clock()
@@ -386,7 +395,7 @@ class AlertManager:
             worker = self._workers.get(receiver)
             if worker is not None:
                 worker.enqueue(Notification.from_json(notification.to_json()))
-        self._dirty = True
+        self._generation += 1
         log.info(
             "alert notification",
             check=check.info.name,
@@ -426,7 +435,7 @@ class AlertManager:
                 alert.reason = reason
                 self._emit(check, state, kind, alert, Event.RESOLVED, now)
                 alert.notified = False
-        self._dirty = True
+        self._generation += 1
 
     def _note_attention(self, name: str, state: CheckState) -> None:
         if state.is_quiet():
