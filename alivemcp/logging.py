@@ -56,9 +56,13 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(_LEVELS[level], logging.INFO))
-    # APScheduler logs two INFO lines per run; aiokafka is chatty on reconnects.
-    for noisy in ("apscheduler", "aiokafka", "botocore", "aiobotocore", "kafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # APScheduler logs two INFO lines per run; moto's werkzeug (demo) one per request. aiokafka
+    # logs ERROR for conditions the Kafka probes already report as results (a missing topic, a
+    # coordinator moving): at info level those would double every finding.
+    quiet = logging.DEBUG if level == "debug" else logging.WARNING
+    for noisy in ("apscheduler", "botocore", "aiobotocore", "werkzeug"):
+        logging.getLogger(noisy).setLevel(max(quiet, logging.WARNING))
+    logging.getLogger("aiokafka").setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
 
 
 class _RedactingFormatter(logging.Formatter):
