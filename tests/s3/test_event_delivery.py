@@ -254,3 +254,28 @@ def test_diagnose_key_names_the_wrong_decoding() -> None:
     assert diagnose_key("p%2Fx%2Bcanary%2Bcaf%C3%A9.json", key) is not None
     assert "twice" in (diagnose_key("p/x%2Bcanary%2Bcaf%25C3%25A9.json", key) or "")
     assert "Latin-1" in (diagnose_key("p/x+canary+caf%C3%83%C2%A9.json", key) or "")
+
+
+async def test_setup_sweeps_old_canaries_and_stale_canary_events_are_deleted(
+    moto: MotoServer,
+) -> None:
+    make_bucket(moto)
+    queue = make_queue(moto, "canary-events")
+    notify_queue_directly(moto, queue)
+    s3 = client(moto, "s3")
+    # A crashed earlier run of check "t": its canary object and its (unconsumed) event.
+    old_key = f"{PREFIX}t/0123456789ab canary café.json"
+    keep_key = f"{PREFIX}t/not-a-canary.txt"
+    s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"{}")
+    s3.put_object(Bucket=BUCKET, Key=keep_key, Body=b"{}")
+    result = await run_check("s3_event_delivery", params(moto, queue, sweep_min_age="1ms"))
+    assert result.status == "up", result.reason
+    assert result.details is not None
+    assert canaries_left(moto) == [keep_key]
+    # The old canary's event was recognised as this check's and deleted; the other one
+    # (not a canary key) was released, never consumed.
+    messages = drain(moto, queue)
+    left = [e.decoded_keys()[0] for m in messages for e in parse_message(m["Body"]).events]
+    assert left == [keep_key]
+    stats = result.details["queue"]
+    assert stats["stale_deleted"] + stats["foreign_released"] >= 1
