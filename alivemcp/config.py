@@ -22,7 +22,6 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -31,6 +30,7 @@ from pydantic import (
 )
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
+from alivemcp.durations import Duration, parse_duration
 from alivemcp.probe import ProbeParams
 from alivemcp.registry import ProbeTypeError, Registry, registry
 
@@ -46,32 +46,12 @@ __all__ = [
     "parse_duration",
 ]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"check", "probe", "result", "name", "state", "le", "quantile"})
 # libyaml's C loader parses a 50,000-check file in about a second; the pure-Python one takes
 # tens of seconds.
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
-
-
-def parse_duration(value: Any) -> Any:
-    """``30``, ``"30s"``, ``"1.5m"``, ``"250ms"``, ``"2h"`` → seconds as float."""
-    if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '30s'")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if not match:
-            raise ValueError(f"{value!r} is not a duration (examples: 30, '30s', '5m', '250ms')")
-        return float(match.group(1)) * _UNITS[match.group(2)]
-    return value
-
-
-#: Seconds, written as a number or a string with a unit.
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
 
 class _Strict(BaseModel):
@@ -232,7 +212,7 @@ def load_config_text(
     reg = reg or registry()
     env = os.environ if env is None else env
     try:
-        raw = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+        raw = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], source) from exc
     if raw is None:
@@ -384,7 +364,7 @@ def _read_targets_file(file: Path, path: str, errors: list[str]) -> list[str | T
         return []
     if file.suffix in {".yaml", ".yml", ".json"}:
         try:
-            data = yaml.load(text, Loader=_YAML_LOADER) or []  # noqa: S506 - a safe loader
+            data = yaml.load(text, Loader=_YAML_LOADER) or []
             if not isinstance(data, list):
                 raise ValueError("must be a list")
             return [t if isinstance(t, str) else TargetSpec.model_validate(t) for t in data]

@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from alivemcp.durations import Duration
+
 if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
 
 __all__ = [
     "CheckContext",
+    "Duration",
     "LabeledObservation",
     "Probe",
     "ProbeParams",
