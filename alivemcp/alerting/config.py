@@ -28,6 +28,7 @@ __all__ = [
     "AlertPolicy",
     "AlertPolicyOverride",
     "AlertingConfig",
+    "LogReceiverConfig",
     "MaintenanceWindow",
     "PagerDutyReceiverConfig",
     "ReceiverConfig",
@@ -209,8 +210,17 @@ class WebhookReceiverConfig(_ReceiverBase):
     max_batch: int = Field(200, ge=1, description="Notifications per request at most.")
 
 
+class LogReceiverConfig(_ReceiverBase):
+    """Writes notifications to the daemon's own log (event ``alert``): for trying alerting
+    without external services, or for shipping alerts with the logs."""
+
+    type: Literal["log"]
+    min_interval: SecondsOrZero = Field(0.0, description="Minimum time between batches.")
+    max_batch: int = Field(1000, ge=1, description="Notifications logged per batch at most.")
+
+
 ReceiverConfig = Annotated[
-    SlackReceiverConfig | PagerDutyReceiverConfig | WebhookReceiverConfig,
+    SlackReceiverConfig | PagerDutyReceiverConfig | WebhookReceiverConfig | LogReceiverConfig,
     Field(discriminator="type"),
 ]
 
@@ -309,7 +319,8 @@ class AlertingConfig(_Strict):
     """Top-level ``alerting:`` section."""
 
     receivers: list[ReceiverConfig] = Field(
-        default_factory=list, description="Where notifications go (slack, pagerduty, webhook)."
+        default_factory=list,
+        description="Where notifications go (slack, pagerduty, webhook, log).",
     )
     routes: list[Route] = Field(
         default_factory=list, description="Label-matcher routes, tried in order."
@@ -355,5 +366,5 @@ class AlertingConfig(_Strict):
         return self
 
     def receiver(self, name: str) -> SlackReceiverConfig | PagerDutyReceiverConfig | \
-            WebhookReceiverConfig | None:
+            WebhookReceiverConfig | LogReceiverConfig | None:
         return next((r for r in self.receivers if r.name == name), None)

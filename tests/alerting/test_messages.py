@@ -95,3 +95,23 @@ alerting:
     policy = override.apply_to(loaded.config.alerting.policy)
     assert policy.failures_to_fire == 3 and policy.repeat_interval == 600
     assert "sekrit" not in repr(loaded.config.alerting)
+
+
+async def test_log_receiver_and_the_demo_alerting_section(tmp_path: Path) -> None:
+    import structlog
+    import yaml
+
+    from tests.support import REPO
+
+    demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    section = AlertingConfig.model_validate(demo["alerting"])
+    assert [r.type for r in section.receivers] == ["log"]
+    doc = {**demo["alerting"], "group_wait": 0}
+    with structlog.testing.capture_logs() as logs:
+        async with running(doc, [check("demo")], tmp_path) as h:
+            h.feed("demo", "down", "down", reason="connection refused")
+            await h.delivered()
+    alerts = [e for e in logs if e["event"] == "alert"]
+    assert len(alerts) == 1 and alerts[0]["log_level"] == "warning"
+    assert alerts[0]["title"] == "FIRING [critical] demo: down"
+    assert alerts[0]["reason"] == "connection refused"

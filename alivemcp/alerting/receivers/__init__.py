@@ -5,18 +5,22 @@ from __future__ import annotations
 import httpx
 
 from alivemcp.alerting.config import (
+    LogReceiverConfig,
     PagerDutyReceiverConfig,
     SlackReceiverConfig,
     WebhookReceiverConfig,
 )
 from alivemcp.alerting.receivers.base import Failure, Receiver, SendResult
+from alivemcp.alerting.receivers.log import LogReceiver
 from alivemcp.alerting.receivers.pagerduty import PagerDutyReceiver
 from alivemcp.alerting.receivers.slack import SlackReceiver
 from alivemcp.alerting.receivers.webhook import WebhookReceiver
 
 __all__ = ["Failure", "Receiver", "SendResult", "build_receiver"]
 
-AnyReceiverConfig = SlackReceiverConfig | PagerDutyReceiverConfig | WebhookReceiverConfig
+AnyReceiverConfig = (
+    SlackReceiverConfig | PagerDutyReceiverConfig | WebhookReceiverConfig | LogReceiverConfig
+)
 
 
 def build_receiver(
@@ -26,4 +30,6 @@ def build_receiver(
         return SlackReceiver(config, client, external_url)
     if isinstance(config, PagerDutyReceiverConfig):
         return PagerDutyReceiver(config, client, external_url)
+    if isinstance(config, LogReceiverConfig):
+        return LogReceiver(config, client)
     return WebhookReceiver(config, client, external_url)
