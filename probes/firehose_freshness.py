@@ -43,8 +43,12 @@ from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
 
+#: The error output types Firehose writes for S3 destinations (``!{firehose:error-output-type}``).
+ERROR_TYPES = ("processing-failed", "format-conversion-failed", "partitioning-failed",
+               "delivery-failed")
 #: Where Firehose writes failed records when the destination sets no ErrorOutputPrefix.
-DEFAULT_ERROR_PREFIXES = ("processing-failed/", "format-conversion-failed/", "delivery-failed/")
+DEFAULT_ERROR_PREFIXES = tuple(f"{kind}/" for kind in ERROR_TYPES)
+_ERROR_TYPE_TOKEN = "!{firehose:error-output-type}"
 #: Firehose's documented default when the buffering hints leave the interval out.
 DEFAULT_BUFFER_INTERVAL = 300.0
 #: The seed's alarm: DataFreshness above 15 minutes means records are not getting out.
@@ -126,6 +130,7 @@ class _Destination:
     compression: str
     transformed: bool
     format_conversion: bool
+    dynamic_partitioning: bool
 
 
 @dataclass
@@ -288,12 +293,8 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     async def _check_errors(self, s3: Any, dest: _Destination, observations: dict[str, float],
                             details: dict[str, Any]) -> list[_Finding]:
         p = self.params
-        if p.error_prefixes is not None:
-            prefixes = list(p.error_prefixes)
-        elif dest.error_prefix:
-            prefixes = [_static_part(dest.error_prefix)]
-        else:
-            prefixes = list(DEFAULT_ERROR_PREFIXES)
+        prefixes = (list(p.error_prefixes) if p.error_prefixes is not None
+                    else _error_listing_prefixes(dest.error_prefix))
         details["error_prefixes_watched"] = prefixes
         now = datetime.now(UTC)
         watermark = self._error_watermark or now - timedelta(seconds=p.error_lookback)
@@ -319,8 +320,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             return []
         new.sort(key=lambda obj: obj["LastModified"])
         samples = [obj["Key"] for obj in new[-5:]]
-        kinds = sorted({kind for kind in ("processing-failed", "format-conversion-failed",
-                                          "delivery-failed") if any(kind in k for k in samples)})
+        kinds = sorted({kind for kind in ERROR_TYPES if any(kind in k for k in samples)})
         details["new_error_objects"] = {"count": len(new), "sample_keys": samples}
         what = f" ({', '.join(kinds)})" if kinds else ""
         return [_Finding(Status.DOWN, f"{len(new)} new object(s) under the error prefix"
@@ -338,6 +338,11 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             return []
         if dest.format_conversion:
             details["canary"] = "skipped: records are converted to Parquet/ORC"
+            return []
+        if dest.dynamic_partitioning:
+            # A canary lacks the partition keys (it would land under the error prefix), and its
+            # object could be anywhere under the partitions.
+            details["canary"] = "skipped: dynamic partitioning"
             return []
         if dest.compression not in ("UNCOMPRESSED", "GZIP"):
             details["canary"] = f"skipped: cannot read {dest.compression} objects"
@@ -614,6 +619,9 @@ def _s3_destination(desc: dict[str, Any]) -> _Destination | None:
             compression=conf.get("CompressionFormat") or "UNCOMPRESSED",
             transformed=bool(processing.get("Enabled")) and bool(lambdas),
             format_conversion=bool(conversion.get("Enabled")),
+            dynamic_partitioning=bool(
+                (conf.get("DynamicPartitioningConfiguration") or {}).get("Enabled")
+            ),
         )
     return None
 
@@ -622,6 +630,17 @@ def _static_part(prefix: str) -> str:
     """The literal part of a Firehose prefix before its first ``!{...}`` expression."""
     match = _TOKEN.search(prefix)
     return prefix if match is None else prefix[: match.start()]
+
+
+def _error_listing_prefixes(error_prefix: str) -> list[str]:
+    """Literal prefixes to list for failed records: one per error type when the prefix
+    names the type, never the whole bucket (where the good deliveries also live)."""
+    if _ERROR_TYPE_TOKEN in error_prefix:
+        expanded = [_static_part(error_prefix.replace(_ERROR_TYPE_TOKEN, kind))
+                    for kind in ERROR_TYPES]
+        return list(dict.fromkeys(expanded))
+    static = _static_part(error_prefix)
+    return [static] if static else list(DEFAULT_ERROR_PREFIXES)
 
 
 def _delivery_prefixes(prefix: str, put_at: datetime) -> list[str]:

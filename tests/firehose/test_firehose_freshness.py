@@ -248,3 +248,15 @@ async def test_scan_finds_the_canary_deep_in_large_objects() -> None:
 async def test_scan_flags_undecodable_bytes() -> None:
     check = await scan_delivery(_chunked(bytes(range(256)) * 1000), "0" * 32)
     assert not check.found and check.binary
+
+
+def test_error_prefixes_never_cover_the_whole_bucket() -> None:
+    from probes.firehose_freshness import DEFAULT_ERROR_PREFIXES, _error_listing_prefixes
+
+    assert _error_listing_prefixes("") == list(DEFAULT_ERROR_PREFIXES)
+    assert _error_listing_prefixes("!{timestamp:yyyy}/") == list(DEFAULT_ERROR_PREFIXES)
+    typed = _error_listing_prefixes("!{firehose:error-output-type}/!{timestamp:yyyy}/")
+    assert typed[0] == "processing-failed/" and "" not in typed
+    assert _error_listing_prefixes("errors/!{firehose:error-output-type}/x")[1] == (
+        "errors/format-conversion-failed/x")
+    assert _error_listing_prefixes("errors/") == ["errors/"]
