@@ -1,7 +1,7 @@
 """Fixed-rate scheduling of checks on APScheduler, with stable spreading and concurrency limits.
 
 Each check is an APScheduler interval job anchored on its own stable offset within the
-interval (a CRC of its name), so checks that share an interval are spread evenly and stay on
+interval (a hash of its name), so checks that share an interval are spread evenly and stay on
 their grid: APScheduler's ``jitter`` only ever delays and accumulates drift. ``max_instances=1``
 means a check never overlaps itself; a global semaphore and per-probe-type semaphores keep slow
 probe types from starving fast ones.
@@ -10,8 +10,8 @@ probe types from starving fast ones.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,7 +34,8 @@ log = structlog.get_logger("alivemcp.scheduler")
 
 def stable_offset(name: str, interval: float) -> float:
     """Where in its interval a check runs: the same for a name in every process."""
-    return (zlib.crc32(name.encode()) / 0xFFFFFFFF) * interval
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 * interval
 
 
 @dataclass(slots=True)
