@@ -2,56 +2,104 @@
 
 Two kinds of user:
 
-* The MCP hot path (tens of thousands of endpoints): :meth:`HttpClients.probe_session` gives
-  a :class:`ProbeSession`, one aiohttp session with its OWN connector per probe run. Its
-  requests share one keep-alive connection (initialize, initialized, tools/list and DELETE
-  ride the same socket) and it is closed when the run ends. Measured against a shared
-  connector, this costs a little CPU on loopback but is what a fleet of distinct hosts gets
-  anyway (no connection survives a 60 s interval), and it lets every run report its own
-  DNS, connect and TLS times and see the server's certificate. TLS contexts (expensive to
-  build) and the DNS resolver are shared.
+* The MCP hot path (tens of thousands of endpoints): :meth:`HttpClients.probe_session` gives a
+  :class:`ProbeSession`, a lean HTTP/1.1 client for ONE probe run. Its requests share one
+  keep-alive connection (initialize, initialized, tools/list and DELETE ride the same socket;
+  a second one opens only when a stream is held open, as in legacy SSE) and everything is
+  closed when the run ends, as it must be for a fleet of distinct hosts probed every minute.
+  It records DNS, TCP connect and TLS handshake times separately and the server certificate's
+  expiry.
 * Everything else (alerting webhooks, OAuth token endpoints): :attr:`HttpClients.httpx`, one
   shared ``httpx.AsyncClient``.
 
-Nothing a server sends can stall or blow memory: :func:`read_capped` and
-:meth:`ProbeSession.stream` cut bodies at a byte cap, and each request runs under a deadline
-(``asyncio.timeout``) covering connect, headers and body.
+Why not aiohttp on the hot path: measured on the 2-core benchmark machine
+(``benchmarks/mcp_probe.py``), aiohttp spends most of a probe's CPU building request and
+response objects (URL objects, multidicts, tracing hooks, writers, per-session set-up) for
+what are four tiny JSON exchanges; a session per probe costs ~0.7-0.8 ms of CPU before any MCP
+logic, about what blackbox_exporter spends on its single POST. This client writes each request
+with one ``transport.write`` of pre-joined bytes and parses only what MCP needs (status line,
+headers, Content-Length or chunked bodies, read-until-close), on asyncio's (or uvloop's)
+transports.
+
+Nothing a server sends can stall or blow memory: header blocks are capped at
+:data:`MAX_HEAD_BYTES`, bodies at the session's ``max_body_bytes`` (checked against chunk sizes
+and Content-Length before reading), reading pauses the socket when a buffer grows, and callers
+run each request under ``asyncio.timeout`` (a deadline covering connect, headers and body).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import ssl
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
-
-import aiohappyeyeballs
-import aiohttp
-from aiohttp.abc import AbstractResolver
+from types import TracebackType
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "MAX_HEAD_BYTES",
     "USER_AGENT",
     "BodyTooLarge",
+    "ConnectError",
+    "ConnectionClosed",
     "ConnectionTimings",
+    "DnsError",
+    "Headers",
     "HttpClients",
+    "HttpError",
+    "HttpResponse",
     "ProbeSession",
+    "ProtocolError",
+    "TlsError",
     "read_capped",
 ]
 
 USER_AGENT = "alivemcp/0.1"
 #: Default cap on one response body (a large tools/list is ~1 MB).
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-_NO_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None)
+#: Cap on a response's status line plus headers.
+MAX_HEAD_BYTES = 64 * 1024
+_MAX_CHUNK_LINE = 4096
+#: Stop reading from the socket while this much is buffered and unconsumed.
+_PAUSE_ABOVE = 1024 * 1024
 
 
-class BodyTooLarge(Exception):
+class HttpError(Exception):
+    """Base of every failure of a request below the application layer."""
+
+
+class DnsError(HttpError):
+    """The host name did not resolve."""
+
+
+class ConnectError(HttpError):
+    """The TCP connection could not be established."""
+
+
+class TlsError(HttpError):
+    """The TLS handshake failed; ``certificate`` is True when verification rejected it."""
+
+    def __init__(self, message: str, *, certificate: bool = False) -> None:
+        super().__init__(message)
+        self.certificate = certificate
+
+
+class ConnectionClosed(HttpError):
+    """The server closed the connection before the response was complete."""
+
+
+class ProtocolError(HttpError):
+    """The server's bytes are not valid HTTP/1.x."""
+
+
+class BodyTooLarge(HttpError):
     """A response body passed the configured byte cap."""
 
     def __init__(self, limit: int) -> None:
@@ -60,7 +108,7 @@ class BodyTooLarge(Exception):
 
 
 class ConnectionTimings:
-    """What opening one probe's connection took (seconds) and the peer certificate's expiry."""
+    """What opening one probe's first connection took (seconds), and the certificate expiry."""
 
     __slots__ = ("cert_not_after", "connect_seconds", "dns_seconds", "tls_seconds")
 
@@ -72,177 +120,470 @@ class ConnectionTimings:
         self.cert_not_after: float | None = None
 
 
-class _TimedConnector(aiohttp.TCPConnector):
-    """A connector that records DNS, TCP connect and TLS handshake times separately.
+class Headers(dict[str, str]):
+    """Response headers, keyed by lower-case name; lookups ignore case."""
 
-    aiohttp times the whole connection at once; the TLS share matters to an on-call engineer
-    (a slow handshake is a different fault from a slow network), so the socket connect and the
-    TLS-wrapping ``create_connection`` are timed on their own. The first connection of the
-    session is the one measured (later ones only appear when a server closes keep-alive).
-    """
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
 
-    def __init__(self, timings: ConnectionTimings, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.timings = timings
+    def __getitem__(self, key: str) -> str:
+        return dict.__getitem__(self, key.lower())
 
-    async def _resolve_host(self, host: str, port: int, traces: Any = None) -> Any:
-        started = time.perf_counter()
-        result = await super()._resolve_host(host, port, traces)
-        if self.timings.dns_seconds is None:
-            self.timings.dns_seconds = time.perf_counter() - started
-        return result
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and dict.__contains__(self, key.lower())
 
-    async def _wrap_create_connection(
-        self,
-        *args: Any,
-        addr_infos: list[Any],
-        req: aiohttp.ClientRequest,
-        timeout: aiohttp.ClientTimeout,
-        client_error: type[Exception] = aiohttp.ClientConnectorError,
-        **kwargs: Any,
-    ) -> tuple[asyncio.Transport, Any]:
-        # Mirrors aiohttp's own implementation, with a clock between the two steps.
-        timings = self.timings
+
+class _Connection(asyncio.Protocol):
+    """One socket with a receive buffer the response reader consumes."""
+
+    __slots__ = ("_waiter", "buffer", "eof", "error", "key", "paused", "transport")
+
+    def __init__(self) -> None:
+        self.key: tuple[bool, str, int] = (False, "", 0)
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self.eof = False
+        self.error: BaseException | None = None
+        self.paused = False
+
+    # -- protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > _PAUSE_ABOVE and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.eof = True
+        self.error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- reading
+    async def _more(self) -> bool:
+        """Wait for more bytes; False at end of stream."""
+        if self.eof:
+            return False
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        self._waiter = asyncio.get_running_loop().create_future()
         try:
-            started = time.perf_counter()
-            sock = await aiohappyeyeballs.start_connection(
-                addr_infos=addr_infos,
-                local_addr_infos=self._local_addr_infos,
-                happy_eyeballs_delay=self._happy_eyeballs_delay,
-                interleave=self._interleave,
-                loop=self._loop,
-            )
-            connected = time.perf_counter()
-            use_tls = bool(kwargs.get("ssl"))
-            if use_tls and self._ssl_shutdown_timeout and sys.version_info >= (3, 11):
-                kwargs["ssl_shutdown_timeout"] = self._ssl_shutdown_timeout
-            transport, proto = await self._loop.create_connection(*args, **kwargs, sock=sock)
-        except aiohttp.client_exceptions.cert_errors as exc:
-            raise aiohttp.ClientConnectorCertificateError(req.connection_key, exc) from exc
-        except aiohttp.client_exceptions.ssl_errors as exc:
-            raise aiohttp.ClientConnectorSSLError(req.connection_key, exc) from exc
-        except OSError as exc:
-            if exc.errno is None and isinstance(exc, asyncio.TimeoutError):
+            await self._waiter
+        finally:
+            self._waiter = None
+        return True
+
+    async def read_until(self, separator: bytes, limit: int, what: str) -> bytes:
+        start = 0
+        while True:
+            index = self.buffer.find(separator, start)
+            if index >= 0:
+                out = bytes(self.buffer[:index])
+                del self.buffer[:index + len(separator)]
+                return out
+            if len(self.buffer) > limit:
+                raise ProtocolError(f"{what} longer than {limit} bytes")
+            start = max(0, len(self.buffer) - len(separator) + 1)
+            if not await self._more():
+                raise ConnectionClosed("connection closed mid-response" if self.buffer or
+                                       what != "response head" else
+                                       "server closed the connection before responding")
+
+    async def read_some(self, most: int) -> bytes:
+        """Up to ``most`` buffered bytes; b"" at end of stream."""
+        while not self.buffer:
+            if not await self._more():
+                return b""
+        if len(self.buffer) <= most:
+            out = bytes(self.buffer)
+            self.buffer.clear()
+        else:
+            out = bytes(self.buffer[:most])
+            del self.buffer[:most]
+        return out
+
+    async def read_exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            if not await self._more():
+                raise ConnectionClosed("connection closed mid-response")
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return out
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.eof = True
+
+
+class HttpResponse:
+    """A response whose body is read on demand (see :meth:`chunks`, :func:`read_capped`)."""
+
+    __slots__ = ("_conn", "_done", "_keep_alive", "_mode", "_remaining", "content_length",
+                 "content_type", "headers", "limit", "status")
+
+    def __init__(self, conn: _Connection, status: int, headers: Headers, keep_alive: bool,
+                 has_body: bool, limit: int) -> None:
+        self._conn = conn
+        self.status = status
+        self.headers = headers
+        self.limit = limit
+        ctype = headers.get("content-type") or ""
+        self.content_type = ctype.partition(";")[0].strip().lower()
+        self.content_length: int | None = None
+        self._keep_alive = keep_alive
+        self._done = False
+        if not has_body:
+            self._mode, self._remaining = "none", 0
+            self._done = True
+        elif "chunked" in (headers.get("transfer-encoding") or "").lower():
+            self._mode, self._remaining = "chunked", 0
+        elif (length := headers.get("content-length")) is not None:
+            try:
+                self.content_length = int(length)
+            except ValueError:
+                raise ProtocolError(f"Content-Length {length[:40]!r} is not a number") from None
+            if self.content_length < 0:
+                raise ProtocolError("negative Content-Length")
+            self._mode, self._remaining = "length", self.content_length
+            self._done = self.content_length == 0
+        else:
+            self._mode, self._remaining = "close", 0
+            self._keep_alive = False
+
+    @property
+    def reusable(self) -> bool:
+        """True when the body was read to its end and the connection may carry another."""
+        return self._done and self._keep_alive and not self._conn.eof
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body chunk by chunk, raising :class:`BodyTooLarge` past the cap."""
+        conn = self._conn
+        total = 0
+        limit = self.limit
+        if self._done:
+            return
+        if self._mode == "length":
+            if self._remaining > limit:
+                raise BodyTooLarge(limit)
+            while self._remaining:
+                data = await conn.read_some(self._remaining)
+                if not data:
+                    raise ConnectionClosed("connection closed mid-response")
+                self._remaining -= len(data)
+                yield data
+        elif self._mode == "chunked":
+            while True:
+                line = await conn.read_until(b"\r\n", _MAX_CHUNK_LINE, "chunk size line")
+                try:
+                    size = int(line.partition(b";")[0].strip(), 16)
+                except ValueError:
+                    raise ProtocolError("bad chunk size line") from None
+                if size == 0:
+                    while await conn.read_until(b"\r\n", MAX_HEAD_BYTES, "trailer"):
+                        pass
+                    break
+                total += size
+                if total > limit:
+                    raise BodyTooLarge(limit)
+                remaining = size
+                while remaining:
+                    data = await conn.read_some(remaining)
+                    if not data:
+                        raise ConnectionClosed("connection closed mid-response")
+                    remaining -= len(data)
+                    yield data
+                if await conn.read_exactly(2) != b"\r\n":
+                    raise ProtocolError("chunk not followed by CRLF")
+        else:  # until the server closes
+            while True:
+                data = await conn.read_some(65536)
+                if not data:
+                    break
+                total += len(data)
+                if total > limit:
+                    raise BodyTooLarge(limit)
+                yield data
+        self._done = True
+
+
+async def read_capped(response: HttpResponse, limit: int | None = None) -> bytes:
+    """Read a whole body, refusing more than ``limit`` bytes (default: the session's cap)."""
+    if limit is not None and limit < response.limit:
+        response.limit = limit
+    if response._mode == "length" and response._remaining and (
+        response._remaining <= response.limit
+    ):
+        # The common case (a JSON body with Content-Length): one read, no generator.
+        data = await response._conn.read_exactly(response._remaining)
+        response._remaining = 0
+        response._done = True
+        return data
+    return b"".join([chunk async for chunk in response.chunks()])
+
+
+class _Target:
+    """A parsed request URL (cached per session: a probe hits the same URL several times)."""
+
+    __slots__ = ("host", "host_header", "https", "key", "path", "port")
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ProtocolError(f"not an http(s) URL: {url[:200]}")
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname
+        try:
+            port = parts.port
+        except ValueError:
+            raise ProtocolError(f"bad port in {url[:200]}") from None
+        self.port = port or (443 if self.https else 80)
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        default = (443 if self.https else 80) == self.port
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if default else f"{host}:{self.port}"
+        self.key = (self.https, self.host, self.port)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_header(name: str, value: str) -> None:
+    if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
+        raise ProtocolError(f"header {name[:40]!r} contains a line break or colon")
+
+
+class _RequestContext:
+    __slots__ = ("_args", "_response", "_session")
+
+    def __init__(self, session: ProbeSession, args: tuple[str, str, Mapping[str, str] | None,
+                                                          bytes | None]) -> None:
+        self._session = session
+        self._args = args
+        self._response: HttpResponse | None = None
+
+    async def __aenter__(self) -> HttpResponse:
+        self._response = await self._session._send(*self._args)
+        return self._response
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        response = self._response
+        if response is not None:
+            self._session._release(response, ok=exc is None)
+
+
+class ProbeSession:
+    """One probe run's HTTP client: fresh connections, kept alive for the run, then closed."""
+
+    __slots__ = ("_all", "_idle", "_loop", "_ssl", "_targets", "max_body_bytes", "timings")
+
+    def __init__(self, *, ssl_context: ssl.SSLContext, max_body_bytes: int) -> None:
+        self.timings = ConnectionTimings()
+        self.max_body_bytes = max_body_bytes
+        self._ssl = ssl_context
+        self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
+        self._all: list[_Connection] = []
+        self._targets: dict[str, _Target] = {}
+        self._loop = asyncio.get_running_loop()
+
+    def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+                body: bytes | None = None) -> _RequestContext:
+        """``async with session.request(...) as response``: the body is read by the caller;
+        leaving the block early (or on an error) closes the connection instead of reusing it.
+        """
+        return _RequestContext(self, (method, url, headers, body))
+
+    async def stream(self, response: HttpResponse) -> AsyncIterator[bytes]:
+        async for chunk in response.chunks():
+            yield chunk
+
+    def _target(self, url: str) -> _Target:
+        target = self._targets.get(url)
+        if target is None:
+            target = self._targets[url] = _Target(url)
+        return target
+
+    async def _send(self, method: str, url: str, headers: Mapping[str, str] | None,
+                    body: bytes | None) -> HttpResponse:
+        target = self._target(url)
+        lines = [f"{method} {target.path} HTTP/1.1\r\nHost: {target.host_header}\r\n"
+                 f"User-Agent: {USER_AGENT}\r\n"]
+        if headers:
+            for name, value in headers.items():
+                _check_header(name, value)
+                lines.append(f"{name}: {value}\r\n")
+        if body is not None or method in ("POST", "PUT"):
+            lines.append(f"Content-Length: {len(body or b'')}\r\n")
+        lines.append("\r\n")
+        payload = "".join(lines).encode("latin-1")
+        if body:
+            payload += body
+        idle = self._idle.get(target.key)
+        while idle:
+            conn = idle.pop()
+            if conn.eof:
+                continue
+            try:
+                return await self._exchange(conn, method, payload)
+            except ConnectionClosed:
+                # A kept-alive connection the server closed meanwhile: retry once, fresh.
+                conn.close()
+                break
+        conn = await self._connect(target)
+        return await self._exchange(conn, method, payload)
+
+    async def _exchange(self, conn: _Connection, method: str, payload: bytes) -> HttpResponse:
+        assert conn.transport is not None
+        conn.transport.write(payload)
+        while True:
+            head = await conn.read_until(b"\r\n\r\n", MAX_HEAD_BYTES, "response head")
+            status, headers, keep_alive = _parse_head(head)
+            if status >= 200 or status == 101:
+                break  # 1xx interim responses are skipped
+        has_body = method != "HEAD" and status not in (204, 304)
+        return HttpResponse(conn, status, headers, keep_alive, has_body, self.max_body_bytes)
+
+    def _release(self, response: HttpResponse, *, ok: bool) -> None:
+        conn = response._conn
+        if ok and response.reusable and not conn.buffer:
+            self._idle.setdefault(conn.key, []).append(conn)
+        else:
+            conn.close()
+
+    async def _connect(self, target: _Target) -> _Connection:
+        loop = self._loop
+        timings = self.timings
+        first = timings.connect_seconds is None
+        started = time.perf_counter()
+        if _is_ip(target.host):
+            family = socket.AF_INET6 if ":" in target.host else socket.AF_INET
+            addresses = [(family, (target.host, target.port))]
+        else:
+            try:
+                infos = await loop.getaddrinfo(target.host, target.port,
+                                               type=socket.SOCK_STREAM)
+            except socket.gaierror as exc:
+                raise DnsError(f"DNS lookup for {target.host} failed: {exc.strerror}") from None
+            addresses = [(info[0], info[4]) for info in infos]
+            if first:
+                timings.dns_seconds = time.perf_counter() - started
+        resolved = time.perf_counter()
+        sock: socket.socket | None = None
+        error: OSError | None = None
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, address)
+                break
+            except OSError as exc:
+                sock.close()
+                sock, error = None, exc
+            except BaseException:
+                sock.close()
                 raise
-            raise client_error(req.connection_key, exc) from exc
-        if timings.connect_seconds is None:
-            timings.connect_seconds = connected - started
-            if use_tls:
+        if sock is None:
+            reason = (error.strerror or str(error)) if error else "no address"
+            raise ConnectError(f"cannot connect to {target.host_header}: {reason}")
+        connected = time.perf_counter()
+        try:
+            transport, conn = await loop.create_connection(
+                _Connection, sock=sock,
+                ssl=self._ssl if target.https else None,
+                server_hostname=target.host if target.https else None,
+            )
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise TlsError(f"TLS certificate of {target.host_header} rejected: "
+                           f"{exc.verify_message or exc.reason}", certificate=True) from None
+        except (ssl.SSLError, ConnectionError) as exc:
+            sock.close()
+            raise TlsError(f"TLS handshake with {target.host_header} failed: {exc}") from None
+        except BaseException:
+            sock.close()
+            raise
+        conn.key = target.key
+        self._all.append(conn)
+        if first:
+            timings.connect_seconds = connected - resolved
+            if target.https:
                 timings.tls_seconds = time.perf_counter() - connected
                 peercert = transport.get_extra_info("peercert")
                 if peercert and "notAfter" in peercert:
                     timings.cert_not_after = float(ssl.cert_time_to_seconds(peercert["notAfter"]))
-        return transport, proto
-
-
-class ProbeSession:
-    """One probe run's HTTP client: a fresh connection, kept alive for the run, then closed."""
-
-    __slots__ = ("_session", "max_body_bytes", "timings")
-
-    def __init__(
-        self,
-        *,
-        ssl_context: ssl.SSLContext | bool,
-        resolver: AbstractResolver,
-        max_body_bytes: int,
-    ) -> None:
-        self.timings = ConnectionTimings()
-        self.max_body_bytes = max_body_bytes
-        connector = _TimedConnector(
-            self.timings,
-            ssl=ssl_context,
-            resolver=resolver,
-            limit=0,
-            enable_cleanup_closed=False,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=_NO_TIMEOUT,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            headers={"User-Agent": USER_AGENT},
-            skip_auto_headers=("Accept-Encoding",),
-            auto_decompress=False,
-        )
-
-    @asynccontextmanager
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        body: bytes | None = None,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """Send a request and yield the response with its body unread.
-
-        The caller reads it with :func:`read_capped` or :meth:`stream` under its own deadline;
-        no compression is negotiated, so byte caps apply to what crosses the wire.
-        """
-        async with self._session.request(
-            method, url, headers=headers, data=body, allow_redirects=False
-        ) as response:
-            yield response
-
-    async def stream(self, response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-        """The body chunk by chunk, raising :class:`BodyTooLarge` past the cap."""
-        total = 0
-        limit = self.max_body_bytes
-        while True:
-            chunk = await response.content.readany()
-            if not chunk:
-                return
-            total += len(chunk)
-            if total > limit:
-                raise BodyTooLarge(limit)
-            yield chunk
+        return conn
 
     async def aclose(self) -> None:
-        await self._session.close()
+        for conn in self._all:
+            conn.close()
+        self._all.clear()
+        self._idle.clear()
 
 
-async def read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """Read a whole body, refusing more than ``limit`` bytes (declared or actual)."""
-    declared = response.content_length
-    if declared is not None and declared > limit:
-        raise BodyTooLarge(limit)
-    content = response.content
-    if declared is not None:
-        data = await content.read(declared) if declared else b""
-        # read(n) may return less on a short body; finish the rest (bounded by the cap).
-        if len(data) == declared or content.at_eof():
-            return data
-        parts = [data]
-        total = len(data)
-    else:
-        parts, total = [], 0
-    while True:
-        chunk = await content.readany()
-        if not chunk:
-            return b"".join(parts)
-        total += len(chunk)
-        if total > limit:
-            raise BodyTooLarge(limit)
-        parts.append(chunk)
+def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
+    text = head.decode("latin-1")
+    status_line, _, rest = text.partition("\r\n")
+    version, _, tail = status_line.partition(" ")
+    if not version.startswith("HTTP/1."):
+        raise ProtocolError(f"not an HTTP/1.x response: {status_line[:60]!r}")
+    code = tail[:3]
+    if len(code) != 3 or not code.isdigit():
+        raise ProtocolError(f"bad status line: {status_line[:60]!r}")
+    headers = Headers()
+    if rest:
+        for line in rest.split("\r\n"):
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolError(f"bad header line: {line[:60]!r}")
+            key = name.strip().lower()
+            value = value.strip()
+            previous = dict.get(headers, key)
+            dict.__setitem__(headers, key, value if previous is None else f"{previous}, {value}")
+    connection = (dict.get(headers, "connection") or "").lower()
+    keep_alive = "close" not in connection if version == "HTTP/1.1" else (
+        "keep-alive" in connection)
+    return int(code), headers, keep_alive
 
 
 class HttpClients:
     """The daemon's HTTP clients. Created on first use by :class:`~alivemcp.plumbing.Plumbing`."""
 
     def __init__(self) -> None:
-        self._ssl_contexts: dict[tuple[bool, str | None], ssl.SSLContext | bool] = {}
-        self._resolver: AbstractResolver | None = None
+        self._ssl_contexts: dict[tuple[bool, str | None], ssl.SSLContext] = {}
         self._httpx: httpx.AsyncClient | None = None
 
-    def ssl_context(
-        self, *, verify: bool = True, ca_file: str | None = None
-    ) -> ssl.SSLContext | bool:
+    def ssl_context(self, *, verify: bool = True, ca_file: str | None = None) -> ssl.SSLContext:
         """A shared TLS context (building one loads the CA bundle: milliseconds of CPU)."""
         key = (verify, ca_file)
         context = self._ssl_contexts.get(key)
         if context is None:
-            # Unverified (False) still speaks TLS; the certificate is simply not checked.
-            context = ssl.create_default_context(cafile=ca_file) if verify else False
+            context = ssl.create_default_context(cafile=ca_file)
+            if not verify:
+                # Still TLS; the certificate is simply not checked.
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
             self._ssl_contexts[key] = context
         return context
 
@@ -253,13 +594,8 @@ class HttpClients:
         ca_file: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> ProbeSession:
-        if self._resolver is None:
-            self._resolver = aiohttp.ThreadedResolver()
-        return ProbeSession(
-            ssl_context=self.ssl_context(verify=verify, ca_file=ca_file),
-            resolver=self._resolver,
-            max_body_bytes=max_body_bytes,
-        )
+        return ProbeSession(ssl_context=self.ssl_context(verify=verify, ca_file=ca_file),
+                            max_body_bytes=max_body_bytes)
 
     @property
     def httpx(self) -> httpx.AsyncClient:
@@ -282,7 +618,4 @@ class HttpClients:
         if self._httpx is not None:
             await self._httpx.aclose()
             self._httpx = None
-        if self._resolver is not None:
-            await self._resolver.close()
-            self._resolver = None
         self._ssl_contexts.clear()

@@ -13,11 +13,15 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
-import aiohttp
-
-from alivemcp.plumbing.http import BodyTooLarge, ProbeSession, read_capped
+from alivemcp.plumbing.http import (
+    HttpError,
+    HttpResponse,
+    ProbeSession,
+    ProtocolError,
+    read_capped,
+)
 from probes.mcp.sse import SseParser
 
 __all__ = [
@@ -60,27 +64,11 @@ def encode(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
 
-def _describe(exc: BaseException, url: str) -> str:
+def _describe(exc: HttpError) -> str:
     """One sentence for a client-side failure; never includes request headers."""
-    where = urlsplit(url).netloc
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        return f"TLS certificate of {where} rejected: {exc.certificate_error}"
-    if isinstance(exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError):
-        return f"TLS handshake with {where} failed: {exc}"
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return f"DNS lookup for {urlsplit(url).hostname} failed: {exc.os_error}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        reason = exc.os_error.strerror or str(exc.os_error)
-        return f"cannot connect to {where}: {reason}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "server closed the connection before responding"
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return "connection closed mid-response"
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return f"malformed HTTP response: {exc.message}"
-    if isinstance(exc, BodyTooLarge):
-        return str(exc)
-    return f"HTTP client error: {type(exc).__name__}: {exc}"
+    if isinstance(exc, ProtocolError):
+        return f"malformed HTTP response: {exc}"
+    return str(exc)
 
 
 def _matching(payload: Any, request_id: int) -> dict[str, Any] | None:
@@ -102,7 +90,7 @@ def _loads(data: bytes | str, what: str) -> Any:
 
 
 async def _response_from_sse(
-    session: ProbeSession, response: aiohttp.ClientResponse, request_id: int
+    session: ProbeSession, response: HttpResponse, request_id: int
 ) -> dict[str, Any]:
     parser = SseParser()
     async for chunk in session.stream(response):
@@ -156,15 +144,15 @@ async def post(
                 return Reply(status, resp.headers, found, ctype, loop.time() - started)
     except TimeoutError as exc:
         raise WireError(f"no complete response within {timeout:.3g}s") from exc
-    except (aiohttp.ClientError, BodyTooLarge) as exc:
-        raise WireError(_describe(exc, url)) from exc
+    except HttpError as exc:
+        raise WireError(_describe(exc)) from exc
 
 
-async def _error_body(resp: aiohttp.ClientResponse) -> dict[str, Any] | None:
+async def _error_body(resp: HttpResponse) -> dict[str, Any] | None:
     """A JSON-RPC error object from an error response, if it carries one."""
     try:
         body = await read_capped(resp, _ERROR_BODY_LIMIT)
-    except BodyTooLarge:
+    except HttpError:
         return None
     if resp.content_type not in _JSON_TYPES:
         return None
@@ -186,8 +174,8 @@ async def send_delete(
                 return resp.status
     except TimeoutError:
         return f"no response within {timeout:.3g}s"
-    except (aiohttp.ClientError, BodyTooLarge) as exc:
-        return _describe(exc, url)
+    except HttpError as exc:
+        return _describe(exc)
 
 
 class LegacySseChannel:
@@ -238,8 +226,8 @@ class LegacySseChannel:
                             self._deliver(event.data)
         except TimeoutError as exc:
             raise WireError(f"no endpoint event within {timeout:.3g}s") from exc
-        except (aiohttp.ClientError, BodyTooLarge) as exc:
-            raise WireError(_describe(exc, self._url)) from exc
+        except HttpError as exc:
+            raise WireError(_describe(exc)) from exc
         self._reader = asyncio.create_task(self._read(stream, parser))
 
     def _deliver(self, data: str) -> None:
@@ -267,8 +255,8 @@ class LegacySseChannel:
                     if event.event == "message" and event.data:
                         self._deliver(event.data)
             self._fail_all("the event stream closed")
-        except (aiohttp.ClientError, BodyTooLarge) as exc:
-            self._fail_all(_describe(exc, self._url))
+        except HttpError as exc:
+            self._fail_all(_describe(exc))
 
     async def send(self, message: Mapping[str, Any], *, timeout: float) -> Reply:
         """POST a message to the endpoint; for a request, wait for its response on the stream."""
@@ -297,8 +285,8 @@ class LegacySseChannel:
                     found = await waiter
         except TimeoutError as exc:
             raise WireError(f"no response on the event stream within {timeout:.3g}s") from exc
-        except (aiohttp.ClientError, BodyTooLarge) as exc:
-            raise WireError(_describe(exc, self.endpoint)) from exc
+        except HttpError as exc:
+            raise WireError(_describe(exc)) from exc
         finally:
             if request_id is not None:
                 self._waiting.pop(request_id, None)
