@@ -241,8 +241,10 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         last_error: str | None = None
         next_source_check = written + min(p.source_status_every, p.poll_initial)
         source_status: str | None = None
+        last_miss = written
         while True:
             polls += 1
+            asked = time.monotonic()
             try:
                 # A hung destination must not carry the run past its give-up point.
                 async with asyncio.timeout(max(1.0, give_up_at - time.monotonic())):
@@ -253,7 +255,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             except Exception as exc:
                 kind = aws_error_kind(exc)
                 if kind == "not_found":
-                    pass
+                    last_miss = asked
                 elif kind == "credentials":
                     self._remember_pending(key)
                     return ProbeResult.unknown(
@@ -269,8 +271,13 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             else:
                 arrived = time.monotonic()
                 lag = arrived - written
-                details.update(polls=polls, poll_errors=errors, source_replication_status=(
-                    source_status))
+                details.update(
+                    polls=polls,
+                    poll_errors=errors,
+                    source_replication_status=source_status,
+                    # The replica landed after the last miss: the lag is at least this.
+                    lag_lower_bound_seconds=round(last_miss - written, 3),
+                )
                 observations = {"replication_lag_seconds": round(lag, 3)}
                 if arrived <= sla_at:
                     return ProbeResult.up(

@@ -28,6 +28,7 @@ async def test_replica_within_sla_is_up_and_canaries_are_cleaned(moto: MotoServe
         assert lag > 0
         assert result.details is not None
         assert result.details["key"].startswith(PREFIX)
+        assert 0 <= result.details["lag_lower_bound_seconds"] <= lag
         assert stand_in.replicator.copied == 1
         assert stand_in.leftovers() == {stand_in.source: [], stand_in.destination: []}
 
