@@ -143,6 +143,7 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
     assert texts[0].startswith("FIRING [critical] api: down: connection refused")
     assert texts[1].startswith("RESOLVED [critical] api: recovered")
     assert [r.status for r in slack.requests] == [429, 500, 0, 200, 200]
+    assert f":{slack.port}/" not in logs  # not even redacted request lines from httpx
     for secret in ("XXXXsecretXXXX", pd.routing_key):
         assert secret not in logs and secret not in (tmp_path / "data" / STATE_FILE).read_text()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -17,6 +18,33 @@ from alivemcp.redact import redact_text
 __all__ = ["Failure", "Receiver", "SendResult", "classify_response", "post_json", "retry_after"]
 
 _MAX_DETAIL = 200
+
+
+class _QuietOwnRequests(logging.Filter):
+    """httpx logs every request with its full URL at INFO. Receiver URLs are secrets (Slack
+    webhook paths, tokens in webhook URLs), so alerting's own requests are dropped from that
+    log; delivery outcomes are logged by the worker without the URL."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 2:
+            target = str(args[1])
+            return not any(target.startswith(url) for url in self.urls)
+        return True
+
+
+_quiet = _QuietOwnRequests()
+logging.getLogger("httpx").addFilter(_quiet)
+
+
+def keep_out_of_http_logs(url: str) -> str:
+    """Register a receiver URL whose requests must not appear in httpx's log; returns it."""
+    _quiet.urls.add(url)
+    return url
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +141,7 @@ async def post_json(
 ) -> httpx.Response | Failure:
     """POST ``body``; network errors and timeouts become a transient :class:`Failure` whose
     text names the error class only (exception texts can embed the URL)."""
+    keep_out_of_http_logs(url)
     try:
         return await client.post(
             url,
