@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import statistics
 import sys
 import time
@@ -88,6 +90,29 @@ async def prepare(bootstrap: str, topics: int, partitions: int, groups: int,
     return group_topics
 
 
+def time_phases(probe: Any, phases: Counter[str]) -> None:
+    """Accumulate seconds spent reading the cluster and evaluating, per run."""
+    reader, evaluator = probe._reader, probe._evaluator
+    read, evaluate = reader.read, evaluator.evaluate
+
+    async def timed_read(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await read(*args, **kwargs)
+        finally:
+            phases["read"] += time.perf_counter() - started
+
+    def timed_evaluate(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return evaluate(*args, **kwargs)
+        finally:
+            phases["evaluate"] += time.perf_counter() - started
+
+    reader.read = timed_read
+    evaluator.evaluate = timed_evaluate
+
+
 def count_requests(client: Any, counter: Counter[str]) -> None:
     send: Callable[..., Awaitable[Any]] = client.send
 
@@ -129,11 +154,18 @@ async def bench(args: argparse.Namespace) -> None:
         admin = await kafka.admin()  # built before the first run so every request is counted
         counter: Counter[str] = Counter()
         count_requests(admin._client, counter)
+        phases: Counter[str] = Counter()
+        time_phases(handle.probe, phases)
         durations: list[float] = []
         requests: list[Counter[str]] = []
+        profiler = cProfile.Profile() if args.profile else None
         try:
-            for _ in range(args.runs + 1):
+            for run in range(args.runs + 1):
                 counter.clear()
+                if run == 1:
+                    phases.clear()
+                if profiler is not None and run == 1:
+                    profiler.enable()
                 started = time.perf_counter()
                 result = await handle.run()
                 durations.append(time.perf_counter() - started)
@@ -143,6 +175,9 @@ async def bench(args: argparse.Namespace) -> None:
         finally:
             await handle.teardown()
             await plumbing.aclose()
+        if profiler is not None:
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
         obs = result.observations
         print(f"last verdict: {result.status.value}: {result.reason[:160]}")
         print(
@@ -156,6 +191,12 @@ async def bench(args: argparse.Namespace) -> None:
         print(
             f"steady runs ({len(warm)}): median {statistics.median(warm):.3f}s, "
             f"mean {statistics.fmean(warm):.3f}s, max {max(warm):.3f}s per run"
+        )
+        runs = max(1, len(warm))
+        print(
+            f"per steady run: reading the cluster {phases['read'] / runs:.3f}s, evaluating "
+            f"{phases['evaluate'] / runs:.3f}s, the rest (summary, runner) "
+            f"{statistics.fmean(warm) - (phases['read'] + phases['evaluate']) / runs:.3f}s"
         )
         steady = requests[-1]
         print(f"requests per steady run: {sum(steady.values())} {dict(sorted(steady.items()))}")
@@ -174,6 +215,7 @@ def main() -> None:
     parser.add_argument("--layout", choices=("spread", "shared"), default="spread")
     parser.add_argument("--time-lag", choices=("fetch", "estimate"), default="fetch")
     parser.add_argument("--pattern", action="store_true", help="select groups by regex")
+    parser.add_argument("--profile", action="store_true", help="cProfile the steady runs")
     asyncio.run(bench(parser.parse_args()))
 
 

@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+import socket
+
 import pytest
+from pydantic import ValidationError
 
 from alivemcp.probe import Status
 from probes.kafka_consumer_lag import (
     Evaluation,
     GroupReading,
+    KafkaConsumerLagParams,
     LagEvaluator,
     LagSnapshot,
     OffsetTimeTable,
+    PartitionWindow,
     Sample,
     Thresholds,
     WindowState,
+    _first_record_time,
     classify_window,
     judge_partition,
     summarize,
 )
+from tests.support import run_check
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def samples(*rows: tuple[int, int], step: float = 10.0) -> list[Sample]:
@@ -227,3 +242,81 @@ class TestEvaluator:
                            thresholds=Thresholds(60), empty_reason="nothing matched")
         assert result.status == Status.UNKNOWN
         assert result.reason == "nothing matched"
+
+
+def reference_state(window: list[Sample], size: int, members: bool | None) -> WindowState:
+    """Burrow's rules written plainly over the whole window (what the running counts must
+    agree with)."""
+    if any(b.committed < a.committed for a, b in itertools.pairwise(window)):
+        return WindowState.REWIND
+    if not window or window[-1].lag == 0 or len(window) < size:
+        return WindowState.OK
+    if all(s.committed == window[0].committed and s.lag > 0 for s in window):
+        return WindowState.STOP if members is False else WindowState.STALL
+    if all(b.lag > a.lag for a, b in itertools.pairwise(window)):
+        return WindowState.WARN
+    return WindowState.OK
+
+
+def test_running_window_agrees_with_plain_rules() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        size = rng.randint(2, 5)
+        tracker = PartitionWindow(size)
+        committed, log_end, seen = 0, 0, []
+        for step in range(rng.randint(1, 25)):
+            log_end += rng.choice((0, 0, 1, 3))
+            move = rng.random()
+            if move < 0.4:
+                committed = min(log_end, committed + rng.randint(0, 3))
+            elif move < 0.45:
+                committed = max(0, committed - rng.randint(1, 3))
+            sample = Sample(float(step), committed, log_end)
+            seen.append(sample)
+            tracker.add(sample)
+            members = rng.choice((True, False, None))
+            expected = reference_state(seen[-size:], size, members)
+            assert tracker.state(members)[0] == expected, (size, seen[-size:], members)
+
+
+class TestParams:
+    cluster = {"bootstrap_servers": "127.0.0.1:9"}
+
+    def test_needs_groups(self) -> None:
+        with pytest.raises(ValidationError, match="groups"):
+            KafkaConsumerLagParams(cluster=self.cluster)
+
+    def test_bad_regex_is_a_config_error(self) -> None:
+        with pytest.raises(ValidationError, match="not a valid regex"):
+            KafkaConsumerLagParams(cluster=self.cluster, group_pattern="(")
+
+    def test_source_needs_its_settings(self) -> None:
+        with pytest.raises(ValidationError, match="cluster"):
+            KafkaConsumerLagParams(groups=["g"])
+        with pytest.raises(ValidationError, match="cloudwatch"):
+            KafkaConsumerLagParams(groups=["g"], source="cloudwatch")
+
+    def test_down_levels_not_below_degraded(self) -> None:
+        with pytest.raises(ValidationError, match="down_lag_seconds"):
+            KafkaConsumerLagParams(cluster=self.cluster, groups=["g"], down_lag_seconds=10)
+        with pytest.raises(ValidationError, match="down_lag_messages"):
+            KafkaConsumerLagParams(cluster=self.cluster, groups=["g"], max_lag_messages=10,
+                                   down_lag_messages=5)
+
+
+async def test_unreachable_cluster_is_unknown_not_a_crash() -> None:
+    port = free_port()  # nothing listens there
+    result = await run_check(
+        "kafka_consumer_lag",
+        {"cluster": {"bootstrap_servers": f"127.0.0.1:{port}", "request_timeout": 2},
+         "groups": ["g"]},
+        timeout=20,
+    )
+    assert result.status == Status.UNKNOWN, result.reason
+    assert "cannot read consumer lag" in result.reason
+
+
+def test_garbage_record_bytes_give_no_timestamp() -> None:
+    assert _first_record_time(b"\x00" * 7, 0) is None
+    assert _first_record_time(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30" + b"\xff" * 60,
+                              0) is None
