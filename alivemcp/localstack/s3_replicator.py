@@ -115,13 +115,20 @@ class S3Replicator:
     def _scan(self) -> None:
         listing = self._s3.list_object_versions(Bucket=self.source_bucket, Prefix=self.prefix)
         now = time.monotonic()
+        present: set[tuple[str, str]] = set()
         with self._lock:
             for item in listing.get("Versions", []):
                 ident = (item["Key"], item["VersionId"])
+                present.add(ident)
                 if ident not in self._tracked:
                     self._tracked[ident] = _Tracked(seen_at=now, status="PENDING")
                 if item.get("IsLatest"):
                     self._latest[item["Key"]] = item["VersionId"]
+            # Forget deleted versions, so a long-running demo does not grow without bound.
+            for ident in [i for i in self._tracked if i not in present]:
+                del self._tracked[ident]
+            for key in [k for k, v in self._latest.items() if (k, v) not in present]:
+                del self._latest[key]
 
     def _advance(self) -> None:
         now = time.monotonic()

@@ -185,3 +185,12 @@ async def test_unreachable_destination_is_down_with_the_error(moto: MotoServer) 
         assert result.status == "down", result.reason
         assert "unreachable" in result.reason
         assert stand_in.leftovers()[stand_in.source] == []
+
+
+async def test_one_shared_aws_block_serves_both_buckets(moto: MotoServer) -> None:
+    with replication_stand_in(moto, delay=0.2) as stand_in:
+        params = stand_in.params()
+        del params["source_aws"], params["destination_aws"]
+        result = await run_check("s3_replication_lag", {**params, "aws": moto.aws_params()})
+        assert result.status == "up", result.reason
+        assert stand_in.replicator.copied == 1
