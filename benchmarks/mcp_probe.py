@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -74,15 +75,17 @@ async def _client(url: str, probes: int, concurrency: int, targets: int) -> dict
     from alivemcp.config import load_config_text
     from alivemcp.plumbing import Plumbing
 
-    urls = [f"{url}?t={i}" for i in range(targets)]
-    doc = {"checks": [{"name": "bench", "probe": "mcp_endpoint", "interval": 60,
-                       "timeout": 10, "targets": urls}]}
     plumbing = Plumbing()
-    rss_before = _rss_bytes()
-    loaded = load_config_text(yaml.safe_dump(doc), env={})
-    handles = [build_handle(check, plumbing) for check in loaded.checks]
 
-    async def drive(count: int, latencies: list[float], statuses: dict[str, int]) -> None:
+    def build(count: int, tag: str) -> list[Any]:
+        urls = [f"{url}?{tag}={i}" for i in range(count)]
+        doc = {"checks": [{"name": "bench", "probe": "mcp_endpoint", "interval": 60,
+                           "timeout": 10, "targets": urls}]}
+        loaded = load_config_text(yaml.safe_dump(doc), env={})
+        return [build_handle(check, plumbing) for check in loaded.checks]
+
+    async def drive(handles: list[Any], count: int, latencies: list[float],
+                    statuses: dict[str, int]) -> None:
         next_index = 0
 
         async def worker() -> None:
@@ -96,16 +99,22 @@ async def _client(url: str, probes: int, concurrency: int, targets: int) -> dict
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
-    # One round over every target: instances get their state (remembered transport) and
-    # the process its steady-state memory; this also warms up the code paths.
-    await drive(len(handles), [], {})
-    rss_after = _rss_bytes()
+    # Warm-up on a few targets (imports, code paths, allocator), then the memory baseline.
+    warm = build(50, "w")
+    await drive(warm, 200, [], {})
+    gc.collect()
+    rss_before = _rss_bytes()
+    handles = build(targets, "t")
+    # One round over every target gives each instance its state (remembered transport).
+    await drive(handles, len(handles), [], {})
     latencies: list[float] = []
     statuses: dict[str, int] = {}
     cpu0, wall0 = _cpu_seconds(), time.perf_counter()
-    await drive(probes, latencies, statuses)
+    await drive(handles, probes, latencies, statuses)
     cpu, wall = _cpu_seconds() - cpu0, time.perf_counter() - wall0
-    for handle in handles:
+    gc.collect()
+    rss_after = _rss_bytes()
+    for handle in handles + warm:
         await handle.teardown()
     await plumbing.aclose()
     latencies.sort()
@@ -185,9 +194,9 @@ class Blackbox:
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
     async def run(self, url: str, probes: int, concurrency: int) -> dict[str, Any]:
-        import aiohttp
-
         from urllib.parse import quote
+
+        import aiohttp
 
         probe_url = (f"http://127.0.0.1:{self.port}/probe?module=jsonrpc&target="
                      + quote(url, safe=""))

@@ -39,6 +39,8 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 #: Error bodies are only read for a JSON-RPC error code or a challenge: a small cap suffices.
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_TYPES = ("application/json",)
+#: How long to wait for an SSE response stream to end after the response event.
+_STREAM_END_GRACE = 0.05
 
 
 class WireError(Exception):
@@ -93,14 +95,28 @@ async def _response_from_sse(
     session: ProbeSession, response: HttpResponse, request_id: int
 ) -> dict[str, Any]:
     parser = SseParser()
-    async for chunk in session.stream(response):
+    stream = session.stream(response)
+    found: dict[str, Any] | None = None
+    async for chunk in stream:
         for event in parser.feed(chunk):
             if not event.data or event.event != "message":
                 continue  # the priming event, or some other event type
             found = _matching(_loads(event.data, "an SSE event's data"), request_id)
             if found is not None:
-                return found  # leave the rest unread; the connection is then closed
-    raise NotMcp(f"the event stream ended without a response to request {request_id}")
+                break
+        if found is not None:
+            break
+    if found is None:
+        raise NotMcp(f"the event stream ended without a response to request {request_id}")
+    # Servers close the stream right after the response: wait a moment for its end so the
+    # connection can carry the next request instead of opening a new one. A stream that
+    # stays open is simply dropped (the connection is then closed).
+    with suppress(TimeoutError, HttpError):
+        async with asyncio.timeout(_STREAM_END_GRACE):
+            async for _ in stream:
+                pass
+    await stream.aclose()
+    return found
 
 
 async def post(
