@@ -390,7 +390,8 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         if problems:
             return ProbeResult.degraded("; ".join(problems), **kw)
         return ProbeResult.up(
-            f"produced to all {len(partitions)} partitions of {p.topic} "
+            f"produced to {'all ' if len(partitions) > 1 else ''}{len(partitions)} "
+            f"partition{'s' if len(partitions) != 1 else ''} of {p.topic} "
             f"(max {produce_max * 1000:.0f} ms), read back in max {roundtrip_max * 1000:.0f} ms",
             **kw,
         )

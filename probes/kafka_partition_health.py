@@ -271,8 +271,8 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 Status.DEGRADED, "; ".join(degraded), observations=observations, details=details
             )
         return ProbeResult.up(
-            f"{found.partitions} partitions in {found.topics} topics fully replicated "
-            f"on {len(brokers_alive)} brokers",
+            f"{_count(found.partitions, 'partition')} in {_count(found.topics, 'topic')} fully "
+            f"replicated on {_count(len(brokers_alive), 'broker')}",
             observations=observations,
             details=details,
         )
@@ -446,6 +446,10 @@ def _brokers_note(by_broker: Mapping[str, float] | None) -> str:
     if not by_broker:
         return ""
     return " on broker " + ", ".join(f"{b} ({v:g})" for b, v in sorted(by_broker.items()))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _int(value: str | None) -> int | None:

@@ -597,10 +597,13 @@ class KafkaCluster:
         None). Never creates a topic; a missing one comes back with error code 3."""
         request = _MetadataRequestNoAutoCreate(list(topics) if topics is not None else None)
         response = await self._guard(self._send_any(request))
-        admin = await self.admin()
-        # Keep the admin's view of live brokers current: a fenced broker drops out of it.
-        admin._client.cluster.update_metadata(response)
-        return _parse_metadata(response)
+        snapshot = _parse_metadata(response)
+        if all(t.error_code == 0 for t in snapshot.topics.values()):
+            # Keep the admin's view of live brokers current: a fenced broker drops out of it.
+            # (aiokafka logs an error for every missing topic in an update, hence the filter.)
+            admin = await self.admin()
+            admin._client.cluster.update_metadata(response)
+        return snapshot
 
     async def topic_configs(
         self, topics: Iterable[str], keys: Sequence[str] = ("min.insync.replicas",)

@@ -44,7 +44,7 @@ async def test_healthy_topics_are_up(health_topics: dict[str, Any]) -> None:
     assert result.observations["partitions"] == 6
     assert result.observations["topics"] == 2
     assert result.observations["under_replicated_partitions"] == 0
-    assert "6 partitions in 2 topics fully replicated on 1 brokers" in result.reason
+    assert "6 partitions in 2 topics fully replicated on 1 broker" in result.reason
 
 
 async def test_under_min_isr_is_down(health_topics: dict[str, Any]) -> None:

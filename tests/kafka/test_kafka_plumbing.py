@@ -233,6 +233,8 @@ async def test_cluster_arn_resolves_to_the_real_broker(
     plumbing = Plumbing()
     aws = msk_moto.aws_params()
     try:
+        plain = plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=kafka_single.bootstrap))
+        await plain.create_topic("arn-resolved", partitions=2)
         iam = KafkaConnection(cluster_arn=arn, aws=aws, security_protocol="SASL_SSL",
                               sasl_mechanism="AWS_MSK_IAM")
         assert await plumbing.kafka.cluster(iam).bootstrap_servers() == "b-1.iam.example:9098"
@@ -248,9 +250,10 @@ async def test_cluster_arn_resolves_to_the_real_broker(
     # End to end: a probe given only the ARN finds the broker and checks it.
     result = await run_check(
         "kafka_partition_health",
-        {"cluster": {"cluster_arn": arn, "aws": aws}, "include_internal": False},
+        {"cluster": {"cluster_arn": arn, "aws": aws}, "topics": ["arn-resolved"]},
     )
     assert result.status == Status.UP, result.reason
+    assert result.observations["partitions"] == 2
 
 
 async def test_unknown_cluster_arn_is_reported(msk_moto: MotoServer) -> None:
