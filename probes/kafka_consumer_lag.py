@@ -593,6 +593,8 @@ class LagSnapshot:
     named_groups: frozenset[str] = frozenset()
     #: Partitions the group has offsets for but whose log end could not be read.
     unreadable: dict[TopicPartition, str] = field(default_factory=dict)
+    #: How many groups the names and the pattern selected (with or without offsets).
+    selected: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -959,6 +961,7 @@ class KafkaLagReader:
             log_end=log_end,
             named_groups=named,
             unreadable=unreadable,
+            selected=len(groups),
         )
         if params.time_lag == "fetch" and params.max_fetch_partitions > 0:
             snapshot.record_times = await self._first_unconsumed(
@@ -1356,7 +1359,7 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
             evaluation,
             per_partition_metrics=self.params.per_partition_metrics,
             thresholds=self._evaluator.thresholds,
-            empty_reason=self._nothing_reason(bool(snapshot.groups)),
+            empty_reason=self._nothing_reason(snapshot.selected > 0),
         )
 
     async def _probe_cloudwatch(self) -> ProbeResult:

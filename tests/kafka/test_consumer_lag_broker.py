@@ -222,6 +222,13 @@ async def test_missing_group_is_down_and_empty_pattern_unknown(
     assert nothing.status == Status.UNKNOWN
     assert "no consumer group matches" in nothing.reason
 
+    other_topics = await run_check(
+        "kafka_consumer_lag",
+        {"cluster": cluster, "group_pattern": present, "topic_pattern": "elsewhere-.*"},
+    )
+    assert other_topics.status == Status.UNKNOWN
+    assert "no committed offsets on the selected topics" in other_topics.reason
+
     matched = await run_check(
         "kafka_consumer_lag",
         {"cluster": cluster, "group_pattern": present.replace("-", "[-]"),
