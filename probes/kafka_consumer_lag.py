@@ -34,9 +34,11 @@ Verdicts (the worst partition decides; the reason names its group, topic and par
 
 A real finding beats missing information: ``down`` > ``degraded`` > ``unknown`` > ``up``.
 
-Observations: totals over all groups, plus per-group maxima as labeled observations (label
-``group``). Per-partition series (labels group, topic, partition) only with
-``per_partition_metrics: true``: they multiply series by the partition count.
+Observations: totals over all groups, plus per-group maxima and sums as labeled observations
+(label ``group``). Per-partition series (``partition_offset_lag_messages``,
+``partition_time_lag_seconds``; labels group, topic, partition; ``topic_*`` with labels group,
+topic from CloudWatch) only with ``per_partition_metrics: true``: they multiply series by the
+partition count.
 
 ``source: cloudwatch`` reads MSK's own ``AWS/Kafka`` metrics (``MaxOffsetLag``,
 ``EstimatedMaxTimeLag``, ``SumOffsetLag`` per Cluster Name / Consumer Group / Topic) for
@@ -756,13 +758,16 @@ def summarize(
     if per_partition_metrics:
         for v in verdicts:
             labels = {"group": v.group, "topic": v.topic}
+            # CloudWatch rows are whole topics: a name of their own keeps label sets fixed.
+            scope = "topic"
             if v.partition is not None:
                 labels["partition"] = str(v.partition)
+                scope = "partition"
             labeled.append(
-                LabeledObservation("partition_offset_lag_messages", float(v.offset_lag), labels)
+                LabeledObservation(f"{scope}_offset_lag_messages", float(v.offset_lag), labels)
             )
             if v.time_lag is not None:
-                labeled.append(LabeledObservation("partition_time_lag_seconds", v.time_lag, labels))
+                labeled.append(LabeledObservation(f"{scope}_time_lag_seconds", v.time_lag, labels))
 
     times = [v.time_lag for v in verdicts if v.time_lag is not None]
     observations = {

@@ -103,5 +103,5 @@ async def test_topic_filter_and_per_topic_series(moto: MotoServer) -> None:
     )
     assert result.status == Status.UP, result.reason
     rows = [(o.labels["topic"], o.value) for o in result.labeled_observations
-            if o.name == "partition_offset_lag_messages"]
+            if o.name == "topic_offset_lag_messages"]
     assert rows == [("orders", 1.0)]
