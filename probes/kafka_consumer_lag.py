@@ -87,6 +87,7 @@ from alivemcp.plumbing.kafka import (
 )
 from alivemcp.probe import (
     CheckContext,
+    Duration,
     LabeledObservation,
     Probe,
     ProbeParams,
@@ -125,7 +126,10 @@ class CloudWatchLagSource(BaseModel):
         min_length=1, description="The MSK cluster's name (the `Cluster Name` dimension)."
     )
     period: int = Field(
-        60, ge=60, description="Metric period in seconds (MSK publishes lag every minute)."
+        60,
+        ge=60,
+        multiple_of=60,
+        description="Metric period in seconds, whole minutes (MSK publishes lag every minute).",
     )
     lookback_periods: int = Field(
         15,
@@ -162,11 +166,11 @@ class KafkaConsumerLagParams(ProbeParams):
     topic_pattern: str | None = Field(
         None, description="Only topics matching this regex (full match)."
     )
-    max_lag_seconds: float = Field(
-        60.0, gt=0, description="Time lag above which a partition is `degraded`."
+    max_lag_seconds: Duration = Field(
+        60.0, description="Time lag above which a partition is `degraded` (e.g. 60 or 5m)."
     )
-    down_lag_seconds: float | None = Field(
-        None, gt=0, description="Time lag above which a partition is `down` (default: never)."
+    down_lag_seconds: Duration | None = Field(
+        None, description="Time lag above which a partition is `down` (default: never)."
     )
     max_lag_messages: int | None = Field(
         None, ge=0, description="Offset lag above which a partition is `degraded`."
