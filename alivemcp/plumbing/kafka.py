@@ -146,8 +146,13 @@ class KafkaConnection(BaseModel):
     def _consistent(self) -> KafkaConnection:
         if (self.bootstrap_servers is None) == (self.cluster_arn is None):
             raise ValueError("set exactly one of bootstrap_servers or cluster_arn")
-        if self.bootstrap_servers is not None and not _split_servers(self.bootstrap_servers):
-            raise ValueError("bootstrap_servers is empty")
+        if self.bootstrap_servers is not None:
+            servers = _split_servers(self.bootstrap_servers)
+            if not servers:
+                raise ValueError("bootstrap_servers is empty")
+            bad = [server for server in servers if not _valid_server(server)]
+            if bad:
+                raise ValueError(f"bootstrap_servers entries must be host:port, not {bad}")
         if self.cluster_arn is not None and not _MSK_ARN.match(self.cluster_arn):
             raise ValueError("cluster_arn is not an MSK cluster ARN (arn:aws:kafka:...)")
         if self.security_protocol == "SASL_SSL" and self.sasl_mechanism is None:
@@ -214,6 +219,14 @@ class KafkaConnection(BaseModel):
 
 
 _MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:(serverless-)?cluster/\S+$")
+
+
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+def _valid_server(server: str) -> bool:
+    match = _HOST_PORT.match(server)
+    return match is not None and 0 < int(match.group(2)) < 65536
 
 
 def _split_servers(value: str) -> list[str]:
@@ -554,6 +567,8 @@ class KafkaCluster:
             return exc
         name = type(exc).__name__
         text = f"{name}: {exc}"
+        if isinstance(exc, TimeoutError) or not str(exc):
+            text = f"{name}: no Kafka answer within {self.conn.request_timeout:g}s"
         if isinstance(exc, ssl.SSLError):
             return KafkaUnreachable(f"{self.conn.describe()}: TLS: {exc}")
         if "Authentication" in name or "Sasl" in name or "authenticat" in str(exc).lower():

@@ -6,8 +6,11 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -41,6 +44,10 @@ from alivemcp.probe import Status
         ({"bootstrap_servers": "a:1", "cluster_arn": "arn:aws:kafka:us-east-1:123456789012:"
           "cluster/x/y"}, "exactly one"),
         ({"bootstrap_servers": " , "}, "bootstrap_servers is empty"),
+        ({"bootstrap_servers": "127.0.0.1:notaport"}, "must be host:port"),
+        ({"bootstrap_servers": "a:9092,::::"}, "must be host:port"),
+        ({"bootstrap_servers": "127.0.0.1:99999"}, "must be host:port"),
+        ({"bootstrap_servers": "broker-1"}, "must be host:port"),
         ({"cluster_arn": "arn:aws:s3:::bucket"}, "not an MSK cluster ARN"),
         ({"bootstrap_servers": "a:1", "security_protocol": "SASL_SSL"}, "needs sasl_mechanism"),
         ({"bootstrap_servers": "a:1", "sasl_mechanism": "SCRAM-SHA-512"}, "needs security_proto"),
@@ -305,3 +312,28 @@ async def test_unreachable_cluster_is_down_not_a_crash() -> None:
     )
     assert result.status == Status.DOWN
     assert "cluster unreachable" in result.reason
+
+
+@pytest.mark.parametrize("probe", ["kafka_partition_health", "kafka_canary"])
+async def test_non_kafka_listeners_are_down(probe: str) -> None:
+    """A port that accepts and never answers, and one that answers HTTP: down, with a reason,
+    within the check's timeout."""
+    black_hole = socket.socket()
+    black_hole.bind(("127.0.0.1", 0))
+    black_hole.listen(5)
+    http = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for port in (black_hole.getsockname()[1], http.server_port):
+            result = await run_check(
+                probe,
+                {"cluster": {"bootstrap_servers": f"127.0.0.1:{port}", "request_timeout": 2}},
+                timeout=20,
+            )
+            assert result.status == Status.DOWN, result.reason
+            assert "no Kafka answer within 2s" in result.reason
+    finally:
+        http.shutdown()
+        http.server_close()
+        black_hole.close()
