@@ -54,6 +54,9 @@ def _string_keys(node: ast.AST) -> list[str]:
     return []
 
 
+_UNIT_SUFFIX = re.compile(r"_(seconds|bytes|total|ratio|days|messages)$")
+
+
 def _is_obs_name(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and "obs" in node.id.lower()
 
@@ -62,7 +65,9 @@ def observation_names_in_source(source: str) -> set[str]:
     """Names a module puts into observations: ``observations = {...}``, ``obs["x"] = ...``,
     ``observations={...}`` keyword arguments, ``LabeledObservation("x", ...)``."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    constants = _constant_assignments(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -76,6 +81,12 @@ def observation_names_in_source(source: str) -> set[str]:
             for kw in node.keywords:
                 if kw.arg == "observations":
                     found.update(_string_keys(kw.value))
+            # A dict of unit-suffixed names handed on positionally (to a helper that merges
+            # it into the observations later).
+            for arg in node.args:
+                keys = _string_keys(arg) if isinstance(arg, ast.Dict) else []
+                if keys and all(_UNIT_SUFFIX.search(k) for k in keys):
+                    found.update(keys)
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
             if name == "LabeledObservation":
@@ -83,12 +94,44 @@ def observation_names_in_source(source: str) -> set[str]:
                     (kw.value for kw in node.keywords if kw.arg == "name"), None)
                 if isinstance(first, ast.Constant) and isinstance(first.value, str):
                     found.add(first.value)
+                elif isinstance(first, ast.JoinedStr):
+                    found.update(_expand_fstring(first, constants))
             if (isinstance(func, ast.Attribute) and func.attr in {"update", "setdefault"}
                     and _is_obs_name(func.value) and node.args):
                 found.update(_string_keys(node.args[0]))
                 if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                     found.add(node.args[0].value)
     return {n for n in found if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
+
+
+def _constant_assignments(tree: ast.AST) -> dict[str, set[str]]:
+    """Every string constant assigned to each plain name in the module (for f-string names
+    such as ``f"{scope}_offset_lag_messages"``)."""
+    values: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            options = [node.value]
+            if isinstance(node.value, ast.IfExp):
+                options = [node.value.body, node.value.orelse]
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    for option in options:
+                        if isinstance(option, ast.Constant) and isinstance(option.value, str):
+                            values.setdefault(target.id, set()).add(option.value)
+    return values
+
+
+def _expand_fstring(node: ast.JoinedStr, constants: dict[str, set[str]]) -> set[str]:
+    results = {""}
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            results = {r + str(part.value) for r in results}
+        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+              and part.value.id in constants):
+            results = {r + c for r in results for c in constants[part.value.id]}
+        else:
+            return set()  # not resolvable from the source alone
+    return results
 
 
 def _module_files(module: str, probes_dir: Path) -> list[Path]:

@@ -37,6 +37,13 @@ obs.update({"c_bytes": 3})
 ProbeResult.up("ok", observations={"d_ratio": 1})
 LabeledObservation("e_messages", 1.0, {"group": "g"})
 other = {"not_an_observation": 1}
+details = {"id": "x", "age_seconds": 3}
+scope = "topic"
+scope = "partition"
+LabeledObservation(f"{scope}_lag_seconds", 1.0, {})
+LabeledObservation(f"{unknowable()}_x", 1.0, {})
+_Watch(result, {"end_to_end_latency_seconds": 1.0})
 '''
     assert gen_reference.observation_names_in_source(source) == {
-        "a_seconds", "b_total", "c_bytes", "d_ratio", "e_messages"}
+        "a_seconds", "b_total", "c_bytes", "d_ratio", "e_messages", "topic_lag_seconds",
+        "partition_lag_seconds", "end_to_end_latency_seconds"}
