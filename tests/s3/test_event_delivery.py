@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from alivemcp.localstack.moto import MotoServer
@@ -21,6 +22,7 @@ from tests.s3.event_support import (
     notify_via_sns,
     worker,
 )
+from tests.s3.replication_support import without_aws_credentials
 from tests.support import run_check
 
 
@@ -279,3 +281,24 @@ async def test_setup_sweeps_old_canaries_and_stale_canary_events_are_deleted(
     assert left == [keep_key]
     stats = result.details["queue"]
     assert stats["stale_deleted"] + stats["foreign_released"] >= 1
+
+
+async def test_slow_delivery_is_degraded(moto: MotoServer) -> None:
+    make_bucket(moto)
+    queue = make_queue(moto, "canary-events")
+    notify_queue_directly(moto, queue)
+    result = await run_check("s3_event_delivery", params(moto, queue, degraded_after="1ms"))
+    assert result.status == "degraded", result.reason
+    assert "slower than" in result.reason
+
+
+async def test_prober_without_credentials_is_unknown(
+    moto: MotoServer, monkeypatch: Any, tmp_path: Path
+) -> None:
+    without_aws_credentials(monkeypatch, tmp_path)
+    make_bucket(moto)
+    queue = make_queue(moto, "canary-events")
+    aws = {"region": "us-east-1", "endpoint_url": moto.url, "max_attempts": 1}
+    result = await run_check("s3_event_delivery", {**params(moto, queue), "aws": aws})
+    assert result.status == "unknown", result.reason
+    assert "credentials" in result.reason

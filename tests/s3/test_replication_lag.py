@@ -8,6 +8,8 @@ policy makes the destination answer 403.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,7 +18,12 @@ from alivemcp.config import load_config_text
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.localstack.s3_replicator import deny_head_object
 from alivemcp.plumbing import Plumbing
-from tests.s3.replication_support import PREFIX, replication_stand_in, s3_client
+from tests.s3.replication_support import (
+    PREFIX,
+    replication_stand_in,
+    s3_client,
+    without_aws_credentials,
+)
 from tests.support import run_check
 
 
@@ -194,3 +201,16 @@ async def test_one_shared_aws_block_serves_both_buckets(moto: MotoServer) -> Non
         result = await run_check("s3_replication_lag", {**params, "aws": moto.aws_params()})
         assert result.status == "up", result.reason
         assert stand_in.replicator.copied == 1
+
+
+async def test_prober_without_credentials_is_unknown(
+    moto: MotoServer, monkeypatch: Any, tmp_path: Path
+) -> None:
+    without_aws_credentials(monkeypatch, tmp_path)
+    with replication_stand_in(moto) as stand_in:
+        params = stand_in.params()
+        del params["source_aws"], params["destination_aws"]
+        aws = {"region": "us-east-1", "endpoint_url": moto.url, "max_attempts": 1}
+        result = await run_check("s3_replication_lag", {**params, "aws": aws})
+        assert result.status == "unknown", result.reason
+        assert "credentials" in result.reason
