@@ -340,6 +340,11 @@ class AlertingConfig(_Strict):
         2.0, description="Hold a new notification this long so alerts that fire together "
         "reach each receiver as one grouped message.",
     )
+    group_interval: SecondsOrZero = Field(
+        10.0, description="After a grouped message, send the next one to that receiver no "
+        "sooner than this: a storm that keeps growing over a check interval is summarised in "
+        "a few messages, not one a second.",
+    )
     maintenance: list[MaintenanceWindow] = Field(
         default_factory=list, description="Maintenance windows / silences."
     )

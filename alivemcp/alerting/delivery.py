@@ -33,6 +33,7 @@ log = structlog.get_logger("alivemcp.alerting")
 @dataclass(frozen=True, slots=True)
 class DeliverySettings:
     group_wait: float
+    group_interval: float
     min_interval: float
     max_batch: int
     backoff_initial: float
@@ -60,8 +61,9 @@ class DeliveryWorker:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._last_send = -float("inf")
+        self._hold_until = -float("inf")  # after a grouped message: let the storm accumulate
         self._attempt = 0
-        self.draining = False
+        self._draining = asyncio.Event()
         metrics.add_receiver(receiver.name)
         metrics.queue_depth.labels(receiver.name).set_function(lambda: len(self.queue))
         metrics.oldest_age.labels(receiver.name).set_function(self.oldest_age)
@@ -89,6 +91,11 @@ class DeliveryWorker:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"alivemcp-alerting-{self.name}"
             )
+
+    def drain(self) -> None:
+        """Shutting down: send what is queued now, without group or rate-limit waits."""
+        self._draining.set()
+        self._wake.set()
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -121,15 +128,18 @@ class DeliveryWorker:
                 await asyncio.sleep(delay)
 
     async def _wait_for_group_and_rate_limit(self) -> None:
-        if self.draining:
-            return
         # Let alerts that fire together join one message (only a new head waits).
         head_age = time.time() - self.queue[0].enqueued_at
-        if head_age < self.settings.group_wait:
-            await asyncio.sleep(self.settings.group_wait - head_age)
-        gap = self._last_send + self.settings.min_interval - time.monotonic()
-        if gap > 0:
-            await asyncio.sleep(gap)
+        await self._pause(self.settings.group_wait - head_age)
+        ready_at = max(self._last_send + self.settings.min_interval, self._hold_until)
+        await self._pause(ready_at - time.monotonic())
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but stop waiting as soon as a shutdown asks to drain the queue."""
+        if seconds <= 0 or self._draining.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._draining.wait(), seconds)
 
     async def _send(self, batch: list[Notification]) -> SendResult:
         try:
@@ -143,6 +153,8 @@ class DeliveryWorker:
     def _handle(self, batch: list[Notification], result: SendResult) -> float:
         """Apply a send's result to the queue and metrics; returns how long to wait."""
         delivered = max(0, min(result.delivered, len(batch)))
+        if result.grouped:
+            self._hold_until = time.monotonic() + self.settings.group_interval
         for _ in range(delivered):
             self.queue.popleft()
         if delivered:

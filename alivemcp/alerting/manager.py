@@ -84,7 +84,6 @@ class AlertManager:
         self._checks: dict[str, _Check] = {}
         self._dependants: dict[str, tuple[str, ...]] = {}
         self._workers: dict[str, DeliveryWorker] = {}
-        self._orphans: dict[str, dict[str, Any]] = {}  # removed checks' identity, for resolves
         self._firing: dict[tuple[str, str], str] = {}  # (check, kind) -> severity
         self._firing_counts: Counter[str] = Counter()
         self._next_id = 1
@@ -143,7 +142,7 @@ class AlertManager:
         self._tasks = []
         workers = list(self._workers.values())
         for worker in workers:
-            worker.draining = True
+            worker.drain()
         pending = [asyncio.ensure_future(w.wait_idle()) for w in workers if w.queue]
         if pending:
             _done, not_done = await asyncio.wait(pending, timeout=grace)
@@ -553,6 +552,7 @@ class AlertManager:
 def _settings(receiver_config: Any, config: AlertingConfig) -> DeliverySettings:
     return DeliverySettings(
         group_wait=config.group_wait,
+        group_interval=config.group_interval,
         min_interval=receiver_config.min_interval,
         max_batch=receiver_config.max_batch,
         backoff_initial=receiver_config.backoff_initial,

@@ -89,4 +89,4 @@ async def running(
 
 def fast(**policy: Any) -> dict[str, Any]:
     """A top-level alerting section skeleton: no group wait unless asked."""
-    return {"group_wait": 0, "policy": policy}
+    return {"group_wait": 0, "group_interval": 0, "policy": policy}

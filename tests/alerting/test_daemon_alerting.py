@@ -101,7 +101,7 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
     429, a 500 and a hang on the way and still gets each message exactly once, in order."""
     api = file_check(tmp_path, "api")
     config = write_config(tmp_path, [api], {
-        "group_wait": 0,
+        "group_wait": 0, "group_interval": 0,
         "receivers": [slack.receiver("slack", timeout=1), pd.receiver("pd")],
         "default_receivers": ["slack", "pd"],
     })
@@ -153,7 +153,8 @@ def test_outage_across_a_kill_is_delivered_once(tmp_path: Path, pd: StandIn) -> 
     still queued; after restart (and PagerDuty's recovery) it is delivered exactly once."""
     db = file_check(tmp_path, "db")
     config = write_config(tmp_path, [db], {
-        "group_wait": 0, "receivers": [pd.receiver("pd")], "default_receivers": ["pd"]})
+        "group_wait": 0, "group_interval": 0, "receivers": [pd.receiver("pd")],
+        "default_receivers": ["pd"]})
     pd.script.extend([Answer(500, "{}")] * 10_000)
     with DaemonProcess(config) as d:
         d.wait_for(lambda: status_of(d, "db").get("status") == "up", what="db up")
@@ -189,7 +190,7 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
     ]
     window_end = now + timedelta(seconds=8)
     config = write_config(tmp_path, checks, {
-        "group_wait": 0,
+        "group_wait": 0, "group_interval": 0,
         "receivers": [hook.receiver("hook")],
         "default_receivers": ["hook"],
         "maintenance": [{"name": "disk swap", "matchers": ["team=storage"],

@@ -65,6 +65,7 @@ class SendResult:
     delivered: int
     failure: Failure | None = None
     skipped: int = 0  # of ``delivered``: accepted without a request (e.g. folded into a group)
+    grouped: bool = False  # one message stood for several notifications (a storm)
 
 
 @dataclass(slots=True)

@@ -93,7 +93,8 @@ class PagerDutyReceiver(Receiver):
             if n.event is Event.TEST:
                 # Close the test incident right away: a test should not leave anyone paged.
                 await self._post(self._resolve_body(n.dedup_key))
-            return SendResult(index + 1, skipped=skipped)
+            return SendResult(index + 1, skipped=skipped, grouped=body["dedup_key"] != n.dedup_key
+                              and body["event_action"] == "trigger")
         return SendResult(len(batch), skipped=skipped)
 
     def _storm(self, batch: Sequence[Notification], start: int) -> bool:

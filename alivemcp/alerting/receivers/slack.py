@@ -53,7 +53,9 @@ class SlackReceiver(Receiver):
         if isinstance(response, Failure):
             return SendResult(0, response)
         failure = classify_response(response, len(batch), _PERMANENT)
-        return SendResult(0, failure) if failure else SendResult(len(batch))
+        if failure:
+            return SendResult(0, failure)
+        return SendResult(len(batch), grouped=len(batch) > 1)
 
 
 def slack_message(batch: Sequence[Notification], external_url: str | None) -> dict[str, Any]:

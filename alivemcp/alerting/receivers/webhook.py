@@ -53,7 +53,9 @@ class WebhookReceiver(Receiver):
         if isinstance(response, Failure):
             return SendResult(0, response)
         failure = classify_response(response, len(batch))
-        return SendResult(0, failure) if failure else SendResult(len(batch))
+        if failure:
+            return SendResult(0, failure)
+        return SendResult(len(batch), grouped=len(batch) > 1)
 
 
 def signature(secret: str, body: bytes) -> str:
