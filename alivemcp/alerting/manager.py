@@ -90,6 +90,7 @@ class AlertManager:
         self._generation = 0  # bumped on every change worth persisting
         self._saved_generation = 0
         self._persist_lock = asyncio.Lock()
+        self._persist_error: str | None = None
         self._started = False
         self._client: httpx.AsyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -173,6 +174,7 @@ class AlertManager:
         state = self._states.get(name)
         if state is None:
             state = self._states[name] = CheckState()
+        was_quiet = name not in self._attention
         apply_result(
             state, result.status, result.reason, now, check.policy, check.info.labels,
             result.observations,
@@ -183,7 +185,9 @@ class AlertManager:
         for dependant in self._dependants.get(name, ()):
             self._decide(dependant, now)
         self._note_attention(name, state)
-        self._generation += 1
+        # A healthy check that stays healthy changes nothing worth writing to disk.
+        if not (was_quiet and name not in self._attention):
+            self._generation += 1
 
     def tick(self) -> None:
         """Time-driven decisions: reminders, ends of maintenance windows and of flapping."""
@@ -256,9 +260,15 @@ class AlertManager:
             try:
                 await self._store.save(self._snapshot())
             except OSError as exc:
-                log.error("cannot persist alert state", path=str(self._store.path),
-                          error=exc.strerror or str(exc))
+                error = exc.strerror or str(exc)
+                if error != self._persist_error:  # once per distinct error, not every second
+                    log.error("cannot persist alert state; a restart may re-page or lose "
+                              "queued notifications", path=str(self._store.path), error=error)
+                self._persist_error = error
                 return
+            if self._persist_error is not None:
+                log.info("alert state persisted again", path=str(self._store.path))
+                self._persist_error = None
             self._saved_generation = generation
 
     def _snapshot(self) -> dict[str, Any]:
@@ -293,13 +303,16 @@ class AlertManager:
                             error=type(exc).__name__)
                 continue
             self._states[name] = state
-            if name not in self._checks:
-                info = CheckInfo(
+            check = self._checks.get(name)
+            if check is None or not check.enabled:
+                info = check.info if check is not None else CheckInfo(
                     name=name,
                     probe_type=str(entry.get("probe_type", "")),
                     labels=dict(entry.get("labels") or {}),
                 )
-                self._resolve_removed(name, info, now)
+                reason = "alerting disabled for this check" if check else \
+                    "check removed from the configuration"
+                self._resolve_removed(name, info, now, reason)
                 continue
             self._note_attention(name, state)
             self._track_firing(name, state)

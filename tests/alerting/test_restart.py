@@ -106,3 +106,18 @@ async def test_reload_adds_and_removes_receivers(tmp_path: Path) -> None:
         assert [n["event"] for n in one.events()] == ["firing"]
         assert [n["event"] for n in two.events()] == ["resolved", "firing", "resolved"]
         assert two.events()[-1]["reason"] == "alerting disabled for this check"
+
+
+async def test_unwritable_data_dir_still_pages_and_says_so_once(tmp_path: Path) -> None:
+    import structlog
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the data directory should be")
+    with StandIn("pagerduty") as pd, structlog.testing.capture_logs() as logs:
+        async with running(pd_config(pd), [check("a")], blocked / "data") as h:
+            h.feed("a", "down", "down")
+            await h.delivered()
+            await asyncio.sleep(2.5)  # the flusher keeps failing quietly
+    assert per_key(pd.events()) == {"alivemcp/a": ["trigger"]}
+    errors = [e for e in logs if e["event"].startswith("cannot persist alert state")]
+    assert len(errors) == 1, errors
