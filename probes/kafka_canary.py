@@ -8,7 +8,8 @@ to measure the end-to-end latency a real consumer would see.
 
 The canary topic is created if missing: replication factor min(3, brokers),
 ``min.insync.replicas`` 2 where the replication factor allows it, short retention, and one
-partition per broker with that broker as preferred leader.
+partition per broker with that broker as preferred leader. A broker added later (live, but
+nobody's preferred leader) gets a partition of its own on the next run.
 
 - ``down``: a produce failed or did not finish within ``produce_timeout`` (the reason names
   the partition and the broker that leads it);
@@ -54,7 +55,9 @@ class KafkaCanaryParams(ProbeParams):
         "alivemcp-canary", min_length=1, max_length=249, description="The canary topic."
     )
     create_topic: bool = Field(
-        True, description="Create the canary topic if it is missing (needs CreateTopics)."
+        True,
+        description="Create the canary topic if it is missing, and add a partition for each new "
+        "broker that leads none (needs CreateTopics/Alter on the topic).",
     )
     partitions: int | None = Field(
         None, ge=1, le=1000,
@@ -166,6 +169,8 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         snapshot = await cluster.metadata([p.topic])
         topic = snapshot.topics.get(p.topic)
         if topic is not None and topic.error_code == 0 and topic.partitions:
+            if p.create_topic:
+                return await self._cover_new_brokers(cluster, snapshot)
             return snapshot
         if topic is not None and topic.error_code not in (0, _UNKNOWN_TOPIC):
             return ProbeResult.down(
@@ -205,6 +210,40 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                 return snapshot
             await asyncio.sleep(0.25)
         return ProbeResult.down(f"canary topic {p.topic} created but its partitions have no leader")
+
+    async def _cover_new_brokers(
+        self, cluster: KafkaCluster, snapshot: ClusterMetadata
+    ) -> ClusterMetadata:
+        """Add a partition for every live broker that is nobody's preferred leader (a broker
+        added to the cluster since the topic was created), so every broker stays exercised.
+        A broker that is merely down is not live and is left alone."""
+        p = self.params
+        topic = snapshot.topics[p.topic]
+        preferred = {part.replicas[0] for part in topic.partitions if part.replicas}
+        live = sorted(snapshot.brokers)
+        uncovered = [b for b in live if b not in preferred]
+        if not uncovered:
+            return snapshot
+        rf = min(max(len(part.replicas) for part in topic.partitions), len(live))
+        assignments = []
+        for broker in uncovered:
+            start = live.index(broker)
+            assignments.append([live[(start + k) % len(live)] for k in range(rf)])
+        try:
+            await cluster.add_partitions(
+                p.topic, len(topic.partitions) + len(assignments), assignments
+            )
+        except KafkaError:
+            return snapshot  # e.g. no Alter permission: keep probing what exists
+        for _ in range(20):
+            fresh = await cluster.metadata([p.topic])
+            grown = fresh.topics.get(p.topic)
+            if grown and len(grown.partitions) > len(topic.partitions) and all(
+                x.leader >= 0 for x in grown.partitions
+            ):
+                return fresh
+            await asyncio.sleep(0.25)
+        return snapshot
 
     # -- reader --------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import AbstractTokenProvider
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -712,6 +712,23 @@ class KafkaCluster:
             if error_code:
                 raise for_code(error_code)(f"creating topic {name}: {message}")
         return True
+
+    async def add_partitions(
+        self, name: str, total: int, assignments: Sequence[Sequence[int]]
+    ) -> None:
+        """Grow a topic to ``total`` partitions placed on ``assignments`` (one replica list
+        per new partition, preferred leader first)."""
+        admin = await self.admin()
+        request = {name: NewPartitions(total, [list(a) for a in assignments])}
+        response = await self._guard(admin.create_partitions(request))
+        _raise_topic_errors(response, f"adding partitions to {name}")
+
+
+def _raise_topic_errors(response: Any, what: str) -> None:
+    for result in response.topic_errors:
+        error_code, message = result[1], result[2] if len(result) > 2 else ""
+        if error_code:
+            raise for_code(error_code)(f"{what}: {message}")
 
 
 def _is_bootstrap_error(exc: BaseException) -> bool:

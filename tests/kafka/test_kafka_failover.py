@@ -145,3 +145,28 @@ async def _canary_leaders(cluster: KafkaCluster) -> dict[int, int]:
         return {p.partition: p.leader for p in partitions}
     finally:
         await plumbing.aclose()
+
+
+async def test_canary_adds_partitions_for_brokers_leading_none(
+    kafka_cluster3: KafkaCluster,
+) -> None:
+    """A pre-existing canary topic whose only partition prefers broker 1 (as after brokers 2
+    and 3 joined the cluster): the canary adds one partition led by each of them."""
+    conn = {"bootstrap_servers": kafka_cluster3.bootstrap}
+    plumbing = Plumbing()
+    try:
+        kc = plumbing.kafka.cluster(KafkaConnection(**conn))
+        await kc.create_topic("canary-narrow", assignments={0: [1, 2, 3]},
+                              configs={"min.insync.replicas": "2"})
+        result = await run_check(
+            "kafka_canary",
+            {"cluster": conn, "topic": "canary-narrow", "produce_latency_threshold": 30,
+             "roundtrip_latency_threshold": 30},
+        )
+        assert result.status == Status.UP, result.reason
+        assert result.observations["partitions"] == 3
+        partitions = (await kc.metadata(["canary-narrow"])).topics["canary-narrow"].partitions
+        assert sorted(p.replicas[0] for p in partitions) == [1, 2, 3]
+        assert all(len(p.replicas) == 3 for p in partitions)
+    finally:
+        await plumbing.aclose()
