@@ -249,13 +249,14 @@ class Route(_Strict):
         return _check_matchers(value)
 
 
-_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+_WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 class RecurringWindow(_Strict):
     """A window that repeats weekly: on ``weekdays``, from ``start`` for ``duration``."""
 
-    weekdays: list[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]] = Field(
+    weekdays: list[Weekday] = Field(
         default_factory=lambda: list(_WEEKDAYS), description="Days the window starts on."
     )
     start: time = Field(description="Local start time, HH:MM.")

@@ -115,3 +115,23 @@ async def test_log_receiver_and_the_demo_alerting_section(tmp_path: Path) -> Non
     assert len(alerts) == 1 and alerts[0]["log_level"] == "warning"
     assert alerts[0]["title"] == "FIRING [critical] demo: down"
     assert alerts[0]["reason"] == "connection refused"
+
+
+def test_routes_first_match_wins_unless_continue() -> None:
+    from alivemcp.alerting.routing import Router
+
+    hook = {"type": "webhook", "url": "http://127.0.0.1:9/x"}
+    config = AlertingConfig.model_validate({
+        "receivers": [{**hook, "name": n} for n in ("all", "data", "prod", "default")],
+        "default_receivers": ["default"],
+        "routes": [
+            {"matchers": ["env=prod"], "receivers": ["prod"], "continue": True},
+            {"matchers": ["team=data", "check!~test-.*"], "receivers": ["data"]},
+            {"matchers": ["team=~.+"], "receivers": ["all"]},
+        ]})
+    router = Router(config)
+    assert router.receivers_for({"env": "prod", "team": "data", "check": "k"}) == ("prod",
+                                                                                  "data")
+    assert router.receivers_for({"team": "data", "check": "test-1"}) == ("all",)
+    assert router.receivers_for({"env": "dev"}) == ("default",)
+    assert router.owners == ("default",)

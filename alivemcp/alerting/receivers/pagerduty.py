@@ -65,9 +65,9 @@ class PagerDutyReceiver(Receiver):
                 skipped += 1
                 continue
             if n.event is Event.RESOLVED and grouped_into:
-                members = self._groups.get(grouped_into, [])
-                if len(members) > 1:
-                    members.remove(n.dedup_key)
+                keys = self._groups.get(grouped_into, [])
+                if len(keys) > 1:
+                    keys.remove(n.dedup_key)
                     del self._member_of[n.dedup_key]
                     skipped += 1
                     continue
