@@ -32,7 +32,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import Field, model_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.kafka import (
     ClusterMetadata,
     KafkaAuthFailed,
@@ -40,7 +39,7 @@ from alivemcp.plumbing.kafka import (
     KafkaConnection,
     KafkaPlumbingError,
 )
-from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, LabeledObservation, Probe, ProbeParams, ProbeResult
 
 __all__ = ["KafkaCanaryParams", "KafkaCanaryProbe"]
 

@@ -29,7 +29,6 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
 from alivemcp.plumbing.kafka import (
     KafkaAuthFailed,
@@ -37,7 +36,7 @@ from alivemcp.plumbing.kafka import (
     KafkaPlumbingError,
     PartitionState,
 )
-from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["CloudWatchPartitionSource", "KafkaPartitionHealthParams", "KafkaPartitionHealthProbe"]
 
