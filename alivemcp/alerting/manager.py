@@ -392,7 +392,8 @@ class AlertManager:
             kind=kind,
             event=event,
             severity=alert.severity or "warning",
-            status=state.last_status or "unknown",
+            status=(alert.status if kind is AlertKind.TARGET and event is not Event.RESOLVED
+                    and alert.status else state.last_status) or "unknown",
             reason=alert.reason or state.last_reason,
             since=alert.since or now,
             created_at=now,

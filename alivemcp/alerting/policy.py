@@ -27,6 +27,7 @@ class AlertState:
     severity: str = ""
     since: float = 0.0
     reason: str = ""
+    status: str = ""  # the check status that (last) drove this alert
     notified: bool = False
     notified_severity: str = ""
     last_notified_at: float = 0.0
@@ -144,6 +145,7 @@ def apply_result(
         target.active = True
         target.severity = severity_for(status, policy, labels)
         target.reason = reason
+        target.status = status.value
 
 
 def update_flapping(state: CheckState, now: float, policy: AlertPolicy) -> None:

@@ -78,11 +78,13 @@ async def test_unknown_raises_probe_broken_alert_to_owners_only(tmp_path: Path) 
 async def test_reminders_repeat_while_firing_up_to_the_cap(hook: StandIn, tmp_path: Path) -> None:
     async with running(config(hook, repeat_interval="1m", max_reminders=2), [check("db")],
                        tmp_path) as h:
-        h.feed("db", "down", "down")
+        h.feed("db", "down", "down", "unknown")
         for _ in range(6):
             h.tick(advance=61)
         await h.delivered()
         assert [e for _, _, e, _ in seen(hook)] == ["firing", "reminder", "reminder"]
+        # A reminder names the status that fired the alert, not an unknown run in between.
+        assert {n["status"] for n in hook.events()} == {"down"}
         h.feed("db", "up", "up")
         await h.delivered()
         assert seen(hook)[-1][2] == "resolved"
