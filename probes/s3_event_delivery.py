@@ -520,18 +520,22 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         details["marker"] = {"bucket": bucket, "key": marker}
         deadline = started + e2e.limit
         wait = 0.2
+        forbidden: BaseException | None = None
         while True:
             try:
                 await s3.head_object(Bucket=bucket, Key=marker)
             except Exception as exc:
                 kind = aws_error_kind(exc)
-                if kind in {"credentials", "permission"}:
+                if kind == "credentials":
                     return _Watch(
                         ProbeResult.unknown(
-                            f"prober cannot read marker {marker!r} in {bucket}: "
+                            f"prober's credentials failed reading marker {marker!r}: "
                             f"{aws_error_summary(exc)}"
                         )
                     )
+                # A 403 is final only if it lasts: S3 answers 403 for a missing key when the
+                # reader lacks s3:ListBucket.
+                forbidden = exc if kind == "permission" else None
             else:
                 latency = time.monotonic() - started
                 if e2e.delete_marker:
@@ -546,6 +550,14 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             await asyncio.sleep(min(wait, remaining))
             wait = min(wait * 1.5, 5.0)
         waited = time.monotonic() - started
+        if forbidden is not None:
+            return _Watch(
+                ProbeResult.unknown(
+                    f"prober may not read marker {marker!r} in {bucket} (its own permissions: "
+                    f"s3:GetObject, and s3:ListBucket so a missing key answers 404): "
+                    f"{aws_error_summary(forbidden)}"
+                )
+            )
         for description, wrong_key in wrong_marker_keys(key):
             wrong_marker = _render_marker(e2e.marker_key_template, wrong_key, nonce)
             if wrong_marker == marker:

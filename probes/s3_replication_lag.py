@@ -8,9 +8,11 @@ margin) plus a grace period has passed:
 - ``up`` with ``replication_lag_seconds`` when the replica appears within the SLA;
 - ``degraded`` when it appears after the SLA but within the grace period (RTC SLA exceeded);
 - ``down`` when it never appears (replication failure), at once when the source object's
-  ``ReplicationStatus`` turns ``FAILED``, and when the destination refuses the check with a
-  403: the reason names the identity (role) and bucket and says it is a permission problem,
-  not lag (``destination_forbidden_status`` can make that ``unknown`` instead);
+  ``ReplicationStatus`` turns ``FAILED``, and when the destination still refuses the check
+  with a 403 at the end of the window: the reason names the identity (role) and bucket and
+  says it is a permission problem, not lag (``destination_forbidden_status`` can make that
+  ``unknown`` instead). A 403 is not final earlier: S3 answers 403 for a missing key when the
+  reader lacks ``s3:ListBucket``, then 200 once the replica lands;
 - ``unknown`` when the prober's own credentials fail, or it cannot place its canary.
 
 CloudWatch's ``ReplicationLatency`` only covers objects that did replicate; a canary also
@@ -242,6 +244,8 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         next_source_check = written + min(p.source_status_every, p.poll_initial)
         source_status: str | None = None
         last_miss = written
+        forbidden: BaseException | None = None  # the latest poll's 403, if it was one
+        forbidden_polls = 0
         while True:
             polls += 1
             asked = time.monotonic()
@@ -252,6 +256,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             except TimeoutError:
                 errors += 1
                 last_error = "HeadObject timed out"
+                forbidden = None
             except Exception as exc:
                 kind = aws_error_kind(exc)
                 if kind == "not_found":
@@ -263,11 +268,16 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
                         details=details,
                     )
                 elif kind == "permission":
-                    self._remember_pending(key)
-                    return self._forbidden(exc, details)
+                    # Not final yet: S3 answers 403 for a key that is not there when the
+                    # reader lacks s3:ListBucket, and 200 once the replica lands.
+                    last_miss = asked
+                    forbidden = exc
+                    forbidden_polls += 1
                 else:
                     errors += 1
                     last_error = aws_error_summary(exc)
+                if kind != "permission":
+                    forbidden = None
             else:
                 arrived = time.monotonic()
                 lag = arrived - written
@@ -278,6 +288,12 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
                     # The replica landed after the last miss: the lag is at least this.
                     lag_lower_bound_seconds=round(last_miss - written, 3),
                 )
+                if forbidden_polls:
+                    details["forbidden_polls"] = forbidden_polls
+                    details["hint"] = (
+                        "the destination answered 403 until the replica landed: grant the "
+                        "reader s3:ListBucket so a missing key answers 404"
+                    )
                 observations = {"replication_lag_seconds": round(lag, 3)}
                 if arrived <= sla_at:
                     return ProbeResult.up(
@@ -316,6 +332,9 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         self._remember_pending(key)
         waited = time.monotonic() - written
         details.update(polls=polls, poll_errors=errors, source_replication_status=source_status)
+        if forbidden is not None:
+            details["forbidden_polls"] = forbidden_polls
+            return self._forbidden(forbidden, details)
         if errors and errors == polls:
             return ProbeResult.down(
                 f"destination bucket {p.destination_bucket} unreachable for {waited:.1f}s: "

@@ -302,3 +302,15 @@ async def test_prober_without_credentials_is_unknown(
     result = await run_check("s3_event_delivery", {**params(moto, queue), "aws": aws})
     assert result.status == "unknown", result.reason
     assert "credentials" in result.reason
+
+
+async def test_marker_the_prober_may_not_read_is_unknown(moto: MotoServer) -> None:
+    from alivemcp.localstack.s3_replicator import deny_head_object
+
+    make_bucket(moto)
+    make_bucket(moto, "worker-markers")
+    deny_head_object(client(moto, "s3"), "worker-markers")
+    e2e = {**E2E, "limit": 1.5, "marker_bucket": "worker-markers"}
+    result = await run_check("s3_event_delivery", params(moto, None, end_to_end=e2e))
+    assert result.status == "unknown", result.reason
+    assert "may not read marker" in result.reason

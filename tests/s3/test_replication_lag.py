@@ -8,6 +8,8 @@ policy makes the destination answer 403.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import yaml
 from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
 from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.s3_replicator import deny_head_object
+from alivemcp.localstack.s3_replicator import allow_reads, deny_head_object
 from alivemcp.plumbing import Plumbing
 from tests.s3.replication_support import (
     PREFIX,
@@ -104,7 +106,7 @@ async def test_destination_403_is_a_permission_problem_naming_role_and_bucket(
         assert "permission problem" in result.reason
         assert role in result.reason
         assert stand_in.destination in result.reason
-        assert "lag" not in result.observations
+        assert "replication_lag_seconds" not in result.observations
         assert result.details is not None and result.details["failure"] == "permission"
 
         result = await run_check(
@@ -214,3 +216,29 @@ async def test_prober_without_credentials_is_unknown(
         result = await run_check("s3_replication_lag", {**params, "aws": aws})
         assert result.status == "unknown", result.reason
         assert "credentials" in result.reason
+
+
+async def test_403_until_the_replica_lands_is_not_a_failure(moto: MotoServer) -> None:
+    # S3 answers 403 for a missing key when the reader lacks s3:ListBucket, and 200 once the
+    # object exists: the policy here denies reads until the replicator has copied the canary.
+    with replication_stand_in(moto, delay=1.0) as stand_in:
+        client = s3_client(moto)
+        deny_head_object(client, stand_in.destination)
+
+        def lift_when_copied() -> None:
+            for _ in range(100):
+                if stand_in.replicator.copied:
+                    allow_reads(client, stand_in.destination)
+                    return
+                time.sleep(0.05)
+
+        lifter = threading.Thread(target=lift_when_copied)
+        lifter.start()
+        try:
+            result = await run_check("s3_replication_lag", stand_in.params())
+        finally:
+            lifter.join()
+        assert result.status == "up", result.reason
+        assert result.details is not None
+        assert result.details["forbidden_polls"] >= 1
+        assert "s3:ListBucket" in result.details["hint"]
