@@ -254,6 +254,8 @@ def diagnose_key(raw_key: str, expected: str) -> str | None:
     for description, candidate in _wrong_decodings(raw_key, decoded):
         if candidate == expected:
             return description
+    if unicodedata.normalize("NFC", decoded) == unicodedata.normalize("NFC", expected):
+        return "the key's Unicode normalization changed (NFC vs NFD)"
     return None
 
 
@@ -269,7 +271,6 @@ def _wrong_decodings(raw: str, decoded: str) -> Iterator[tuple[str, str]]:
             "the non-ASCII character was mangled (UTF-8 bytes read as Latin-1)",
             decoded.encode("latin-1").decode("utf-8"),
         )
-    yield "the key's Unicode normalization changed", unicodedata.normalize("NFC", decoded)
     yield "the key was not decoded as S3 encodes it", unquote(raw)
 
 

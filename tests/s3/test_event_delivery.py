@@ -256,6 +256,8 @@ def test_diagnose_key_names_the_wrong_decoding() -> None:
     assert diagnose_key("p%2Fx%2Bcanary%2Bcaf%C3%A9.json", key) is not None
     assert "twice" in (diagnose_key("p/x%2Bcanary%2Bcaf%25C3%25A9.json", key) or "")
     assert "Latin-1" in (diagnose_key("p/x+canary+caf%C3%83%C2%A9.json", key) or "")
+    assert "normalization" in (diagnose_key("p/x+canary+cafe%CC%81.json", key) or "")
+    assert diagnose_key("p/x+canary+cafe.json", key) is None
 
 
 async def test_setup_sweeps_old_canaries_and_stale_canary_events_are_deleted(
