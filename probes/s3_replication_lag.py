@@ -205,7 +205,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         finally:
             if p.cleanup:
                 # Shielded: a run cancelled at its timeout still removes its canary.
-                await _shielded(self._cleanup_run(key, version_id, details))
+                await _shielded(self._cleanup_run(key, details))
 
     async def _write_canary(self, source: Any, key: str) -> str | None:
         now = datetime.now(UTC)
@@ -342,7 +342,12 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
                 details=details,
             )
         hint = ""
-        if source_status is None:
+        if details.get("source_version_id") is None:
+            hint = (
+                f" (the source bucket {p.source_bucket} returned no version id: replication "
+                "needs versioning on both buckets)"
+            )
+        elif source_status is None:
             hint = (
                 f" (the source object has no ReplicationStatus: does a replication rule cover "
                 f"prefix {p.prefix!r}?)"
@@ -397,7 +402,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
 
     # -- cleanup ---------------------------------------------------------------------------
 
-    async def _cleanup_run(self, key: str, version_id: str | None, details: dict[str, Any]) -> None:
+    async def _cleanup_run(self, key: str, details: dict[str, Any]) -> None:
         failures: list[str] = []
         try:
             await _delete_all_versions(await self._source(), self.params.source_bucket, key)

@@ -242,3 +242,12 @@ async def test_403_until_the_replica_lands_is_not_a_failure(moto: MotoServer) ->
         assert result.details is not None
         assert result.details["forbidden_polls"] >= 1
         assert "s3:ListBucket" in result.details["hint"]
+
+
+async def test_unversioned_source_is_named_in_the_failure(moto: MotoServer) -> None:
+    with replication_stand_in(moto, mode="stopped") as stand_in:
+        s3_client(moto).create_bucket(Bucket="plain-unversioned")
+        params = stand_in.params(sla=1, grace=1, source_bucket="plain-unversioned")
+        result = await run_check("s3_replication_lag", params)
+        assert result.status == "down", result.reason
+        assert "needs versioning" in result.reason
