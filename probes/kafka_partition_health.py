@@ -117,6 +117,8 @@ class _Findings:
     under_min_isr: list[tuple[PartitionState, int]] = field(default_factory=list)
     under_replicated: list[PartitionState] = field(default_factory=list)
     missing_topics: list[str] = field(default_factory=list)
+    #: Topics whose min.insync.replicas could not be read (not checked for under-min-ISR).
+    min_isr_unknown: list[str] = field(default_factory=list)
     partitions: int = 0
     topics: int = 0
 
@@ -173,6 +175,8 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 continue
             found.topics += 1
             min_isr = _int(configs.get(name, {}).get("min.insync.replicas"))
+            if min_isr is None:
+                found.min_isr_unknown.append(name)
             for part in topic.partitions:
                 found.partitions += 1
                 if part.offline or part.error_code == _LEADER_NOT_AVAILABLE:
@@ -299,6 +303,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             "under_min_isr": [row(x, min_isr=m) for x, m in found.under_min_isr[:limit]],
             "under_replicated": [row(x) for x in found.under_replicated[:limit]],
             "missing_topics": found.missing_topics[:limit],
+            "min_isr_unknown": found.min_isr_unknown[:limit],
             "production": self._production(),
         }
 

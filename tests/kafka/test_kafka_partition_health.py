@@ -6,6 +6,7 @@ three-broker cluster in ``test_kafka_failover.py``.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,11 @@ async def health_topics(kafka_single: KafkaCluster) -> dict[str, Any]:
         # min.insync.replicas above the replication factor: every acks=all write fails.
         await kc.create_topic("ph-misconfigured", partitions=1, replication_factor=1,
                               configs={"min.insync.replicas": "2"})
+        # A new topic's configs become readable a moment after creation returns.
+        for _ in range(40):
+            if len(await kc.topic_configs(["ph-orders", "ph-audit", "ph-misconfigured"])) == 3:
+                break
+            await asyncio.sleep(0.25)
     finally:
         await plumbing.aclose()
     return {"bootstrap_servers": kafka_single.bootstrap}
