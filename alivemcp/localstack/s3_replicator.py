@@ -177,7 +177,8 @@ class ReplicationStatusProxy:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}"
 
     def start(self) -> ReplicationStatusProxy:
         self._thread = threading.Thread(
