@@ -423,7 +423,8 @@ def metrics_section() -> list[str]:
     registry: CollectorRegistry = metrics.registry
     # prometheus-client keeps label names on the metric objects only.
     for collector in list(registry._collector_to_names):
-        for metric in collector.describe() or collector.collect():
+        describe = getattr(collector, "describe", None)
+        for metric in (describe() if describe else None) or collector.collect():
             kind = metric.type
             family = metric.name
             if kind == "counter":

@@ -43,9 +43,14 @@ ACTION_FOR = {
     "sqs:ChangeMessageVisibilityBatch": ["sqs:ChangeMessageVisibility"],
     "sqs:SendMessageBatch": ["sqs:SendMessage"],
 }
+# Granted beyond the calls, on purpose (the test fails if an entry goes stale). Empty: note
+# that without s3:ListBucket a HeadObject of a key that has not landed yet answers 403, not
+# 404; the S3 probes treat that as "not yet" until their window ends (deploy/iam/README.md).
+JUSTIFIED_EXTRAS: dict[str, set[str]] = {}
 # Kafka requests (as the code spells them) -> MSK IAM actions.
 KAFKA_ACTIONS = {
     r"\.create_topic\(": ["kafka-cluster:CreateTopic"],
+    r"\.add_partitions\(": ["kafka-cluster:AlterTopic"],  # CreatePartitions
     r"\.producer\(": ["kafka-cluster:WriteData", "kafka-cluster:WriteDataIdempotently"],
     r"\.new_consumer\(|\bFetchRequest\(": ["kafka-cluster:ReadData"],
     r"\.metadata\(": ["kafka-cluster:DescribeTopic"],
@@ -164,8 +169,10 @@ def test_policy_is_well_formed_and_least_privilege(probe_type: str) -> None:
 def test_policy_grants_exactly_what_the_probe_code_calls(probe_type: str) -> None:
     granted = policy_actions(load_policy(probe_type))
     needed = required_actions(probe_type)
+    extras = JUSTIFIED_EXTRAS.get(probe_type, set())
     assert needed - granted == set(), f"{probe_type} calls these without a grant"
-    assert granted - needed == set(), f"{probe_type} grants these but never needs them"
+    assert granted - needed - extras == set(), f"{probe_type} grants these but never needs them"
+    assert extras <= granted and not extras & needed, "stale JUSTIFIED_EXTRAS entry"
 
 
 def _default_tags(model: Any, seen: set[Any] | None = None) -> list[dict[str, str]]:
