@@ -203,6 +203,14 @@ def test_configmap_config_is_a_valid_alivemcp_config() -> None:
     text = by_kind("ConfigMap")["data"]["config.yaml"]
     loaded = load_config_text(text, source="configmap", env={})
     assert loaded.checks, "the example config should run something"
+    # The commented alerting block is valid once uncommented (with its secrets in the env).
+    head, _, tail = text.partition("# alerting:")
+    assert tail, "the ConfigMap should carry a commented alerting example"
+    uncommented = head + "alerting:" + "\n".join(
+        line.replace("# ", "", 1) for line in tail.splitlines())
+    env = {"PAGERDUTY_ROUTING_KEY": "R" * 32, "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
+    with_alerting = load_config_text(uncommented, source="configmap", env=env)
+    assert [r.name for r in with_alerting.config.alerting.receivers] == ["oncall", "chat"]
 
 
 def test_prometheusrule_carries_the_rule_file_exactly() -> None:
