@@ -309,6 +309,17 @@ async def test_page_refreshes_itself_and_marks_stale_data(
         f"{doc['summary']['down'] + doc['summary']['degraded']} not up · alivemcp"
     )
 
+    # A grouping the user picked survives refreshes, "nothing" included.
+    await browser.evaluate(
+        "(() => { const s = document.getElementById('group'); s.value = '';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    seen = await browser.evaluate(f"{PAGE}.refreshes")
+    await browser.wait_for(f"{PAGE}.refreshes >= {seen + 2}")
+    assert await browser.evaluate("document.getElementById('group').value") == ""
+    assert await browser.evaluate("document.querySelectorAll('#spacer .row.group').length") == 0
+    assert "group=&" in await browser.evaluate("location.hash") + "&"
+
     # The server fails: the page keeps the last data and says it is stale.
     status_server.fail_with = 500
     await browser.wait_for("document.getElementById('updated').classList.contains('stale')")
