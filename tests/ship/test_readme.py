@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server
     env = subprocess_env()
     env["PYTHONPATH"] = f"{tmp_path / 'site'}:{env.get('PYTHONPATH', '')}"
 
-    def check(url: str) -> tuple[int, dict[str, object]]:
+    def check(url: str) -> tuple[int, dict[str, Any]]:
         env["HEALTH_URL"] = url
         proc = subprocess.run([sys.executable, "-m", "alivemcp", "check", "--config",
                                str(config), "--json"], capture_output=True, text=True, env=env,
@@ -123,3 +124,13 @@ def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server
                              text=True, env=env, timeout=120, cwd=tmp_path)
     assert "http_health: GET a URL; 200 is up" in listing.stdout
     assert "degraded_after" in listing.stdout
+
+
+def test_runbook_covers_every_alert_rule() -> None:
+    import yaml
+
+    rules = yaml.safe_load((REPO / "deploy/prometheus/alivemcp-rules.yaml").read_text())
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    runbook = (REPO / "docs" / "runbook.md").read_text()
+    documented = set(re.findall(r"^### (\w+)$", runbook, re.MULTILINE))
+    assert alerts == documented
