@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -91,6 +92,8 @@ class AlertManager:
         self._saved_generation = 0
         self._persist_lock = asyncio.Lock()
         self._persist_error: str | None = None
+        self._changed: set[str] = set()  # checks whose saved entry is out of date
+        self._fragments: dict[str, str] = {}  # check -> its cached JSON entry
         self._started = False
         self._client: httpx.AsyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -175,6 +178,7 @@ class AlertManager:
         if state is None:
             state = self._states[name] = CheckState()
         was_quiet = name not in self._attention
+        self._changed.add(name)
         apply_result(
             state, result.status, result.reason, now, check.policy, check.info.labels,
             result.observations,
@@ -198,11 +202,14 @@ class AlertManager:
             if state is None or check is None:
                 self._attention.discard(name)
                 continue
+            if not _needs_tick(state, check.policy, now):
+                continue
             changes = len(state.changes)
             update_flapping(state, now, check.policy)
             if len(state.changes) != changes:
+                self._changed.add(name)
                 self._generation += 1
-            self._decide(name, now)  # anything it sends marks the state dirty
+            self._decide(name, now)  # anything it sends marks the state changed
             self._note_attention(name, state)
 
     def reconfigure(
@@ -271,23 +278,31 @@ class AlertManager:
                 self._persist_error = None
             self._saved_generation = generation
 
-    def _snapshot(self) -> dict[str, Any]:
-        checks: dict[str, Any] = {}
-        for name in self._attention:
+    def _snapshot(self) -> dict[str, str]:
+        """The state as JSON texts. Check entries are cached and re-serialised only for checks
+        that changed since the last write, so a storm of thousands of firing checks does not
+        make every send re-serialise all of them."""
+        for name in self._changed:
             state = self._states.get(name)
-            check = self._checks.get(name)
             if state is None or state.is_quiet():
+                self._fragments.pop(name, None)
                 continue
+            check = self._checks.get(name)
             entry: dict[str, Any] = {"state": state.to_json()}
             if check is not None:
                 entry["probe_type"] = check.info.probe_type
                 entry["labels"] = dict(check.info.labels)
-            checks[name] = entry
+            self._fragments[name] = json.dumps(name) + ":" + json.dumps(entry)
+        self._changed.clear()
+        queues = ",".join(
+            json.dumps(name) + ":[" + ",".join(n.json_text() for n in worker.queue) + "]"
+            for name, worker in self._workers.items()
+        )
         return {
-            "next_id": self._next_id,
-            "checks": checks,
-            "queues": {n: [x.to_json() for x in w.queue] for n, w in self._workers.items()},
-            "receivers": {n: w.receiver.state.data for n, w in self._workers.items()},
+            "next_id": str(self._next_id),
+            "checks": "{" + ",".join(self._fragments.values()) + "}",
+            "queues": "{" + queues + "}",
+            "receivers": json.dumps({n: w.receiver.state.data for n, w in self._workers.items()}),
         }
 
     def _mark_dirty(self) -> None:
@@ -303,6 +318,7 @@ class AlertManager:
                             error=type(exc).__name__)
                 continue
             self._states[name] = state
+            self._changed.add(name)
             check = self._checks.get(name)
             if check is None or not check.enabled:
                 info = check.info if check is not None else CheckInfo(
@@ -407,7 +423,8 @@ class AlertManager:
         for receiver in receivers:
             worker = self._workers.get(receiver)
             if worker is not None:
-                worker.enqueue(Notification.from_json(notification.to_json()))
+                worker.enqueue(notification.copy())
+        self._changed.add(check.info.name)
         self._generation += 1
         log.info(
             "alert notification",
@@ -429,6 +446,7 @@ class AlertManager:
         """A check left the config: close its open incidents instead of leaving them open."""
         state = self._states.pop(name, None)
         self._attention.discard(name)
+        self._changed.add(name)
         self._track_firing(name, None)
         if state is None or info is None:
             return
@@ -561,6 +579,23 @@ class AlertManager:
         except TimeoutError:
             return False
         return True
+
+
+def _needs_tick(state: CheckState, policy: AlertPolicy, now: float) -> bool:
+    """Whether time alone can change anything for this check: flap history to age out, an
+    alert held back (a maintenance window may have ended), or a reminder due."""
+    if state.changes:
+        return True
+    for alert in state.alerts.values():
+        if alert.active and not alert.notified:
+            return True
+        if (
+            alert.notified
+            and policy.repeat_interval is not None
+            and now - alert.last_notified_at >= policy.repeat_interval
+        ):
+            return True
+    return False
 
 
 def _settings(receiver_config: Any, config: AlertingConfig) -> DeliverySettings:

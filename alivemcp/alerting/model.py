@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -56,20 +57,44 @@ class Notification:
     observations: dict[str, float] = field(default_factory=dict)
     note: str = ""  # e.g. "held by maintenance 'nightly' until now"
     enqueued_at: float = 0.0  # wall time it entered a receiver queue (queue age metric)
+    #: Serialised form, cached: a queued notification is written to disk many times.
+    _text: str | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["kind"] = self.kind.value
-        out["event"] = self.event.value
-        return out
+        return {
+            "id": self.id,
+            "check": self.check,
+            "probe_type": self.probe_type,
+            "kind": self.kind.value,
+            "event": self.event.value,
+            "severity": self.severity,
+            "status": self.status,
+            "reason": self.reason,
+            "since": self.since,
+            "created_at": self.created_at,
+            "dedup_key": self.dedup_key,
+            "labels": dict(self.labels),
+            "observations": dict(self.observations),
+            "note": self.note,
+            "enqueued_at": self.enqueued_at,
+        }
+
+    def json_text(self) -> str:
+        """The JSON text of this notification (fixed once it is queued)."""
+        if self._text is None:
+            self._text = json.dumps(self.to_json(), separators=(",", ":"))
+        return self._text
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Notification:
         data = dict(data)
         data["kind"] = AlertKind(data["kind"])
         data["event"] = Event(data["event"])
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.__dataclass_fields__) - {"_text"}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def copy(self) -> Notification:
+        return Notification.from_json(self.to_json())
 
     @property
     def firing(self) -> bool:

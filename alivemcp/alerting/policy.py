@@ -11,7 +11,7 @@ a stale open incident is worse than an early all-clear.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from alivemcp.alerting.config import SEVERITIES, AlertPolicy
@@ -65,7 +65,22 @@ class CheckState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Written by hand (``dataclasses.asdict`` deep-copies and is ~10x slower). The latest
+        observations are left out: the next result brings fresh ones."""
+        return {
+            "fail_streak": self.fail_streak,
+            "ok_streak": self.ok_streak,
+            "unknown_streak": self.unknown_streak,
+            "known_streak": self.known_streak,
+            "fail_since": self.fail_since,
+            "unknown_since": self.unknown_since,
+            "last_status": self.last_status,
+            "last_reason": self.last_reason,
+            "last_up": self.last_up,
+            "changes": list(self.changes),
+            "alerts": {kind: _alert_json(a) for kind, a in self.alerts.items()
+                       if a.active or a.notified},
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CheckState:
@@ -78,6 +93,20 @@ class CheckState:
             if kind in {k.value for k in AlertKind}
         }
         return state
+
+
+def _alert_json(alert: AlertState) -> dict[str, Any]:
+    return {
+        "active": alert.active,
+        "severity": alert.severity,
+        "since": alert.since,
+        "reason": alert.reason,
+        "status": alert.status,
+        "notified": alert.notified,
+        "notified_severity": alert.notified_severity,
+        "last_notified_at": alert.last_notified_at,
+        "reminders_sent": alert.reminders_sent,
+    }
 
 
 def severity_for(status: Status, policy: AlertPolicy, labels: Mapping[str, str]) -> str:

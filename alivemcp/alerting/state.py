@@ -55,14 +55,14 @@ class StateStore:
             return {}
         return data
 
-    async def save(self, snapshot: dict[str, Any]) -> None:
-        """Write ``snapshot`` atomically (temp file, fsync, rename) off the event loop."""
-        body = json.dumps({"version": _VERSION, **snapshot}, separators=(",", ":"))
+    async def save(self, parts: dict[str, str]) -> None:
+        """Write a state atomically (temp file, fsync, rename) off the event loop. ``parts``
+        maps top-level keys to JSON texts the caller serialised (and may have cached)."""
+        body = "{" + ",".join(
+            f"{json.dumps(key)}:{text}" for key, text in {"version": str(_VERSION), **parts}.items()
+        ) + "}"
         async with self._lock:
             await asyncio.to_thread(self._write, body)
-
-    def save_sync(self, snapshot: dict[str, Any]) -> None:
-        self._write(json.dumps({"version": _VERSION, **snapshot}, separators=(",", ":")))
 
     def _write(self, body: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
