@@ -48,6 +48,8 @@ async def start_stack(workdir: Path, *, kafka: bool = True) -> DemoStack:
         for module_name in DEMO_PARTS:
             if not kafka and module_name.endswith("demo_kafka"):
                 stack.note("Kafka: not started (--no-kafka); its checks will report down")
+                # An address nothing listens on: the Kafka checks load and report down.
+                stack.set_env("DEMO_KAFKA_BOOTSTRAP", "127.0.0.1:9")
                 continue
             module = importlib.import_module(module_name)
             await module.start(stack)

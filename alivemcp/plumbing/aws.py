@@ -29,6 +29,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
+    ProfileNotFound,
 )
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -254,7 +255,9 @@ _THROTTLE_CODES = frozenset(
 def aws_error_kind(exc: BaseException) -> AwsErrorKind:
     """Classify an AWS exception so probes can tell "my own credentials are broken"
     (``unknown``) from "the target refused me" and "the target is down"."""
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError | NoRegionError):
+    if isinstance(
+        exc, NoCredentialsError | PartialCredentialsError | NoRegionError | ProfileNotFound
+    ):
         return "credentials"
     if isinstance(exc, ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
