@@ -147,7 +147,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
 
         reader_error: str | None = None
         try:
-            reader: AIOKafkaConsumer | None = await self._ensure_reader(cluster, partitions)
+            # Bounded: resolving positions waits on every partition leader, and a hung one
+            # must not eat the time the produce half of the check needs.
+            async with asyncio.timeout(p.roundtrip_timeout):
+                reader: AIOKafkaConsumer | None = await self._ensure_reader(cluster, partitions)
         except (KafkaError, KafkaPlumbingError, TimeoutError, OSError) as exc:
             # Reading back is the second half of the check; producing still says a lot.
             await self._drop_reader()

@@ -384,6 +384,7 @@ class KafkaCluster:
         self._producer: AIOKafkaProducer | None = None
         self._token_provider: MskIamTokenProvider | None = None
         self._ssl_context: ssl.SSLContext | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     # -- building clients ---------------------------------------------------------------------
 
@@ -545,10 +546,13 @@ class KafkaCluster:
         return await self._start(AIOKafkaConsumer(**options))
 
     async def reset_producer(self) -> None:
-        """Drop the producer (after a failed or timed-out send its state is suspect)."""
+        """Drop the producer (after a failed send its state is suspect). The old one is
+        closed in the background: flushing its pending batches may wait on a hung broker."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            await _close(producer)
+            task = asyncio.create_task(_close(producer))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def reset(self) -> None:
         """Close every client; the next call rebuilds them (and re-resolves the ARN)."""
@@ -561,6 +565,8 @@ class KafkaCluster:
 
     async def aclose(self) -> None:
         await self.reset()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
     def _translate(self, exc: BaseException) -> KafkaPlumbingError:
         if isinstance(exc, KafkaPlumbingError):
