@@ -184,6 +184,11 @@ class AlertManager:
             result.observations,
         )
         update_flapping(state, now, check.policy)
+        if was_quiet and state.is_quiet():
+            # Healthy and staying healthy (the common case): nothing to decide, nothing for
+            # dependants (they only react to a dependency that was failing).
+            self._changed.discard(name)
+            return
         self._attention.add(name)
         self._decide(name, now)
         for dependant in self._dependants.get(name, ()):
