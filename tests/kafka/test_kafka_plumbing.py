@@ -337,3 +337,20 @@ async def test_non_kafka_listeners_are_down(probe: str) -> None:
         http.shutdown()
         http.server_close()
         black_hole.close()
+
+
+async def test_connection_failure_rebuilds_clients(kafka_single: KafkaCluster) -> None:
+    plumbing = Plumbing()
+    try:
+        cluster = plumbing.kafka.cluster(
+            KafkaConnection(bootstrap_servers=kafka_single.bootstrap, request_timeout=2)
+        )
+        before = await cluster.admin()
+        with kafka_single.paused(1):
+            with pytest.raises(KafkaUnreachable, match="no Kafka answer"):
+                await cluster.metadata()
+            assert before._closed  # the broken clients were closed, not leaked
+        assert (await cluster.metadata()).brokers  # and rebuilt on the next call
+        assert await cluster.admin() is not before
+    finally:
+        await plumbing.aclose()
