@@ -507,7 +507,7 @@ class PartitionVerdict:
     def describe(self) -> str:
         lag = f"lag {self.offset_lag} messages"
         if self.time_lag is not None:
-            approx = "" if self.time_lag_source in ("record", "cloudwatch") else "~"
+            approx = "~" if self.time_lag_source in ("interpolated", "extrapolated") else ""
             lag += f" / {approx}{_fmt_s(self.time_lag)}"
         return f"{self.where()}: {self.why}; {lag}"
 
@@ -659,17 +659,7 @@ class LagEvaluator:
                 findings.append(GroupFinding(group, Status.UNKNOWN, reading.error))
                 continue
             readable = {tp: c for tp, c in reading.committed.items() if tp in snapshot.log_end}
-            if not readable:
-                if group in snapshot.named_groups:
-                    findings.append(
-                        GroupFinding(group, Status.DOWN, _no_offsets_why(reading, snapshot))
-                    )
-                continue
-            for tp, committed in sorted(readable.items()):
-                key = (group, tp[0], tp[1])
-                seen.add(key)
-                verdicts.append(self._judge(snapshot, key, committed, reading.members_active))
-            unread = [tp for tp in reading.committed if tp in snapshot.unreadable]
+            unread = sorted(tp for tp in reading.committed if tp in snapshot.unreadable)
             if unread:
                 tp = unread[0]
                 findings.append(
@@ -680,12 +670,22 @@ class LagEvaluator:
                         f"{tp[0]}[{tp[1]}]: {snapshot.unreadable[tp]}",
                     )
                 )
+            elif not readable and group in snapshot.named_groups:
+                findings.append(
+                    GroupFinding(group, Status.DOWN, _no_offsets_why(reading, snapshot))
+                )
+            for tp, committed in sorted(readable.items()):
+                key = (group, tp[0], tp[1])
+                seen.add(key)
+                verdicts.append(self._judge(snapshot, key, committed, reading.members_active))
+        # Forget partitions that are gone or no longer selected, but not those this run
+        # merely failed to read: a broker that misses one run must not restart the window.
+        failed = {g for g, r in snapshot.groups.items() if r.error is not None}
         for key in list(self._history):
-            if key not in seen:
-                del self._history[key]  # partition gone or group no longer selected
-        live = set(snapshot.log_end)
+            if key not in seen and key[0] not in failed and key[1:] not in snapshot.unreadable:
+                del self._history[key]
         for tp in list(self._tables):
-            if tp not in live:
+            if tp not in snapshot.log_end and tp not in snapshot.unreadable and not failed:
                 del self._tables[tp]
         return Evaluation(verdicts, findings, sorted(set(snapshot.groups) | snapshot.named_groups))
 
@@ -879,6 +879,7 @@ def _reason(
 #: Coordinator errors that a fresh FindCoordinator may cure.
 _COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator
 _GROUP_AUTHORIZATION_FAILED = 30
+_UNKNOWN_TOPIC_OR_PARTITION = 3
 #: Bytes asked per partition when reading the first unconsumed message: one producer batch
 #: (16 KiB by default in Java and aiokafka) fits with room to spare.
 _FETCH_PARTITION_BYTES = 64 * 1024
@@ -953,8 +954,11 @@ class KafkaLagReader:
             metadata = await cluster.metadata(sorted({tp[0] for tp in partitions}))
             for tp in partitions:
                 state = metadata.topics.get(tp[0])
-                if state is None or state.error_code:
+                if state is None or state.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
                     continue  # deleted topic: its old commits are not lag
+                if state.error_code:
+                    unreadable[tp] = f"topic metadata: {_error_name(state.error_code)}"
+                    continue
                 part = next((p for p in state.partitions if p.partition == tp[1]), None)
                 if part is None:
                     continue

@@ -35,7 +35,9 @@ Observations (all optional, present when measured): ``connect_seconds`` (DNS + T
 ``tls_seconds``, ``tls_cert_expiry_days``, ``initialize_seconds`` (initialize or
 server/discover, excluding connection set-up), ``tools_list_seconds``, ``tools_call_seconds``,
 ``total_seconds`` and ``tool_count``; plus ``mcp_server_info{protocol_version, server_name,
-server_version, transport, tools_hash} 1``. ``details`` carries the same facts as strings.
+server_version, transport, tools_hash} 1``. ``details`` carries the same facts as strings, and
+the tool names on the first run and whenever the tools hash (sorted names + input schemas)
+changes (the reason of an ``up`` result then says so).
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         super().__init__(context, params)
         #: The transport this endpoint spoke last time (None: detect).
         self.era: Era | None = None
+        #: The tools hash seen last time, to show names only when the tools change.
+        self.tools_hash: str | None = None
         self._credentials = ClientCredentials(params.oauth) if params.oauth else None
         call = params.call
         self._call = None if call is None else ToolCallSpec(
@@ -294,8 +298,15 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             "tools_hash": tools_hash,
         }
         details.update({k: v for k, v in facts.items() if v is not None})
-        if f.tools is not None:
-            details["tools"] = [str(t.get("name"))[:_LABEL_MAX] for t in f.tools[:100]]
+        if f.tools is not None and tools_hash is not None and tools_hash != self.tools_hash:
+            # Tool names only on the first run and when they change: every string in details
+            # is redacted on every run, and a server may list hundreds of tools.
+            details["tools"] = [str(t.get("name"))[:_LABEL_MAX] for t in f.tools[:200]]
+            if self.tools_hash is not None:
+                details["tools_changed_from"] = self.tools_hash
+                if status is Status.UP:
+                    reason += f" (tools changed: hash {self.tools_hash} -> {tools_hash})"
+            self.tools_hash = tools_hash
         if f.delete_status is not None:
             details["delete_status"] = f.delete_status
         if f.notes:

@@ -331,6 +331,7 @@ LAB_PATHS = {
     "/modern": "a 2026-07-28-only server: -32022 to initialize, server/discover, tools/list",
     "/bearer": "401 with a Bearer challenge for every request",
     "/legacy": "legacy HTTP+SSE (GET stream with an endpoint event, POST replies on stream)",
+    "/drift": "stateless JSON whose tools/list gains and loses a tool on alternate calls",
 }
 
 LAB_TOOLS = [
@@ -519,6 +520,24 @@ def _lab_app() -> Any:
             return web.Response(status=500, text="boom")
         return json_reply(result_for(message))
 
+    drift = {"extra": False}
+
+    async def drifting(request: web.Request) -> web.StreamResponse:
+        message = await read_message(request) or {}
+        if request.method != "POST":
+            return web.Response(status=405)
+        if message.get("method") != "tools/list":
+            return await _fast(message)
+        drift["extra"] = not drift["extra"]
+        tools = LAB_TOOLS + ([{"name": "deploy", "inputSchema": {"type": "object"}}]
+                             if drift["extra"] else [])
+        return json_reply({"jsonrpc": "2.0", "id": message.get("id"), "result": {"tools": tools}})
+
+    async def _fast(message: dict[str, Any]) -> web.StreamResponse:
+        if "id" not in message:
+            return web.Response(status=202)
+        return json_reply(result_for(message))
+
     async def modern(request: web.Request) -> web.StreamResponse:
         if request.method != "POST":
             return web.Response(status=405)
@@ -584,7 +603,7 @@ def _lab_app() -> Any:
         "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
         "/expire": expire, "/counteroffer": counteroffer, "/midclose": midclose,
         "/huge": huge, "/badtools": badtools, "/noinitialized": noinitialized,
-        "/modern": modern, "/bearer": bearer, "/legacy": legacy_stream,
+        "/modern": modern, "/bearer": bearer, "/legacy": legacy_stream, "/drift": drifting,
     }
     for path, handler in routes.items():
         app.router.add_route("*", path, handler)

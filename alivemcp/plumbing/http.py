@@ -23,8 +23,10 @@ transports.
 
 Nothing a server sends can stall or blow memory: header blocks are capped at
 :data:`MAX_HEAD_BYTES`, bodies at the session's ``max_body_bytes`` (checked against chunk sizes
-and Content-Length before reading), reading pauses the socket when a buffer grows, and callers
-run each request under ``asyncio.timeout`` (a deadline covering connect, headers and body).
+and Content-Length before reading), reading pauses the socket when a buffer grows, and every
+request has a deadline covering connect, TLS, headers and the whole body: each wait for bytes
+arms a timer at that deadline (a plain loop timer, far cheaper than an ``asyncio.timeout``
+context per request) and raises :class:`RequestTimeout` when it passes.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ __all__ = [
     "HttpResponse",
     "ProbeSession",
     "ProtocolError",
+    "RequestTimeout",
     "TlsError",
     "read_capped",
 ]
@@ -99,6 +102,18 @@ class ProtocolError(HttpError):
     """The server's bytes are not valid HTTP/1.x."""
 
 
+class RequestTimeout(HttpError):
+    """The request's deadline passed (connect, headers or body)."""
+
+    def __init__(self) -> None:
+        super().__init__("no complete response before the deadline")
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(RequestTimeout())
+
+
 class BodyTooLarge(HttpError):
     """A response body passed the configured byte cap."""
 
@@ -136,10 +151,12 @@ class Headers(dict[str, str]):
 class _Connection(asyncio.Protocol):
     """One socket with a receive buffer the response reader consumes."""
 
-    __slots__ = ("_waiter", "buffer", "eof", "error", "key", "paused", "transport")
+    __slots__ = ("_waiter", "buffer", "deadline", "eof", "error", "key", "paused", "transport")
 
     def __init__(self) -> None:
         self.key: tuple[bool, str, int] = (False, "", 0)
+        #: Loop time by which the current request must be complete.
+        self.deadline = 0.0
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -181,11 +198,14 @@ class _Connection(asyncio.Protocol):
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_at(self.deadline, _expire, waiter)
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+            timer.cancel()
         return True
 
     async def read_until(self, separator: bytes, limit: int, what: str) -> bytes:
@@ -265,6 +285,15 @@ class HttpResponse:
         else:
             self._mode, self._remaining = "close", 0
             self._keep_alive = False
+
+    @property
+    def deadline(self) -> float:
+        return self._conn.deadline
+
+    @deadline.setter
+    def deadline(self, value: float) -> None:
+        """Move the deadline for reading the rest of the body (e.g. a long-lived stream)."""
+        self._conn.deadline = value
 
     @property
     def reusable(self) -> bool:
@@ -376,8 +405,8 @@ def _check_header(name: str, value: str) -> None:
 class _RequestContext:
     __slots__ = ("_args", "_response", "_session")
 
-    def __init__(self, session: ProbeSession, args: tuple[str, str, Mapping[str, str] | None,
-                                                          bytes | None]) -> None:
+    def __init__(self, session: ProbeSession,
+                 args: tuple[str, str, Mapping[str, str] | None, bytes | None, float]) -> None:
         self._session = session
         self._args = args
         self._response: HttpResponse | None = None
@@ -407,12 +436,15 @@ class ProbeSession:
         self._targets: dict[str, _Target] = {}
         self._loop = asyncio.get_running_loop()
 
-    def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+    def request(self, method: str, url: str, *, timeout: float,
+                headers: Mapping[str, str] | None = None,
                 body: bytes | None = None) -> _RequestContext:
-        """``async with session.request(...) as response``: the body is read by the caller;
-        leaving the block early (or on an error) closes the connection instead of reusing it.
+        """``async with session.request(...) as response``: the body is read by the caller
+        within the same ``timeout`` (seconds, from now); leaving the block early (or on an
+        error) closes the connection instead of reusing it.
         """
-        return _RequestContext(self, (method, url, headers, body))
+        return _RequestContext(self, (method, url, headers, body,
+                                      self._loop.time() + timeout))
 
     async def stream(self, response: HttpResponse) -> AsyncIterator[bytes]:
         async for chunk in response.chunks():
@@ -425,7 +457,7 @@ class ProbeSession:
         return target
 
     async def _send(self, method: str, url: str, headers: Mapping[str, str] | None,
-                    body: bytes | None) -> HttpResponse:
+                    body: bytes | None, deadline: float) -> HttpResponse:
         target = self._target(url)
         lines = [f"{method} {target.path} HTTP/1.1\r\nHost: {target.host_header}\r\n"
                  f"User-Agent: {USER_AGENT}\r\n"]
@@ -444,13 +476,19 @@ class ProbeSession:
             conn = idle.pop()
             if conn.eof:
                 continue
+            conn.deadline = deadline
             try:
                 return await self._exchange(conn, method, payload)
             except ConnectionClosed:
                 # A kept-alive connection the server closed meanwhile: retry once, fresh.
                 conn.close()
                 break
-        conn = await self._connect(target)
+        try:
+            async with asyncio.timeout_at(deadline):
+                conn = await self._connect(target)
+        except TimeoutError:
+            raise RequestTimeout() from None
+        conn.deadline = deadline
         return await self._exchange(conn, method, payload)
 
     async def _exchange(self, conn: _Connection, method: str, payload: bytes) -> HttpResponse:

@@ -318,6 +318,9 @@ class Handshake:
             self.findings.notes.append(f"DELETE of the session: {status}")
 
     def _check_initialize(self, reply: Reply) -> dict[str, Any]:
+        if 300 <= reply.status < 400 and reply.headers.get("Location"):
+            raise Down(f"initialize: HTTP {reply.status} redirect to "
+                       f"{_short(reply.headers.get('Location'))} (redirects are not followed)")
         if reply.status >= 300:
             raise Down(f"initialize: HTTP {reply.status}")
         message = reply.message
@@ -514,7 +517,8 @@ class Handshake:
         channel = LegacySseChannel(self.session, self.o.url, headers)
         try:
             try:
-                await channel.open(timeout=self._timeout("legacy SSE stream"))
+                await channel.open(timeout=self._timeout("legacy SSE stream"),
+                                   lifetime=self.deadline - self._loop.time())
             except NotMcp as exc:
                 if channel.open_status in (401, 403):
                     raise AuthRejected(

@@ -20,6 +20,7 @@ from alivemcp.plumbing.http import (
     HttpResponse,
     ProbeSession,
     ProtocolError,
+    RequestTimeout,
     read_capped,
 )
 from probes.mcp.sse import SseParser
@@ -111,10 +112,11 @@ async def _response_from_sse(
     # Servers close the stream right after the response: wait a moment for its end so the
     # connection can carry the next request instead of opening a new one. A stream that
     # stays open is simply dropped (the connection is then closed).
-    with suppress(TimeoutError, HttpError):
-        async with asyncio.timeout(_STREAM_END_GRACE):
-            async for _ in stream:
-                pass
+    response.deadline = min(response.deadline,
+                            asyncio.get_running_loop().time() + _STREAM_END_GRACE)
+    with suppress(HttpError):
+        async for _ in stream:
+            pass
     await stream.aclose()
     return found
 
@@ -132,33 +134,33 @@ async def post(
     loop = asyncio.get_running_loop()
     started = loop.time()
     try:
-        async with asyncio.timeout(timeout):
-            async with session.request("POST", url, headers=headers, body=encode(message)) as resp:
-                status = resp.status
-                ctype = resp.content_type
-                found: dict[str, Any] | None = None
-                if 200 <= status < 300 and request_id is not None and status != 202:
-                    if ctype == "text/event-stream":
-                        found = await _response_from_sse(session, resp, request_id)
-                    elif ctype in _JSON_TYPES or ctype.endswith("+json"):
-                        body = await read_capped(resp, session.max_body_bytes)
-                        payload = _loads(body, "the response body")
-                        found = _matching(payload, request_id)
-                        if found is None:
-                            raise NotMcp(
-                                f"the JSON body is not a JSON-RPC response to request {request_id}"
-                            )
-                    else:
+        async with session.request("POST", url, headers=headers, body=encode(message),
+                                   timeout=timeout) as resp:
+            status = resp.status
+            ctype = resp.content_type
+            found: dict[str, Any] | None = None
+            if 200 <= status < 300 and request_id is not None and status != 202:
+                if ctype == "text/event-stream":
+                    found = await _response_from_sse(session, resp, request_id)
+                elif ctype in _JSON_TYPES or ctype.endswith("+json"):
+                    body = await read_capped(resp, session.max_body_bytes)
+                    payload = _loads(body, "the response body")
+                    found = _matching(payload, request_id)
+                    if found is None:
                         raise NotMcp(
-                            f"HTTP {status} with content-type {ctype or 'none'} "
-                            "(neither JSON nor an event stream)"
+                            f"the JSON body is not a JSON-RPC response to request {request_id}"
                         )
-                elif status >= 300:
-                    found = await _error_body(resp)
                 else:
-                    await read_capped(resp, _ERROR_BODY_LIMIT)
-                return Reply(status, resp.headers, found, ctype, loop.time() - started)
-    except TimeoutError as exc:
+                    raise NotMcp(
+                        f"HTTP {status} with content-type {ctype or 'none'} "
+                        "(neither JSON nor an event stream)"
+                    )
+            elif status >= 300:
+                found = await _error_body(resp)
+            else:
+                await read_capped(resp, _ERROR_BODY_LIMIT)
+            return Reply(status, resp.headers, found, ctype, loop.time() - started)
+    except RequestTimeout as exc:
         raise WireError(f"no complete response within {timeout:.3g}s") from exc
     except HttpError as exc:
         raise WireError(_describe(exc)) from exc
@@ -184,11 +186,10 @@ async def send_delete(
 ) -> int | str:
     """End a session. Returns the status, or a short reason when the request failed."""
     try:
-        async with asyncio.timeout(timeout):
-            async with session.request("DELETE", url, headers=headers) as resp:
-                await read_capped(resp, _ERROR_BODY_LIMIT)
-                return resp.status
-    except TimeoutError:
+        async with session.request("DELETE", url, headers=headers, timeout=timeout) as resp:
+            await read_capped(resp, _ERROR_BODY_LIMIT)
+            return resp.status
+    except RequestTimeout:
         return f"no response within {timeout:.3g}s"
     except HttpError as exc:
         return _describe(exc)
@@ -213,14 +214,17 @@ class LegacySseChannel:
         self.open_status: int | None = None
         self.open_headers: Mapping[str, str] = {}
 
-    async def open(self, *, timeout: float) -> None:
-        """GET the stream. Raises :class:`NotMcp` when it is not a legacy SSE endpoint."""
+    async def open(self, *, timeout: float, lifetime: float) -> None:
+        """GET the stream (kept open for ``lifetime`` seconds at most) and wait up to
+        ``timeout`` for its endpoint event. Raises :class:`NotMcp` when it is not a legacy
+        SSE endpoint."""
         headers = {**self._headers, "Accept": "text/event-stream"}
         headers.pop("Content-Type", None)
         try:
             async with asyncio.timeout(timeout):
                 resp = await self._stack.enter_async_context(
-                    self._session.request("GET", self._url, headers=headers)
+                    self._session.request("GET", self._url, headers=headers,
+                                          timeout=max(timeout, lifetime))
                 )
                 self.open_status = resp.status
                 self.open_headers = resp.headers
@@ -240,7 +244,7 @@ class LegacySseChannel:
                             self.endpoint = urljoin(self._url, event.data.strip())
                         elif event.event == "message" and event.data:
                             self._deliver(event.data)
-        except TimeoutError as exc:
+        except (TimeoutError, RequestTimeout) as exc:
             raise WireError(f"no endpoint event within {timeout:.3g}s") from exc
         except HttpError as exc:
             raise WireError(_describe(exc)) from exc
@@ -290,7 +294,8 @@ class LegacySseChannel:
         try:
             async with asyncio.timeout(timeout):
                 async with self._session.request(
-                    "POST", self.endpoint, headers=headers, body=encode(message)
+                    "POST", self.endpoint, headers=headers, body=encode(message),
+                    timeout=timeout,
                 ) as resp:
                     status = resp.status
                     ctype = resp.content_type
@@ -299,7 +304,7 @@ class LegacySseChannel:
                 found = None
                 if waiter is not None and 200 <= status < 300:
                     found = await waiter
-        except TimeoutError as exc:
+        except (TimeoutError, RequestTimeout) as exc:
             raise WireError(f"no response on the event stream within {timeout:.3g}s") from exc
         except HttpError as exc:
             raise WireError(_describe(exc)) from exc

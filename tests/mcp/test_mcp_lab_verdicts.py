@@ -12,7 +12,7 @@ from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
 from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing import Plumbing
-from tests.support import run_check
+from tests.support import run_check, run_check_series
 
 # path, extra params, status, words the reason must contain
 LAB_CASES: list[tuple[str, dict[str, Any], str, str]] = [
@@ -160,3 +160,19 @@ async def test_hang_is_cut_by_check_timeout_with_own_reason(lab: ServerProcess) 
                              timeout=1.5)
     assert result.status == "down"
     assert "initialize: no complete response within" in result.reason
+
+
+async def test_tool_drift_is_visible(lab: ServerProcess) -> None:
+    first, second = await run_check_series("mcp_endpoint", {"url": lab.base + "/drift"}, runs=2)
+    assert first.status == second.status == "up"
+    assert first.details["tools_hash"] != second.details["tools_hash"]
+    assert "tools changed: hash" in second.reason
+    assert second.details["tools_changed_from"] == first.details["tools_hash"]
+    assert {"tools"} <= set(first.details) and {"tools"} <= set(second.details)
+
+
+async def test_unchanged_tools_are_not_repeated_in_details(lab: ServerProcess) -> None:
+    first, second = await run_check_series("mcp_endpoint", {"url": lab.base + "/json"}, runs=2)
+    assert first.details["tools"] == ["echo", "add"]
+    assert "tools" not in second.details
+    assert second.details["tools_hash"] == first.details["tools_hash"]
