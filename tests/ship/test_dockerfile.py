@@ -173,8 +173,15 @@ def test_build_stage_installs_into_a_fresh_virtualenv_that_runs_the_daemon(
     shims = tmp_path / "shims"
     shims.mkdir()
     (shims / "python").symlink_to(getattr(sys, "_base_executable", sys.executable))
+    # The final image has no compiler and the build stage must not need one: any attempt to
+    # compile (an sdist with C code) hits these and fails the install.
+    for compiler in ("cc", "gcc", "c++", "g++", "clang", "ld"):
+        shim = shims / compiler
+        shim.write_text("#!/bin/sh\necho 'no compiler in the image' >&2\nexit 1\n")
+        shim.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
     env["PATH"] = f"{shims}{os.pathsep}/usr/bin:/bin"
+    env["CC"] = env["CXX"] = str(shims / "cc")
     for entry in BUILD.all("ENV"):
         for assignment in shlex.split(entry):
             key, _, value = assignment.partition("=")
