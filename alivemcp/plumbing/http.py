@@ -70,6 +70,8 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 #: Cap on a response's status line plus headers.
 MAX_HEAD_BYTES = 64 * 1024
 _MAX_CHUNK_LINE = 4096
+#: Parsed URLs kept across probe runs (one per configured endpoint, plus legacy message URLs).
+_MAX_CACHED_TARGETS = 100_000
 #: Stop reading from the socket while this much is buffered and unconsumed.
 _PAUSE_ABOVE = 1024 * 1024
 
@@ -427,13 +429,14 @@ class ProbeSession:
 
     __slots__ = ("_all", "_idle", "_loop", "_ssl", "_targets", "max_body_bytes", "timings")
 
-    def __init__(self, *, ssl_context: ssl.SSLContext, max_body_bytes: int) -> None:
+    def __init__(self, *, ssl_context: ssl.SSLContext, max_body_bytes: int,
+                 targets: dict[str, _Target] | None = None) -> None:
         self.timings = ConnectionTimings()
         self.max_body_bytes = max_body_bytes
         self._ssl = ssl_context
         self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
         self._all: list[_Connection] = []
-        self._targets: dict[str, _Target] = {}
+        self._targets = {} if targets is None else targets
         self._loop = asyncio.get_running_loop()
 
     def request(self, method: str, url: str, *, timeout: float,
@@ -453,6 +456,8 @@ class ProbeSession:
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
         if target is None:
+            if len(self._targets) >= _MAX_CACHED_TARGETS:
+                self._targets.clear()  # a crude bound; refilled by the next probes
             target = self._targets[url] = _Target(url)
         return target
 
@@ -595,10 +600,11 @@ def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
             name, sep, value = line.partition(":")
             if not sep:
                 raise ProtocolError(f"bad header line: {line[:60]!r}")
-            key = name.strip().lower()
-            value = value.strip()
-            previous = dict.get(headers, key)
-            dict.__setitem__(headers, key, value if previous is None else f"{previous}, {value}")
+            key = name.lower()
+            if key in headers:  # a repeated header: join, as HTTP allows
+                dict.__setitem__(headers, key, f"{dict.get(headers, key)}, {value.strip()}")
+            else:
+                dict.__setitem__(headers, key, value.strip())
     connection = (dict.get(headers, "connection") or "").lower()
     keep_alive = "close" not in connection if version == "HTTP/1.1" else (
         "keep-alive" in connection)
@@ -610,6 +616,7 @@ class HttpClients:
 
     def __init__(self) -> None:
         self._ssl_contexts: dict[tuple[bool, str | None], ssl.SSLContext] = {}
+        self._targets: dict[str, _Target] = {}
         self._httpx: httpx.AsyncClient | None = None
 
     def ssl_context(self, *, verify: bool = True, ca_file: str | None = None) -> ssl.SSLContext:
@@ -633,7 +640,7 @@ class HttpClients:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> ProbeSession:
         return ProbeSession(ssl_context=self.ssl_context(verify=verify, ca_file=ca_file),
-                            max_body_bytes=max_body_bytes)
+                            max_body_bytes=max_body_bytes, targets=self._targets)
 
     @property
     def httpx(self) -> httpx.AsyncClient:
