@@ -320,3 +320,16 @@ def test_garbage_record_bytes_give_no_timestamp() -> None:
     assert _first_record_time(b"\x00" * 7, 0) is None
     assert _first_record_time(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30" + b"\xff" * 60,
                               0) is None
+
+
+def test_window_survives_a_run_that_could_not_read_the_partition() -> None:
+    ev = LagEvaluator(window=3, thresholds=Thresholds(degraded_seconds=600))
+    ev.evaluate(snapshot(1.0, {"g": {("t", 0): 1}}, {("t", 0): 5}, members=False))
+    ev.evaluate(snapshot(2.0, {"g": {("t", 0): 1}}, {("t", 0): 6}, members=False))
+    blind = snapshot(3.0, {"g": {("t", 0): 1}}, {}, members=False)
+    blind.unreadable[("t", 0)] = "broker 1: RequestTimedOutError"
+    result = summarize(ev.evaluate(blind), per_partition_metrics=False, thresholds=ev.thresholds)
+    assert result.status == Status.UNKNOWN
+    assert "unreadable" in result.reason and "RequestTimedOutError" in result.reason
+    out = ev.evaluate(snapshot(4.0, {"g": {("t", 0): 1}}, {("t", 0): 7}, members=False))
+    assert out.verdicts[0].state == WindowState.STOP  # three samples kept across the gap
