@@ -6,7 +6,11 @@ partition's log-end offset (the offset lag, in messages) and measures the time l
 the first message the group has not consumed yet. The time lag is read from that message's own
 timestamp (one batched Fetch per broker) when it can be read; otherwise (``time_lag: estimate``,
 no Read permission, message deleted by retention) it is estimated like kafka-lag-exporter does,
-by interpolating over a table of (log-end offset, time) points the probe keeps between runs.
+by interpolating over a table of (log-end offset, time) points the probe keeps between runs
+(extrapolating with the table's write rate below its first point, or, with no writes seen,
+reporting the lower bound "at least since the first point"). Lagging partitions whose time
+lag is not known yet (first run, nothing readable) are counted in
+``partitions_time_lag_unknown_total`` and judged on their offset lag alone.
 
 Each partition also keeps a window of its last ``window`` samples (committed offset, log-end
 offset), evaluated like Burrow:
@@ -413,16 +417,18 @@ class OffsetTimeTable:
             del self._times[0]
 
     def written_at(self, offset: int) -> tuple[float, str] | None:
-        """Estimated write time of the message at ``offset`` and how it was obtained
-        (``interpolated`` or ``extrapolated``), or None when the table cannot tell."""
+        """Estimated write time of the message at ``offset`` and how it was obtained:
+        ``interpolated``, ``extrapolated``, or ``at least`` (only known to be written before
+        the table's first point, so the lag is a lower bound); None when the table cannot
+        tell."""
         offsets, times = self._offsets, self._times
         if not offsets or offset >= offsets[-1]:
             return None  # not written yet as far as the table knows
         # First point whose log end is past the message: it was written before that time.
         after = bisect.bisect_right(offsets, offset)
         if after > 0:
+            # Latest sighting of a log end at or below the offset: written after that time.
             o1, t1 = offsets[after - 1], times[after - 1]
-            # Latest sighting of a log end at or below the offset.
             o2, t2 = offsets[after], times[after]
             return t1 + (offset - o1) / (o2 - o1) * (t2 - t1), "interpolated"
         # Older than the whole table: extrapolate with the table's average write rate.
@@ -431,7 +437,7 @@ class OffsetTimeTable:
         if o_last > o_first and t_last > t_first:
             rate = (o_last - o_first) / (t_last - t_first)
             return t_first - (o_first - offset) / rate, "extrapolated"
-        return None
+        return t_first, "at least"
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +513,9 @@ class PartitionVerdict:
     def describe(self) -> str:
         lag = f"lag {self.offset_lag} messages"
         if self.time_lag is not None:
-            approx = "~" if self.time_lag_source in ("interpolated", "extrapolated") else ""
+            approx = {"interpolated": "~", "extrapolated": "~", "at least": ">="}.get(
+                self.time_lag_source or "", ""
+            )
             lag += f" / {approx}{_fmt_s(self.time_lag)}"
         return f"{self.where()}: {self.why}; {lag}"
 
@@ -641,7 +649,10 @@ class LagEvaluator:
         estimate = table.written_at(committed) if table is not None else None
         if estimate is None:
             return None, None
-        return max(0.0, snapshot.at - estimate[0]), estimate[1]
+        lag = max(0.0, snapshot.at - estimate[0])
+        if estimate[1] == "at least" and lag == 0.0:
+            return None, None  # first sighting is this run: "at least 0 s" says nothing
+        return lag, estimate[1]
 
     def evaluate(self, snapshot: LagSnapshot) -> Evaluation:
         for tp, log_end in snapshot.log_end.items():
@@ -785,6 +796,11 @@ def summarize(
     }
     if times:
         observations["max_time_lag_seconds"] = max(times)
+    # Lagging partitions whose time lag could not be read or estimated yet (the maximum
+    # above does not cover them).
+    observations["partitions_time_lag_unknown_total"] = float(
+        sum(1 for v in verdicts if v.time_lag is None)
+    )
 
     not_up = [v for v in verdicts if v.status != Status.UP]
     bad = heapq.nlargest(max_listed, not_up, key=PartitionVerdict.sort_key)

@@ -117,8 +117,13 @@ class TestOffsetTimeTable:
         table = OffsetTimeTable()
         assert table.written_at(5) is None
         table.add(100, 1000.0)
-        assert table.written_at(50) is None  # one point: no rate
         assert table.written_at(100) is None  # not written yet
+
+    def test_below_a_table_without_rate_is_a_lower_bound(self) -> None:
+        table = OffsetTimeTable()
+        table.add(100, 1000.0)
+        table.add(100, 1060.0)  # no writes seen: no rate to extrapolate with
+        assert table.written_at(50) == (1000.0, "at least")
 
     def test_log_going_backwards_resets(self) -> None:
         table = OffsetTimeTable()
@@ -333,3 +338,16 @@ def test_window_survives_a_run_that_could_not_read_the_partition() -> None:
     assert "unreadable" in result.reason and "RequestTimedOutError" in result.reason
     out = ev.evaluate(snapshot(4.0, {"g": {("t", 0): 1}}, {("t", 0): 7}, members=False))
     assert out.verdicts[0].state == WindowState.STOP  # three samples kept across the gap
+
+
+def test_estimate_lower_bound_and_unknown_count() -> None:
+    ev = LagEvaluator(window=3, thresholds=Thresholds(degraded_seconds=60))
+    first = ev.evaluate(snapshot(1000.0, {"g": {("t", 0): 1}}, {("t", 0): 3}))
+    result = summarize(first, per_partition_metrics=False, thresholds=ev.thresholds)
+    assert first.verdicts[0].time_lag is None  # first sighting: nothing known yet
+    assert result.observations["partitions_time_lag_unknown_total"] == 1
+    later = ev.evaluate(snapshot(1090.0, {"g": {("t", 0): 1}}, {("t", 0): 3}))
+    (verdict,) = later.verdicts
+    assert (verdict.time_lag, verdict.time_lag_source) == (90.0, "at least")
+    assert verdict.status == Status.DEGRADED  # a lower bound over the limit is over it
+    assert "lag 2 messages / >=90s" in verdict.describe()
