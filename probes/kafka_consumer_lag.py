@@ -124,7 +124,8 @@ class CloudWatchLagSource(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     aws: AwsSettings = Field(
-        default_factory=AwsSettings, description="AWS identity and region of the MSK cluster."
+        AwsSettings.model_validate({}),
+        description="AWS identity and region of the MSK cluster.",
     )
     cluster_name: str = Field(
         min_length=1, description="The MSK cluster's name (the `Cluster Name` dimension)."

@@ -284,28 +284,32 @@ def test_running_window_agrees_with_plain_rules() -> None:
             assert tracker.state(members)[0] == expected, (size, seen[-size:], members)
 
 
+def params(**values: object) -> KafkaConsumerLagParams:
+    return KafkaConsumerLagParams.model_validate(values)
+
+
 class TestParams:
     cluster = {"bootstrap_servers": "127.0.0.1:9"}
 
     def test_needs_groups(self) -> None:
         with pytest.raises(ValidationError, match="groups"):
-            KafkaConsumerLagParams(cluster=self.cluster)
+            params(cluster=self.cluster)
 
     def test_bad_regex_is_a_config_error(self) -> None:
         with pytest.raises(ValidationError, match="not a valid regex"):
-            KafkaConsumerLagParams(cluster=self.cluster, group_pattern="(")
+            params(cluster=self.cluster, group_pattern="(")
 
     def test_source_needs_its_settings(self) -> None:
         with pytest.raises(ValidationError, match="cluster"):
-            KafkaConsumerLagParams(groups=["g"])
+            params(groups=["g"])
         with pytest.raises(ValidationError, match="cloudwatch"):
-            KafkaConsumerLagParams(groups=["g"], source="cloudwatch")
+            params(groups=["g"], source="cloudwatch")
 
     def test_down_levels_not_below_degraded(self) -> None:
         with pytest.raises(ValidationError, match="down_lag_seconds"):
-            KafkaConsumerLagParams(cluster=self.cluster, groups=["g"], down_lag_seconds=10)
+            params(cluster=self.cluster, groups=["g"], down_lag_seconds=10)
         with pytest.raises(ValidationError, match="down_lag_messages"):
-            KafkaConsumerLagParams(cluster=self.cluster, groups=["g"], max_lag_messages=10,
+            params(cluster=self.cluster, groups=["g"], max_lag_messages=10,
                                    down_lag_messages=5)
 
 

@@ -60,7 +60,7 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
     suffix = uuid.uuid4().hex[:6]
     solo, shared = f"lag-solo-{suffix}", f"lag-shared-{suffix}"
     setup = Plumbing()
-    kc = setup.kafka.cluster(KafkaConnection(**conn))
+    kc = setup.kafka.cluster(KafkaConnection.model_validate(conn))
     await kc.create_topic(solo, assignments={0: [PAUSED]}, configs={"min.insync.replicas": "1"})
     await kc.create_topic(shared, partitions=1, replication_factor=3)
     group = await group_not_on(kc, PAUSED)
