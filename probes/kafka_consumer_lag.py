@@ -969,6 +969,9 @@ class KafkaLagReader:
         leaders: dict[TopicPartition, int] = {}
         if partitions:
             metadata = await cluster.metadata(sorted({tp[0] for tp in partitions}))
+            by_tp = {
+                (t.name, p.partition): p for t in metadata.topics.values() for p in t.partitions
+            }
             for tp in partitions:
                 state = metadata.topics.get(tp[0])
                 if state is None or state.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
@@ -976,7 +979,7 @@ class KafkaLagReader:
                 if state.error_code:
                     unreadable[tp] = f"topic metadata: {_error_name(state.error_code)}"
                     continue
-                part = next((p for p in state.partitions if p.partition == tp[1]), None)
+                part = by_tp.get(tp)
                 if part is None:
                     continue
                 if part.leader < 0:
