@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 import structlog
@@ -11,8 +12,16 @@ from alivemcp.logging import configure_logging
 from alivemcp.redact import register_secret
 
 
+@pytest.fixture
+def restore_structlog() -> Iterator[None]:
+    # The test binds structlog to pytest's captured stderr, which closes after the test:
+    # later loggers must not inherit that stream.
+    yield
+    structlog.reset_defaults()
+
+
 def test_json_logs_redact_secrets_in_fields_messages_and_tracebacks(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], restore_structlog: None
 ) -> None:
     register_secret("pa55word-in-config")
     configure_logging("info", "json")
