@@ -50,7 +50,14 @@ from pydantic import Field, SecretStr, field_validator
 
 from alivemcp.config import Duration
 from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES
-from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import (
+    CheckContext,
+    LabeledObservation,
+    Probe,
+    ProbeParams,
+    ProbeResult,
+    Status,
+)
 from probes.mcp.auth import ClientCredentials, OAuthParams, TokenUnavailable, bearer_challenge
 from probes.mcp.handshake import (
     AuthRejected,
@@ -146,7 +153,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
     target_param: ClassVar[str | None] = "url"
     default_timeout: ClassVar[float | None] = 15.0
 
-    def __init__(self, context: Any, params: McpEndpointParams) -> None:
+    def __init__(self, context: CheckContext, params: McpEndpointParams) -> None:
         super().__init__(context, params)
         #: The transport this endpoint spoke last time (None: detect).
         self.era: Era | None = None
@@ -174,7 +181,8 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             headers = dict(self._static_headers)
             if self._credentials is not None:
                 try:
-                    token = await self._credentials.token(self.context.plumbing.http.httpx)
+                    token = await self._credentials.token(
+                        self.context.plumbing.http.httpx, timeout=deadline - loop.time())
                 except TokenUnavailable as exc:
                     return ProbeResult.unknown(f"cannot authenticate: {exc}")
                 headers["Authorization"] = f"Bearer {token}"
@@ -185,7 +193,8 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             try:
                 result = await self._talk(handshake)
             except AuthRejected as exc:
-                if self._credentials is not None and not retried_token:
+                if (self._credentials is not None and self._credentials.last_from_cache
+                        and not retried_token):
                     # The cached token may have been revoked: fetch a fresh one, once.
                     self._credentials.forget()
                     retried_token = True

@@ -53,14 +53,19 @@ class ClientCredentials:
         self._token: str | None = None
         self._expires_at = 0.0
         self.fetches = 0
+        #: Whether the last token handed out came from the cache.
+        self.last_from_cache = False
 
     def forget(self) -> None:
         self._token = None
 
-    async def token(self, client: httpx.AsyncClient) -> str:
+    async def token(self, client: httpx.AsyncClient, *, timeout: float | None = None) -> str:
+        """A valid access token; ``timeout`` caps the token request (the check's budget)."""
         now = time.monotonic()
         if self._token is not None and now < self._expires_at - _RENEW_MARGIN_SECONDS:
+            self.last_from_cache = True
             return self._token
+        self.last_from_cache = False
         params = self.params
         form = {
             "grant_type": "client_credentials",
@@ -73,8 +78,9 @@ class ClientCredentials:
                 form[key] = value
         where = params.token_url
         try:
+            budget = params.timeout if timeout is None else max(0.05, min(params.timeout, timeout))
             response = await client.post(
-                params.token_url, data=form, timeout=params.timeout,
+                params.token_url, data=form, timeout=budget,
                 headers={"Accept": "application/json"},
             )
         except httpx.TimeoutException as exc:
