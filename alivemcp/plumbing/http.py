@@ -36,7 +36,7 @@ import ipaddress
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -302,7 +302,7 @@ class HttpResponse:
         """True when the body was read to its end and the connection may carry another."""
         return self._done and self._keep_alive and not self._conn.eof
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The body chunk by chunk, raising :class:`BodyTooLarge` past the cap."""
         conn = self._conn
         total = 0
@@ -449,9 +449,9 @@ class ProbeSession:
         return _RequestContext(self, (method, url, headers, body,
                                       self._loop.time() + timeout))
 
-    async def stream(self, response: HttpResponse) -> AsyncIterator[bytes]:
-        async for chunk in response.chunks():
-            yield chunk
+    def stream(self, response: HttpResponse) -> AsyncGenerator[bytes, None]:
+        """The body chunk by chunk (see :meth:`HttpResponse.chunks`)."""
+        return response.chunks()
 
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
