@@ -474,6 +474,31 @@ def _families(text: str) -> Iterable[tuple[str, str, str]]:
             yield name, kind, helps.get(name, "")
 
 
+def cli_section() -> list[str]:
+    """``--help`` of the CLI and each command, as argparse prints it (at 100 columns)."""
+    import argparse
+    import os
+
+    from alivemcp import cli
+
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = cli._parser()
+        lines = ["## Command line", "", "```text", parser.format_help().rstrip(), "```", ""]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    lines += [f"### `alivemcp {name}`", "", "```text",
+                              sub.format_help().rstrip(), "```", ""]
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved
+    return lines
+
+
 def render() -> str:
     lines = [
         "# alivemcp reference",
@@ -484,11 +509,13 @@ def render() -> str:
         "- [Configuration file](#configuration-file)",
         "- [Probe types](#probe-types)",
         "- [Metrics](#metrics)",
+        "- [Command line](#command-line)",
         "",
     ]
     lines += config_section()
     lines += probes_section()
     lines += metrics_section()
+    lines += cli_section()
     text = "\n".join(lines)
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.rstrip() + "\n"
