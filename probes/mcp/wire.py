@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
@@ -131,8 +132,7 @@ async def post(
 ) -> Reply:
     """POST one JSON-RPC message; for a request, find its response (JSON or SSE)."""
     request_id = message.get("id")
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    started = time.perf_counter()
     try:
         async with session.request("POST", url, headers=headers, body=encode(message),
                                    timeout=timeout) as resp:
@@ -159,7 +159,7 @@ async def post(
                 found = await _error_body(resp)
             else:
                 await read_capped(resp, _ERROR_BODY_LIMIT)
-            return Reply(status, resp.headers, found, ctype, loop.time() - started)
+            return Reply(status, resp.headers, found, ctype, time.perf_counter() - started)
     except RequestTimeout as exc:
         raise WireError(f"no complete response within {timeout:.3g}s") from exc
     except HttpError as exc:
@@ -285,7 +285,7 @@ class LegacySseChannel:
             raise WireError(self._closed_reason)
         request_id = message.get("id")
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = time.perf_counter()
         waiter: asyncio.Future[dict[str, Any]] | None = None
         if request_id is not None:
             waiter = loop.create_future()
@@ -311,7 +311,7 @@ class LegacySseChannel:
         finally:
             if request_id is not None:
                 self._waiting.pop(request_id, None)
-        return Reply(status, resp_headers, found, ctype, loop.time() - started)
+        return Reply(status, resp_headers, found, ctype, time.perf_counter() - started)
 
     async def aclose(self) -> None:
         if self._reader is not None:
