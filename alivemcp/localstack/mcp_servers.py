@@ -235,6 +235,7 @@ def _sdk_server(kind: str, port: int) -> Any:
     from mcp.server.auth.provider import AccessToken
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
+    from pydantic import AnyHttpUrl
 
     issued: set[str] = set()
     counters = {"tokens_issued": 0}
@@ -251,7 +252,8 @@ def _sdk_server(kind: str, port: int) -> Any:
         options = {
             "token_verifier": Verifier(),
             "auth": AuthSettings(
-                issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False
+                issuer_url=AnyHttpUrl(base), resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+                validate_token_resource=False,
             ),
         }
     server = MCPServer(SERVER_NAME, version=SERVER_VERSION, **options)

@@ -38,7 +38,7 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -521,7 +521,7 @@ class ProbeSession:
         started = time.perf_counter()
         if _is_ip(target.host):
             family = socket.AF_INET6 if ":" in target.host else socket.AF_INET
-            addresses = [(family, (target.host, target.port))]
+            addresses: list[tuple[int, Any]] = [(family, (target.host, target.port))]
         else:
             try:
                 infos = await loop.getaddrinfo(target.host, target.port,
@@ -534,8 +534,8 @@ class ProbeSession:
         resolved = time.perf_counter()
         sock: socket.socket | None = None
         error: OSError | None = None
-        for family, address in addresses:
-            sock = socket.socket(family, socket.SOCK_STREAM)
+        for address_family, address in addresses:
+            sock = socket.socket(address_family, socket.SOCK_STREAM)
             sock.setblocking(False)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -602,10 +602,10 @@ def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
                 raise ProtocolError(f"bad header line: {line[:60]!r}")
             key = name.lower()
             if key in headers:  # a repeated header: join, as HTTP allows
-                dict.__setitem__(headers, key, f"{dict.get(headers, key)}, {value.strip()}")
+                dict.__setitem__(headers, key, f"{dict.__getitem__(headers, key)}, {value.strip()}")
             else:
                 dict.__setitem__(headers, key, value.strip())
-    connection = (dict.get(headers, "connection") or "").lower()
+    connection = (headers.get("connection") or "").lower()
     keep_alive = "close" not in connection if version == "HTTP/1.1" else (
         "keep-alive" in connection)
     return int(code), headers, keep_alive

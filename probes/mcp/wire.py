@@ -89,8 +89,12 @@ def _matching(payload: Any, request_id: int) -> dict[str, Any] | None:
 def _loads(data: bytes | str, what: str) -> Any:
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise NotMcp(f"{what} is not valid JSON ({exc.msg} at char {exc.pos})") from exc
+    except ValueError as exc:  # bytes that are not UTF-8
+        raise NotMcp(f"{what} is not valid JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise NotMcp(f"{what} is JSON nested too deeply") from exc
 
 
 async def _response_from_sse(
@@ -176,7 +180,7 @@ async def _error_body(resp: HttpResponse) -> dict[str, Any] | None:
         return None
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return payload if isinstance(payload, dict) else None
 
@@ -253,7 +257,7 @@ class LegacySseChannel:
     def _deliver(self, data: str) -> None:
         try:
             payload = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             self._fail_all("an SSE event's data is not valid JSON")
             return
         if isinstance(payload, dict):

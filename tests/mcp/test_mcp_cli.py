@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -11,7 +12,7 @@ from alivemcp.localstack.mcp_servers import ServerProcess
 from tests.support import check_json
 
 # check name, lab path (or server fixture key), extra params, expected status
-LAB_TABLE = [
+LAB_TABLE: list[tuple[str, str, dict[str, Any], str]] = [
     ("json", "/json", {}, "up"),
     ("sse", "/sse", {}, "up"),
     ("legacy", "/legacy", {}, "up"),
@@ -36,7 +37,7 @@ LAB_TABLE = [
 def test_cli_verdicts(tmp_path: Path, lab: ServerProcess, sdk_stateful: ServerProcess,
                       sdk_legacy_sse: ServerProcess, sdk_auth: ServerProcess,
                       npm_streamable: ServerProcess) -> None:
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"name": name, "probe": "mcp_endpoint", "timeout": "5s",
          "params": {"url": lab.base + path, **extra}}
         for name, path, extra, _ in LAB_TABLE

@@ -51,6 +51,10 @@ LAB_CASES: list[tuple[str, dict[str, Any], str, str]] = [
 ]
 
 
+def _details(result: Any) -> dict[str, Any]:
+    return dict(result.details or {})
+
+
 @pytest.mark.parametrize(("path", "extra", "status", "words"), LAB_CASES,
                          ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(LAB_CASES)])
 async def test_lab_verdict(lab: ServerProcess, path: str, extra: dict[str, Any], status: str,
@@ -165,14 +169,14 @@ async def test_hang_is_cut_by_check_timeout_with_own_reason(lab: ServerProcess) 
 async def test_tool_drift_is_visible(lab: ServerProcess) -> None:
     first, second = await run_check_series("mcp_endpoint", {"url": lab.base + "/drift"}, runs=2)
     assert first.status == second.status == "up"
-    assert first.details["tools_hash"] != second.details["tools_hash"]
+    assert _details(first)["tools_hash"] != _details(second)["tools_hash"]
     assert "tools changed: hash" in second.reason
-    assert second.details["tools_changed_from"] == first.details["tools_hash"]
-    assert {"tools"} <= set(first.details) and {"tools"} <= set(second.details)
+    assert _details(second)["tools_changed_from"] == _details(first)["tools_hash"]
+    assert {"tools"} <= set(_details(first)) and {"tools"} <= set(_details(second))
 
 
 async def test_unchanged_tools_are_not_repeated_in_details(lab: ServerProcess) -> None:
     first, second = await run_check_series("mcp_endpoint", {"url": lab.base + "/json"}, runs=2)
-    assert first.details["tools"] == ["echo", "add"]
-    assert "tools" not in second.details
-    assert second.details["tools_hash"] == first.details["tools_hash"]
+    assert _details(first)["tools"] == ["echo", "add"]
+    assert "tools" not in _details(second)
+    assert _details(second)["tools_hash"] == _details(first)["tools_hash"]

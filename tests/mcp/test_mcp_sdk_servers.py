@@ -12,6 +12,10 @@ from alivemcp.plumbing import Plumbing
 from tests.support import run_check, run_check_series
 
 
+def _details(result: Any) -> dict[str, Any]:
+    return dict(result.details or {})
+
+
 def _facts(result: Any) -> tuple[str, str | None, str | None, int | None]:
     details = result.details or {}
     return (result.status, details.get("transport"), details.get("protocol_version"),
@@ -22,15 +26,15 @@ def _facts(result: Any) -> tuple[str, str | None, str | None, int | None]:
 async def test_sdk_stateful_sse(sdk_stateful: ServerProcess) -> None:
     result = await run_check("mcp_endpoint", {"url": sdk_stateful.url})
     assert _facts(result) == ("up", "streamable_http", "2025-11-25", 2), result.reason
-    assert result.details["server_name"] == mcp_servers.SERVER_NAME
-    assert result.details["server_version"] == mcp_servers.SERVER_VERSION
-    assert result.details["delete_status"] == 200
+    assert _details(result)["server_name"] == mcp_servers.SERVER_NAME
+    assert _details(result)["server_version"] == mcp_servers.SERVER_VERSION
+    assert _details(result)["delete_status"] == 200
 
 
 async def test_sdk_stateless_json(sdk_stateless_json: ServerProcess) -> None:
     result = await run_check("mcp_endpoint", {"url": sdk_stateless_json.url})
     assert _facts(result) == ("up", "streamable_http", "2025-11-25", 2), result.reason
-    assert "delete_status" not in result.details  # stateless: no session to end
+    assert "delete_status" not in _details(result)  # stateless: no session to end
 
 
 async def test_sdk_legacy_sse_detected_and_remembered(sdk_legacy_sse: ServerProcess) -> None:
@@ -45,14 +49,14 @@ async def test_sdk_2026_stateless_era(sdk_stateful: ServerProcess) -> None:
                  "expect_json_path": "structuredContent.sum", "expect_value": 42},
     })
     assert _facts(result) == ("up", "stateless", "2026-07-28", 2), result.reason
-    assert result.details["server_name"] == mcp_servers.SERVER_NAME
+    assert _details(result)["server_name"] == mcp_servers.SERVER_NAME
     assert result.observations["tools_call_seconds"] >= 0
 
 
 async def test_sdk_tools_hash_is_the_same_in_both_eras(sdk_stateful: ServerProcess) -> None:
     old = await run_check("mcp_endpoint", {"url": sdk_stateful.url})
     new = await run_check("mcp_endpoint", {"url": sdk_stateful.url, "transport": "stateless"})
-    assert old.details["tools_hash"] == new.details["tools_hash"]
+    assert _details(old)["tools_hash"] == _details(new)["tools_hash"]
 
 
 async def test_sdk_deep_check_and_required_tools(sdk_stateful: ServerProcess) -> None:
@@ -77,15 +81,15 @@ async def test_npm_reference_server_streamable(npm_streamable: ServerProcess) ->
                  "expect_contains": "hello npm"},
     })
     assert result.status == "up", result.reason
-    assert result.details["transport"] == "streamable_http"
-    assert result.details["delete_status"] == 200
+    assert _details(result)["transport"] == "streamable_http"
+    assert _details(result)["delete_status"] == 200
     assert result.observations["tool_count"] >= 10
 
 
 async def test_npm_reference_server_legacy_sse(npm_sse: ServerProcess) -> None:
     result = await run_check("mcp_endpoint", {"url": npm_sse.url})
     assert result.status == "up", result.reason
-    assert result.details["transport"] == "sse"
+    assert _details(result)["transport"] == "sse"
 
 
 # -- auth ------------------------------------------------------------------------------------
@@ -95,7 +99,8 @@ async def test_auth_without_credentials_is_down_or_gated_ok(sdk_auth: ServerProc
     plain = await run_check("mcp_endpoint", {"url": sdk_auth.url})
     assert plain.status == "down"
     assert plain.reason.startswith("authentication required: HTTP 401")
-    assert plain.details["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
+    metadata = _details(plain)["resource_metadata"]
+    assert metadata.endswith("/.well-known/oauth-protected-resource/mcp")
     gated = await run_check("mcp_endpoint", {"url": sdk_auth.url, "auth_gated_ok": True})
     assert gated.status == "up"
     assert gated.reason.startswith("auth-gated: HTTP 401")
