@@ -214,6 +214,8 @@ class _Connection(asyncio.Protocol):
         start = 0
         while True:
             index = self.buffer.find(separator, start)
+            if index > limit:
+                raise ProtocolError(f"{what} longer than {limit} bytes")
             if index >= 0:
                 out = bytes(self.buffer[:index])
                 del self.buffer[:index + len(separator)]
