@@ -3,6 +3,9 @@
 * Official Python SDK (``mcp`` 2.x ``MCPServer``): stateful streamable HTTP answering with SSE,
   stateless streamable HTTP answering with JSON, the legacy HTTP+SSE transport, and an
   OAuth-protected server (bearer tokens, with a client-credentials token endpoint beside it).
+* The same three transports from SDK 1.x (``FastMCP``), which cannot share a virtualenv with
+  2.x: it lives in ``<repo>/.cache/mcp-sdk1`` (``python -m alivemcp.localstack.mcp_servers
+  fetch-sdk1``).
 * The npm reference server ``@modelcontextprotocol/server-everything`` (installed into
   ``<repo>/.cache/npm`` by ``python -m alivemcp.localstack.mcp_servers fetch-npm``).
 * The "lab": one small aiohttp app whose paths are well-behaved and misbehaving MCP servers
@@ -16,6 +19,7 @@ connections and fails loudly (with the server's stderr) when it does not.
 Command line::
 
     python -m alivemcp.localstack.mcp_servers fetch-npm
+    python -m alivemcp.localstack.mcp_servers fetch-sdk1
     python -m alivemcp.localstack.mcp_servers serve sdk-stateful PORT
     python -m alivemcp.localstack.mcp_servers serve lab PORT
 """
@@ -39,10 +43,12 @@ from typing import Any
 __all__ = [
     "LAB_PATHS",
     "NPM_PACKAGE",
+    "SDK1_KINDS",
     "SDK_KINDS",
     "ServerProcess",
     "ServerUnavailable",
     "fetch_npm",
+    "fetch_sdk1",
     "free_port",
     "npm_server_entry",
     "self_signed_cert",
@@ -62,12 +68,19 @@ CLIENT_ID = "prober"
 CLIENT_SECRET = "prober-secret-5a4b3c"
 
 SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth")
+SDK1_KINDS = ("sdk1-stateful", "sdk1-stateless-json", "sdk1-legacy-sse")
+SDK1_VENV = REPO / ".cache" / "mcp-sdk1"
+SDK1_REQUIREMENT = "mcp>=1.30,<2"
+SDK1_SERVER_NAME = "alivemcp-test-v1"
 #: Path of the MCP endpoint for each SDK kind.
 SDK_PATHS = {
     "sdk-stateful": "/mcp",
     "sdk-stateless-json": "/mcp",
     "sdk-legacy-sse": "/sse",
     "sdk-auth": "/mcp",
+    "sdk1-stateful": "/mcp",
+    "sdk1-stateless-json": "/mcp",
+    "sdk1-legacy-sse": "/sse",
 }
 
 
@@ -158,10 +171,18 @@ def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = No
 
     ``tls_cert`` (lab only): a PEM file holding certificate and key; the lab then speaks HTTPS.
     """
-    if kind not in (*SDK_KINDS, "lab"):
+    if kind not in (*SDK_KINDS, *SDK1_KINDS, "lab"):
         raise ValueError(f"unknown server kind {kind!r}")
+    python = sys.executable
+    if kind in SDK1_KINDS:
+        python = str(_sdk1_python())
+        if not Path(python).exists():
+            raise ServerUnavailable(
+                "the SDK 1.x virtualenv is missing: run `python -m "
+                "alivemcp.localstack.mcp_servers fetch-sdk1` (make deps does it)"
+            )
     port = free_port()
-    argv = [sys.executable, "-m", "alivemcp.localstack.mcp_servers", "serve", kind, str(port)]
+    argv = [python, "-m", "alivemcp.localstack.mcp_servers", "serve", kind, str(port)]
     if tls_cert is not None:
         argv.append(str(tls_cert))
     proc = _spawn(kind, argv, port, SDK_PATHS.get(kind, ""), timeout=timeout)
@@ -226,6 +247,45 @@ def start_npm_server(transport: str = "streamableHttp", *, timeout: float = 30.0
     path = "/mcp" if transport == "streamableHttp" else "/sse"
     return _spawn(f"npm-{transport}", [node, str(entry), transport], port, path,
                   env={"PORT": str(port)}, timeout=timeout)
+
+
+# -- SDK 1.x in its own virtualenv --------------------------------------------------------------
+
+
+def _sdk1_python() -> Path:
+    return SDK1_VENV / "bin" / "python"
+
+
+def fetch_sdk1() -> Path:
+    """Create ``.cache/mcp-sdk1`` with SDK 1.x (does nothing when it is already there)."""
+    python = _sdk1_python()
+    check = [str(python), "-c", "import mcp.server.fastmcp"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return python
+    subprocess.run([sys.executable, "-m", "venv", str(SDK1_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", SDK1_REQUIREMENT], check=True)
+    return python
+
+
+def _serve_sdk1(kind: str, port: int) -> None:
+    from mcp.server.fastmcp import FastMCP  # the 1.x API, in the SDK 1.x virtualenv
+
+    server = FastMCP(
+        SDK1_SERVER_NAME, host="127.0.0.1", port=port,
+        stateless_http=kind == "sdk1-stateless-json", json_response=kind == "sdk1-stateless-json",
+    )
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> dict[str, int]:
+        """Add two integers."""
+        return {"sum": a + b}
+
+    server.run("sse" if kind == "sdk1-legacy-sse" else "streamable-http")
 
 
 # -- official SDK servers (run in the child process) -------------------------------------------
@@ -636,12 +696,17 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["fetch-npm"]:
         print(fetch_npm())
         return 0
+    if argv[:1] == ["fetch-sdk1"]:
+        print(fetch_sdk1())
+        return 0
     if len(argv) in (3, 4) and argv[0] == "serve":
         kind, port = argv[1], int(argv[2])
         if kind == "lab":
             _serve_lab(port, argv[3] if len(argv) == 4 else None)
         elif kind in SDK_KINDS:
             _serve_sdk(kind, port)
+        elif kind in SDK1_KINDS:
+            _serve_sdk1(kind, port)
         else:
             print(f"unknown server kind {kind!r}", file=sys.stderr)
             return 2
