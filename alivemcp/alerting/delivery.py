@@ -100,12 +100,18 @@ class DeliveryWorker:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Cancel the worker; never waits longer than ``timeout`` (shutdown must finish)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            log.error("delivery worker did not stop", receiver=self.name)
+        elif not task.cancelled() and task.exception() is not None:
+            log.error("delivery worker failed", receiver=self.name,
+                      error=repr(task.exception()))
 
     async def _run(self) -> None:
         while True:
@@ -138,8 +144,11 @@ class DeliveryWorker:
         """Sleep, but stop waiting as soon as a shutdown asks to drain the queue."""
         if seconds <= 0 or self._draining.is_set():
             return
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # arrives as the event fires (drain() then stop()), leaving the worker running.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._draining.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._draining.wait()
 
     async def _send(self, batch: list[Notification]) -> SendResult:
         try:
