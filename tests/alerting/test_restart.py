@@ -121,3 +121,30 @@ async def test_unwritable_data_dir_still_pages_and_says_so_once(tmp_path: Path) 
     assert per_key(pd.events()) == {"alivemcp/a": ["trigger"]}
     errors = [e for e in logs if e["event"].startswith("cannot persist alert state")]
     assert len(errors) == 1, errors
+
+
+async def test_stop_returns_while_a_worker_waits_to_group(tmp_path: Path) -> None:
+    """drain() wakes a worker waiting out group_wait and stop() cancels it right after: the
+    worker must not survive (a swallowed cancellation hung shutdown forever)."""
+    from prometheus_client import CollectorRegistry
+
+    from alivemcp.alerting.config import AlertingConfig
+    from alivemcp.alerting.manager import AlertManager
+    from tests.alerting.engine_support import result
+
+    config = AlertingConfig.model_validate({
+        "group_wait": 30, "policy": {"failures_to_fire": 1},
+        "receivers": [{"name": "log", "type": "log"}], "default_receivers": ["log"]})
+    infos = [check(f"c{i}") for i in range(200)]
+    for _ in range(5):
+        manager = AlertManager(config, infos, tmp_path, CollectorRegistry())
+        await manager.start()
+        for info, _ in infos:
+            manager.observe(result(info, "down"))
+        await asyncio.sleep(0.05)
+        async with asyncio.timeout(10):
+            await manager.stop(grace=0.0)
+        await asyncio.sleep(0)
+        left = [t for t in asyncio.all_tasks()
+                if t.get_name().startswith("alivemcp-alerting") and not t.done()]
+        assert left == []
