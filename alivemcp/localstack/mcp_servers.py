@@ -268,7 +268,9 @@ def fetch_sdk1() -> Path:
 
 
 def _serve_sdk1(kind: str, port: int) -> None:
-    from mcp.server.fastmcp import FastMCP  # the 1.x API, in the SDK 1.x virtualenv
+    from mcp.server.fastmcp import (  # type: ignore[attr-defined]  # 1.x API, SDK 1.x venv
+        FastMCP,
+    )
 
     server = FastMCP(
         SDK1_SERVER_NAME, host="127.0.0.1", port=port,
@@ -385,6 +387,7 @@ LAB_PATHS = {
     "/initerror": "answers initialize with a JSON-RPC error",
     "/slow": "a correct server that takes 0.6 s per request",
     "/expire": "stateful; every other tools/list finds its session expired (404)",
+    "/expire400": "the same, answering 400 like the npm reference server",
     "/counteroffer": "counter-offers an unknown protocol version",
     "/midclose": "starts an SSE response and closes the connection before the response",
     "/huge": "answers initialize with a 12 MiB JSON body",
@@ -524,6 +527,9 @@ def _lab_app() -> Any:
         return await fast_json(request)
 
     async def expire(request: web.Request) -> web.StreamResponse:
+        # /expire answers a forgotten session with 404 (the spec), /expire400 with 400 (as the
+        # npm reference server does).
+        gone = 400 if request.path == "/expire400" else 404
         session = request.headers.get("Mcp-Session-Id")
         if request.method == "DELETE":
             return web.Response(status=404 if session not in sessions else 200)
@@ -533,14 +539,14 @@ def _lab_app() -> Any:
             sessions.add(session)
             return json_reply(result_for(message), headers={"Mcp-Session-Id": session})
         if session not in sessions:
-            return web.Response(status=404)
+            return web.Response(status=gone)
         if message.get("method") == "tools/list":
             # Every other tools/list finds its session expired: a client that initializes
             # again gets through on its second session.
             expiry["next"] = not expiry["next"]
             if not expiry["next"]:
                 sessions.discard(session)
-                return web.Response(status=404, text="session not found")
+                return web.Response(status=gone, text="session not found")
         if "id" not in message:
             return web.Response(status=202)
         return json_reply(result_for(message))
@@ -663,7 +669,8 @@ def _lab_app() -> Any:
     routes = {
         "/json": fast_json, "/sse": fast_sse, "/hang": hang, "/error500": error500,
         "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
-        "/expire": expire, "/counteroffer": counteroffer, "/midclose": midclose,
+        "/expire": expire, "/expire400": expire, "/counteroffer": counteroffer,
+        "/midclose": midclose,
         "/huge": huge, "/badtools": badtools, "/noinitialized": noinitialized,
         "/modern": modern, "/bearer": bearer, "/legacy": legacy_stream, "/drift": drifting,
     }

@@ -2,7 +2,8 @@
 
 * ``streamable_http`` (2025-03-26 … 2025-11-25): initialize → notifications/initialized →
   tools/list (when advertised) → optional tools/call → DELETE (always, whatever happened).
-  A 404 on an established session means it expired: initialize again, once.
+  A 404 (400 from the npm reference server) on an established session means it expired:
+  initialize again, once.
 * ``stateless`` (2026-07-28): server/discover → tools/list → optional tools/call, every request
   carrying ``MCP-Protocol-Version``/``Mcp-Method`` headers and the ``_meta`` envelope.
 * ``sse`` (2024-11-05 HTTP+SSE): GET the event stream, POST to its ``endpoint``, read replies
@@ -59,6 +60,9 @@ _META_SERVER = "io.modelcontextprotocol/serverInfo"
 _MAX_TOOL_PAGES = 20
 _MAX_TEXT = 200
 _FINE_DELETE = frozenset({200, 202, 204, 404, 405})
+#: How servers answer a request on an expired session: 404 (Python SDK, the spec), 400 (the npm
+#: reference server).
+_SESSION_GONE = frozenset({400, 404})
 
 
 class Era(StrEnum):
@@ -277,11 +281,11 @@ class Handshake:
                                phase: str) -> Reply:
         message = self._request(method, params)
         reply = await self._post(message, self._session_headers(), phase)
-        if reply.status == 404 and self._session_id and not self._reinitialized:
+        if reply.status in _SESSION_GONE and self._session_id and not self._reinitialized:
             self._reinitialized = True
             self._session_id = None  # gone: nothing to DELETE
-            self.findings.notes.append(f"session expired during {phase} (HTTP 404); "
-                                       "initialized a new one")
+            self.findings.notes.append(f"session expired during {phase} "
+                                       f"(HTTP {reply.status}); initialized a new one")
             await self._reinitialize()
             reply = await self._post(self._request(method, params), self._session_headers(),
                                      phase)
@@ -295,11 +299,11 @@ class Handshake:
         except (WireError, NotMcp) as exc:
             self.findings.problems.append(f"notifications/initialized: {exc}")
             return
-        if reply.status == 404 and self._session_id and not self._reinitialized:
+        if reply.status in _SESSION_GONE and self._session_id and not self._reinitialized:
             self._reinitialized = True
             self._session_id = None
-            self.findings.notes.append("session expired right after initialize (HTTP 404); "
-                                       "initialized a new one")
+            self.findings.notes.append("session expired right after initialize "
+                                       f"(HTTP {reply.status}); initialized a new one")
             await self._reinitialize()
             return
         if reply.status not in (200, 202, 204):

@@ -25,6 +25,7 @@ LAB_CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("/initerror", {}, "down", "initialize returned JSON-RPC error -32603: database unavailable"),
     ("/slow", {"degraded_latency": 1}, "degraded", "slow: the handshake took"),
     ("/expire", {}, "up", "session expired during tools/list (HTTP 404)"),
+    ("/expire400", {}, "up", "session expired during tools/list (HTTP 400)"),
     ("/counteroffer", {}, "down", "unknown protocol version '2099-01-01'"),
     ("/midclose", {}, "down", "connection closed mid-response"),
     ("/huge", {}, "down", "response body larger than"),
