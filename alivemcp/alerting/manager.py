@@ -572,6 +572,20 @@ class AlertManager:
 
     # -- introspection (tests, status) ---------------------------------------------------------
 
+    def firing_alerts(self) -> list[dict[str, Any]]:
+        """Alerts that fire now (for a status API): check, alert kind, severity, since,
+        whether receivers were told (False: held by maintenance, a dependency or flapping)."""
+        out = []
+        for (name, kind), severity in sorted(self._firing.items()):
+            state = self._states.get(name)
+            alert = state.alerts.get(kind) if state is not None else None
+            if alert is None:
+                continue
+            out.append({"check": name, "alert": kind, "severity": severity,
+                        "since": alert.since, "reason": alert.reason,
+                        "notified": alert.notified})
+        return out
+
     def queue_depths(self) -> dict[str, int]:
         return {name: len(w.queue) for name, w in self._workers.items()}
 

@@ -130,6 +130,8 @@ async def test_maintenance_holds_pages_and_sends_true_state_at_the_end(hook: Sta
         assert seen(hook) == [("web", "target", "firing", "critical")]
         # Held, not forgotten: the held alert counts as firing.
         assert 'alivemcp_alerts_firing{severity="critical"} 2.0' in h.metrics()
+        assert [(a["check"], a["notified"]) for a in h.manager.firing_alerts()] == [
+            ("kafka", False), ("web", True)]
         h.tick(advance=3600)  # 03:00+: the window closed; kafka is still down
         await h.delivered()
         assert seen(hook) == [("web", "target", "firing", "critical"),
