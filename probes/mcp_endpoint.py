@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -142,8 +143,13 @@ class McpEndpointParams(ProbeParams):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        try:
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            raise ValueError(f"bad port: {exc}") from None
         return value
 
 

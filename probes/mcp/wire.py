@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from alivemcp.plumbing.http import (
     HttpError,
@@ -73,6 +73,15 @@ def _describe(exc: HttpError) -> str:
     if isinstance(exc, ProtocolError):
         return f"malformed HTTP response: {exc}"
     return str(exc)
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return parts.scheme, parts.hostname, port
 
 
 def _matching(payload: Any, request_id: int) -> dict[str, Any] | None:
@@ -245,7 +254,12 @@ class LegacySseChannel:
                         raise NotMcp("the event stream ended before an endpoint event")
                     for event in parser.feed(chunk):
                         if event.event == "endpoint" and event.data:
-                            self.endpoint = urljoin(self._url, event.data.strip())
+                            endpoint = urljoin(self._url, event.data.strip())
+                            if _origin(endpoint) != _origin(self._url):
+                                # Never let a server point the prober at another host.
+                                raise NotMcp("the endpoint event names another origin: "
+                                             f"{endpoint[:200]}")
+                            self.endpoint = endpoint
                         elif event.event == "message" and event.data:
                             self._deliver(event.data)
         except (TimeoutError, RequestTimeout) as exc:

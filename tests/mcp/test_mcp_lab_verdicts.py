@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from alivemcp.checks import build_handle
-from alivemcp.config import load_config_text
+from alivemcp.config import ConfigError, load_config_text
 from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing import Plumbing
 from tests.support import run_check, run_check_series
@@ -49,6 +49,7 @@ LAB_CASES: list[tuple[str, dict[str, Any], str, str]] = [
      "degraded", "does not contain 'ping'"),
     ("/json", {"transport": "sse"}, "down", "legacy SSE stream"),
     ("/legacy", {"transport": "streamable_http"}, "down", "initialize: HTTP 405"),
+    ("/legacy-foreign", {}, "down", "the endpoint event names another origin"),
 ]
 
 
@@ -181,3 +182,9 @@ async def test_unchanged_tools_are_not_repeated_in_details(lab: ServerProcess) -
     assert _details(first)["tools"] == ["echo", "add"]
     assert "tools" not in _details(second)
     assert _details(second)["tools_hash"] == _details(first)["tools_hash"]
+
+
+@pytest.mark.parametrize("url", ["http://", "ftp://127.0.0.1/mcp", "http://127.0.0.1:99999/mcp"])
+async def test_unusable_url_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="url"):
+        await run_check("mcp_endpoint", {"url": url})
