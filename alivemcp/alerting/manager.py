@@ -265,6 +265,11 @@ class AlertManager:
         wanted = self._generation
         if self._saved_generation >= wanted:
             return
+        if not self._workers and not self._store.path.exists():
+            # Alerting is not configured: nothing to page, so nothing to remember (and no
+            # data directory appears for users who do not use alerting).
+            self._saved_generation = wanted
+            return
         async with self._persist_lock:
             if self._saved_generation >= wanted:
                 return

@@ -148,3 +148,11 @@ async def test_stop_returns_while_a_worker_waits_to_group(tmp_path: Path) -> Non
         left = [t for t in asyncio.all_tasks()
                 if t.get_name().startswith("alivemcp-alerting") and not t.done()]
         assert left == []
+
+
+async def test_no_receivers_no_state_file(tmp_path: Path) -> None:
+    async with running(fast(failures_to_fire=1), [check("a")], tmp_path / "data") as h:
+        h.feed("a", "down")
+        await h.manager.persist()
+        assert h.manager.firing_alerts()[0]["check"] == "a"
+    assert not (tmp_path / "data").exists()
