@@ -156,3 +156,24 @@ async def test_no_receivers_no_state_file(tmp_path: Path) -> None:
         await h.manager.persist()
         assert h.manager.firing_alerts()[0]["check"] == "a"
     assert not (tmp_path / "data").exists()
+
+
+async def test_pagerduty_storm_group_survives_restart(tmp_path: Path) -> None:
+    with StandIn("pagerduty") as pd:
+        doc = {**fast(failures_to_fire=1, successes_to_resolve=1),
+               "receivers": [pd.receiver("pd", group_threshold=5)], "default_receivers": ["pd"]}
+        names = [f"p{i}" for i in range(20)]
+        async with running(doc, [check(n) for n in names], tmp_path) as h:
+            for n in names:
+                h.feed(n, "down", step=0.001)
+            await h.delivered()
+        assert len(pd.accepted) == 1
+        group_key = pd.accepted[0].body["dedup_key"]
+        async with running(doc, [check(n) for n in names], tmp_path) as h:
+            for n in names[:-1]:
+                h.feed(n, "up", step=0.001)
+            await h.delivered()
+            assert len(pd.accepted) == 1  # members resolve silently
+            h.feed(names[-1], "up")
+            await h.delivered()
+        assert per_key(pd.events()) == {group_key: ["trigger", "resolve"]}
