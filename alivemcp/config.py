@@ -290,9 +290,14 @@ def _resolve_checks(
             timeout = min(10.0, interval * 0.8)
         if timeout > interval:
             where = "timeout" if spec.timeout else "interval"
+            origin = (
+                "" if spec.timeout or config.defaults.timeout
+                else f" ({spec.probe}'s default timeout)"
+            )
             errors.append(
-                f"{path}.{where}: timeout {timeout:g}s is longer than the interval {interval:g}s "
-                "(runs of one check never overlap; raise the interval or lower the timeout)"
+                f"{path}.{where}: timeout {timeout:g}s{origin} is longer than the interval "
+                f"{interval:g}s (runs of one check never overlap; raise the interval or set a "
+                "shorter timeout)"
             )
             continue
         for name, target_labels, overrides, tpath in _expand(spec, probe_cls, base_dir, path,
