@@ -56,7 +56,11 @@ class Daemon:
             self.store, self.metrics, self._on_result, loaded.config.scheduler
         )
         self.server = HttpServer(
-            self.store, self.metrics, self.scheduler.alive, lambda: self._loaded is not None
+            self.store,
+            self.metrics,
+            self.scheduler.alive,
+            lambda: self._loaded is not None,
+            self.alerts.firing_alerts,
         )
         self._stop = asyncio.Event()
         self._reload_lock = asyncio.Lock()

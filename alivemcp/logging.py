@@ -60,7 +60,8 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     # logs ERROR for conditions the Kafka probes already report as results (a missing topic, a
     # coordinator moving): at info level those would double every finding.
     quiet = logging.DEBUG if level == "debug" else logging.WARNING
-    for noisy in ("apscheduler", "botocore", "aiobotocore", "werkzeug"):
+    # httpx logs every request URL at INFO: a webhook URL is a secret.
+    for noisy in ("apscheduler", "botocore", "aiobotocore", "werkzeug", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(quiet, logging.WARNING))
     logging.getLogger("aiokafka").setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
 

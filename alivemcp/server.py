@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -26,11 +27,13 @@ class HttpServer:
         metrics: Metrics,
         scheduler_alive: Callable[[], bool],
         config_loaded: Callable[[], bool],
+        firing_alerts: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._scheduler_alive = scheduler_alive
         self._config_loaded = config_loaded
+        self._firing_alerts = firing_alerts
         self._last_tick = time.monotonic()
         self._ticker: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
@@ -74,6 +77,8 @@ class HttpServer:
 
     async def _status(self, _: web.Request) -> web.Response:
         snapshot = self._store.snapshot()
+        if self._firing_alerts is not None:
+            snapshot["alerts"] = self._firing_alerts()
         body = await asyncio.to_thread(json.dumps, snapshot, default=str)
         return web.Response(text=body, content_type="application/json")
 

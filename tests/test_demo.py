@@ -1,0 +1,64 @@
+"""`make demo` end to end: the embedded stack comes up and every demo check gets its verdict."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from tests.support import ALIVEMCP, REPO, free_port, subprocess_env
+
+#: Demo checks that are meant to fail: they show what a caught failure looks like.
+EXPECTED_NOT_UP = {"s3-object-lambda-pii-leaky": "down"}
+
+
+def demo_check_names() -> set[str]:
+    doc = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    return {c["name"] for c in doc["checks"]}
+
+
+def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
+    port = free_port()
+    log_path = tmp_path / "demo.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--duration", "400"],
+            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO,
+        )
+    try:
+        names = demo_check_names()
+        deadline = time.monotonic() + 240
+        rows: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log_path.read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as r:
+                    rows = {row["check"]: row for row in json.load(r)["checks"]}
+            except OSError:
+                time.sleep(1)
+                continue
+            settled = all(
+                rows.get(n, {}).get("status") == EXPECTED_NOT_UP.get(n, "up") for n in names
+            )
+            if settled:
+                break
+            time.sleep(1)
+        summary = {n: (rows.get(n, {}).get("status"), rows.get(n, {}).get("reason")) for n in names}
+        for name in names:
+            assert rows.get(name, {}).get("status") == EXPECTED_NOT_UP.get(name, "up"), summary
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        for name in names:
+            assert f'alivemcp_check_up{{check="{name}"' in metrics, name
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, log_path.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in log_path.read_text()
