@@ -48,7 +48,10 @@ def test_bad_probes_leave_the_daemon_healthy_and_other_checks_on_time(tmp_path: 
         elapsed = time.time() - start
         assert d.get("/healthz")[0] == 200
         document = d.get_json("/status")
-        assert document["alerts"] == []  # no receivers configured: nothing fires
+        # Alert state is tracked even with no receivers: failing targets and broken probes.
+        firing = {(a["check"], a["alert"]) for a in document["alerts"]}
+        assert firing == {("hang", "target"), ("stubborn", "target"),
+                          ("raise", "probe_broken"), ("garbage", "probe_broken")}
         assert document["summary"]["up"] == 1 and document["summary"]["down"] == 2
         states = {row["check"]: row for row in document["checks"]}
         assert states["good"]["status"] == "up"
