@@ -603,7 +603,7 @@ def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
             if not sep:
                 raise ProtocolError(f"bad header line: {line[:60]!r}")
             key = name.lower()
-            if key in headers:  # a repeated header: join, as HTTP allows
+            if dict.__contains__(headers, key):  # a repeated header: join, as HTTP allows
                 dict.__setitem__(headers, key, f"{dict.__getitem__(headers, key)}, {value.strip()}")
             else:
                 dict.__setitem__(headers, key, value.strip())
