@@ -131,7 +131,10 @@ class McpEndpointParams(ProbeParams):
     request_timeout: Duration = Field(
         10.0, description="Per-request timeout (also capped by the check's timeout)."
     )
-    tls_verify: bool = Field(True, description="Verify the server certificate.")
+    tls_verify: bool = Field(
+        True, description="Verify the server certificate (its expiry is reported only when "
+        "verified)."
+    )
     tls_ca_file: str | None = Field(None, description="CA bundle to verify the server with.")
     tls_expiry_days: float = Field(
         14.0, ge=0, description="A certificate expiring within this many days is degraded."
