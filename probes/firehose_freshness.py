@@ -37,9 +37,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
-from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
 

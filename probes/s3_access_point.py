@@ -16,9 +16,8 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field, field_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
-from alivemcp.probe import Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
 __all__ = ["S3AccessPointParams", "S3AccessPointProbe"]
 

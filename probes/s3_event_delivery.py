@@ -49,9 +49,8 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
-from alivemcp.probe import Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["S3EventDeliveryProbe"]
 

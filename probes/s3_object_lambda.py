@@ -26,9 +26,8 @@ from urllib.parse import quote
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
-from alivemcp.probe import Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
 __all__ = ["CanarySeed", "S3ObjectLambdaParams", "S3ObjectLambdaProbe"]
 

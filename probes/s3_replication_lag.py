@@ -43,9 +43,8 @@ from urllib.parse import urlencode
 
 from pydantic import Field, field_validator, model_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
-from alivemcp.probe import Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
 __all__ = ["S3ReplicationLagProbe"]
 
