@@ -1,14 +1,12 @@
 """Alerting configuration: the top-level ``alerting:`` section and the per-check ``alert:`` block.
 
-``alivemcp.config`` imports this module, so durations are parsed by a small local validator
-instead of ``alivemcp.config.Duration`` (importing that here would be circular).
+Durations share the syntax of the rest of the config (``alivemcp.durations``).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -22,6 +20,7 @@ from pydantic import (
 )
 
 from alivemcp.alerting.matchers import MatcherError, parse_matchers
+from alivemcp.durations import Duration, parse_duration
 
 __all__ = [
     "SEVERITIES",
@@ -39,28 +38,10 @@ __all__ = [
     "WebhookReceiverConfig",
 ]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def _seconds(value: Any) -> Any:
-    """``30``, ``"30s"``, ``"5m"``, ``"250ms"`` → seconds (the config's duration syntax)."""
-    if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '30s'")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if not match:
-            raise ValueError(f"{value!r} is not a duration (examples: 30, '30s', '5m', '250ms')")
-        return float(match.group(1)) * _UNITS[match.group(2)]
-    return value
-
-
 #: A positive duration in seconds.
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+Seconds = Duration
 #: A duration in seconds that may be zero (e.g. "no wait").
-SecondsOrZero = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
+SecondsOrZero = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 
 #: PagerDuty's severities; Slack and webhooks carry them as text.
 Severity = Literal["critical", "error", "warning", "info"]
