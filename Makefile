@@ -21,8 +21,10 @@ deps: venv
 	$(BIN)/python -m alivemcp.localstack.kafka fetch
 	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-npm
 
-# Headless Chromium renders the status page in its test (Debian package; needs root or sudo).
+# Tests also need the MCP SDK 1.x in its own virtualenv (it cannot share one with 2.x) and
+# headless Chromium for the status page (Debian package; needs root or sudo).
 test-deps: deps
+	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-sdk1
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }

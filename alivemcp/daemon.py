@@ -68,6 +68,7 @@ class Daemon:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self) -> int:
+        _raise_open_files_limit()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
@@ -166,6 +167,18 @@ class Daemon:
             self.alerts.observe(result)
         except Exception:
             log.exception("alerting failed to observe a result", check=result.check.name)
+
+
+def _raise_open_files_limit() -> None:
+    """Each probe in flight holds a socket or two: lift the soft limit to the hard one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError) as exc:  # pragma: no cover - platform limits
+        log.warning("could not raise the open-files limit", error=str(exc))
 
 
 async def _teardown_all(handles: list[ProbeHandle]) -> None:

@@ -34,6 +34,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
 )
 
+#: One search for "could any pattern match?": most strings (every healthy probe's details)
+#: contain nothing to redact, and one combined scan is far cheaper than five substitutions.
+#: (Case-insensitive throughout: a false positive only costs the full substitution pass.)
+_ANY_PATTERN = re.compile(
+    "|".join(f"(?:{p.pattern.removeprefix('(?i)')})" for p, _ in _PATTERNS), re.IGNORECASE
+)
+
 _known: set[str] = set()
 
 
@@ -67,6 +74,8 @@ def redact_text(text: str) -> str:
     for secret in _known:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    if _ANY_PATTERN.search(text) is None:
+        return text
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,17 +18,38 @@ def params_rows(model: type[BaseModel]) -> list[tuple[str, str, str, str]]:
     """(name, type, default, description) for each field of a params model."""
     rows = []
     for name, field in model.model_fields.items():
-        annotation = getattr(field.annotation, "__name__", None) or str(field.annotation)
-        annotation = annotation.replace("typing.", "")
+        annotation = type_name(field.annotation)
         if field.is_required():
             default = "required"
-        elif field.default_factory is not None:
-            default = repr(field.default_factory())  # type: ignore[call-arg]
         else:
-            value = field.default
-            default = repr(getattr(value, "value", value))
+            value = (
+                field.default_factory()  # type: ignore[call-arg]
+                if field.default_factory is not None
+                else field.default
+            )
+            if isinstance(value, BaseModel):
+                default = f"{type(value).__name__}()"
+            else:
+                default = repr(getattr(value, "value", value))
         rows.append((name, annotation, default, field.description or ""))
     return rows
+
+
+def type_name(annotation: Any) -> str:
+    """``float | None``, ``list[str]``, ``KafkaConnection``: a type as a user reads it."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in args)
+    if origin is typing.Literal:
+        return "Literal[" + ", ".join(repr(a) for a in args) + "]"
+    if annotation is type(None):
+        return "None"
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(map(type_name, args))}]"
+    return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
 
 
 def describe_probe_types() -> str:

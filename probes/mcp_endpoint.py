@@ -49,10 +49,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from alivemcp.config import Duration
 from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES
 from alivemcp.probe import (
     CheckContext,
+    Duration,
     LabeledObservation,
     Probe,
     ProbeParams,
