@@ -31,6 +31,7 @@ REGIONS = ("eu-west-1", "us-east-1", "us-west-2", "ap-southeast-2")
 TEAMS = ("search", "payments", "identity", "ingest", "ml", "platform")
 PROBES = ("mcp_endpoint", "kafka_canary", "s3_replication_lag", "firehose_freshness")
 XSS_CHECK = "mcp/evil-server"
+HELD_CHECK = "mcp_endpoint/endpoint-00128"  # down, its alert held (maintenance)
 XSS_REASON = '<img src=x onerror="window.__xss = 1"> initialize returned HTML'
 # Colours the page uses in light mode (headless Chromium reports no dark preference).
 DOWN_RGB = "rgb(207, 34, 46)"
@@ -88,7 +89,15 @@ def synthetic_status(n: int = N_CHECKS, seed: int = 7) -> dict[str, Any]:
     summary = {s: 0 for s in ("up", "degraded", "down", "unknown", "pending")}
     for check in checks:
         summary[check["status"]] += 1
-    return {"generated_at": now, "summary": summary, "checks": checks}
+    # Firing alerts as the daemon's alerting reports them; one held by a maintenance window.
+    kinds = {"down": ("target", "critical"), "degraded": ("target", "warning"),
+             "unknown": ("probe_broken", "warning")}
+    alerts = [
+        {"check": c["check"], "alert": kinds[c["status"]][0], "severity": kinds[c["status"]][1],
+         "since": now - 60, "reason": c["reason"], "notified": c["check"] != HELD_CHECK}
+        for c in checks if c["status"] in kinds
+    ]
+    return {"generated_at": now, "summary": summary, "checks": checks, "alerts": alerts}
 
 
 @dataclass
@@ -162,7 +171,7 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
         "Object.fromEntries([...document.querySelectorAll('#summary .chip')]"
         ".map(c => [c.dataset.state, Number(c.querySelector('b').textContent)]))"
     )
-    assert chips == doc["summary"]
+    assert chips == {**doc["summary"], "alerts": len(doc["alerts"])}
     assert await browser.evaluate("document.getElementById('shown').textContent") == (
         f"{total} checks"
     )
@@ -230,9 +239,29 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
     )) == {"down"}
     await browser.click("#summary .chip[data-state='down']")
 
+    # The alerts chip filters to the checks with a firing alert; each row carries its alert.
+    await browser.click("#summary .chip[data-state='alerts']")
+    alerting = len({a["check"] for a in doc["alerts"]})
+    await browser.wait_for("document.getElementById('shown').textContent === "
+                           f"'{alerting} of {total} checks'")
+    pills = await browser.evaluate(
+        f"[...{CHECK_ROWS}].map(r => [r.querySelector('.state').textContent,"
+        " r.querySelector('.alert').textContent])"
+    )
+    assert pills and all(pill == {"down": "critical", "degraded": "warning",
+                                  "unknown": "probe broken"}[st] for st, pill in pills
+                         if pill != "held")
+    await browser.click("#summary .chip[data-state='alerts']")
+    await browser.type_text("#filter", HELD_CHECK)
+    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
+                           f"{CHECK_ROWS}[0].dataset.check === {json.dumps(HELD_CHECK)}")
+    assert await browser.evaluate(
+        "document.querySelector('#spacer .row.check .alert').textContent") == "held"
+
     # Server-controlled text is shown as text and never runs.
     await browser.type_text("#filter", "evil-server")
-    await browser.wait_for(f"{CHECK_ROWS}.length === 1")
+    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
+                           f"{CHECK_ROWS}[0].dataset.check === {json.dumps(XSS_CHECK)}")
     reason = await browser.evaluate(
         "document.querySelector('#spacer .row.check .reason').textContent"
     )
@@ -348,6 +377,12 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
             {"name": "payments-api", "probe": "test_file", "labels": {"team": "payments"},
              "params": {"path": str(state_file)}},
         ],
+        # Built-in alerting, to a receiver no one listens on: /status lists firing alerts.
+        "alerting": {
+            "receivers": [{"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}],
+            "default_receivers": ["hook"],
+            "policy": {"failures_to_fire": 1},
+        },
     }))
     with DaemonProcess(config) as daemon:
         daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
@@ -371,6 +406,14 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
         ) == "HTTP 503 from initialize"
         await browser.wait_for(
             "document.querySelectorAll('#spacer .row.check svg.spark circle').length > 0"
+        )
+        # Its alert fires in the daemon's alerting, and the row says so.
+        await browser.wait_for(
+            "document.querySelector('#spacer .row.check .alert').textContent === 'critical'"
+        )
+        await browser.wait_for(
+            "document.querySelector(\"#summary .chip[data-state='alerts'] b\").textContent"
+            " === '1'"
         )
         await browser.type_text("#filter", "")
         await browser.wait_for(f"{CHECK_ROWS}.length > 10")
