@@ -220,6 +220,9 @@ def load_config_text(
     if not isinstance(raw, dict):
         raise ConfigError(["the top level must be a mapping"], source)
     errors: list[str] = []
+    # Top-level keys starting with `x-` hold YAML anchors for reuse (as in Compose files);
+    # they are not configuration themselves.
+    raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}
     raw = _interpolate(raw, env, "", errors)
     if errors:
         raise ConfigError(errors, source)

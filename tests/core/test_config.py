@@ -126,9 +126,13 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     assert errs == ["the top level must be a mapping"]
 
 
-def test_example_and_demo_configs_validate() -> None:
-    repo = Path(__file__).resolve().parents[2]
-    env = {"DEMO_MOTO_URL": "http://127.0.0.1:1"}
-    for name in ("alivemcp.example.yaml",):
-        path = repo / "config" / name
-        load_config_text(path.read_text(), env=env, base_dir=path.parent)
+def test_example_config_validates_with_every_probe_type() -> None:
+    path = Path(__file__).resolve().parents[2] / "config" / "alivemcp.example.yaml"
+    env = {"MCP_SEARCH_TOKEN": "t0ken-value", "PARTNER_CLIENT_SECRET": "s3cret-value",
+           "PAGERDUTY_ROUTING_KEY": "r0uting-key", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
+    loaded = load_config_text(path.read_text(), env=env, base_dir=path.parent)
+    types = {c.probe_type for c in loaded.checks}
+    assert types == {"mcp_endpoint", "kafka_canary", "kafka_consumer_lag",
+                     "kafka_partition_health", "s3_replication_lag", "s3_event_delivery",
+                     "s3_object_lambda", "s3_access_point", "firehose_freshness"}
+    assert "fleet/https://a.example.com/mcp" in {c.name for c in loaded.checks}
