@@ -79,7 +79,14 @@ def fleet() -> dict[str, Any]:
         })
     summary = {s: sum(1 for c in checks if c["status"] == s)
                for s in ("up", "degraded", "down", "unknown", "pending")}
-    return {"generated_at": now, "summary": summary, "checks": checks}
+    severity = {"down": ("target", "critical"), "degraded": ("target", "warning"),
+                "unknown": ("probe_broken", "warning")}
+    alerts = [{"check": c["check"], "alert": severity[c["status"]][0],
+               "severity": severity[c["status"]][1], "since": c["since"], "reason": c["reason"],
+               # The replica alert is held by a maintenance window.
+               "notified": c["check"] != "orders-replica"}
+              for c in checks if c["status"] in severity]
+    return {"generated_at": now, "summary": summary, "checks": checks, "alerts": alerts}
 
 
 async def main() -> None:

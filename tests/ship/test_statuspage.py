@@ -249,7 +249,7 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
         " r.querySelector('.alert').textContent])"
     )
     assert pills and all(pill == {"down": "critical", "degraded": "warning",
-                                  "unknown": "probe broken"}[st] for st, pill in pills
+                                  "unknown": "broken"}[st] for st, pill in pills
                          if pill != "held")
     await browser.click("#summary .chip[data-state='alerts']")
     await browser.type_text("#filter", HELD_CHECK)
