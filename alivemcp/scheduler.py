@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -170,6 +171,9 @@ class Scheduler:
     async def stop(self, grace: float) -> None:
         """Stop scheduling, give in-flight runs ``grace`` seconds, then cancel the rest."""
         self._stopping = True
+        # Runs still queued in APScheduler's executor are cancelled when the loop closes; it
+        # logs each as "Error running job": expected at shutdown, so not worth a traceback.
+        logging.getLogger("apscheduler.executors").setLevel(logging.CRITICAL)
         if self._aps.running:
             self._aps.shutdown(wait=False)
         if self._running:
