@@ -327,7 +327,8 @@ def config_section() -> list[str]:
         "`\"5m\"`, `\"250ms\"`, `\"2h\"`. Any string may use `${VAR}` or `${VAR:-default}` "
         "from the environment (a missing variable without a default is an error naming it); "
         "write `$$` for a literal `$`. Unknown keys are errors, with the closest valid key "
-        "suggested. `alivemcp probes --schema` prints the JSON schema of the whole file.",
+        "suggested; top-level keys starting with `x-` are ignored (a place for YAML anchors). "
+        "`alivemcp probes --schema` prints the JSON schema of the whole file.",
         "",
     ]
     seen: set[type] = set()
