@@ -50,6 +50,7 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlencode
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["S3EventDeliveryProbe"]
@@ -628,7 +629,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         s3 = await self._s3()
         for bucket, key in list(self._pending_deletes):
             try:
-                await _delete_all_versions(s3, bucket, key)
+                await delete_all_versions(s3, bucket, key)
             except Exception:
                 continue
             self._pending_deletes.pop((bucket, key), None)
@@ -641,19 +642,9 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             return  # never list a whole bucket
         s3 = await self._s3()
         cutoff = datetime.now(UTC).timestamp() - self.params.sweep_min_age
-        listing = await s3.list_object_versions(
-            Bucket=self.params.bucket, Prefix=prefix, MaxKeys=1000
+        await delete_versions_under(
+            s3, self.params.bucket, prefix, cutoff, self._canary_re.fullmatch
         )
-        objects = [
-            {"Key": item["Key"], "VersionId": item["VersionId"]}
-            for group in ("Versions", "DeleteMarkers")
-            for item in listing.get(group, [])
-            if self._canary_re.fullmatch(item["Key"]) and item["LastModified"].timestamp() < cutoff
-        ]
-        if objects:
-            await s3.delete_objects(
-                Bucket=self.params.bucket, Delete={"Objects": objects, "Quiet": True}
-            )
 
 
 def _mentions(event: S3Event, nonce: str) -> bool:
@@ -696,18 +687,6 @@ async def _delete(sqs: Any, queue_url: str, items: list[Any]) -> None:
     entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
     with contextlib.suppress(Exception):  # stale canary events are deleted on a later run
         await sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
-
-
-async def _delete_all_versions(s3: Any, bucket: str, key: str) -> None:
-    listing = await s3.list_object_versions(Bucket=bucket, Prefix=key)
-    objects = [
-        {"Key": item["Key"], "VersionId": item["VersionId"]}
-        for group in ("Versions", "DeleteMarkers")
-        for item in listing.get(group, [])
-        if item["Key"] == key
-    ]
-    if objects:
-        await s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
 
 
 def _queue_failure(exc: BaseException, queue_url: str) -> ProbeResult | None:

@@ -44,6 +44,7 @@ from urllib.parse import urlencode
 from pydantic import Field, field_validator, model_validator
 
 from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
 __all__ = ["S3ReplicationLagProbe"]
@@ -404,12 +405,12 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
     async def _cleanup_run(self, key: str, details: dict[str, Any]) -> None:
         failures: list[str] = []
         try:
-            await _delete_all_versions(await self._source(), self.params.source_bucket, key)
+            await delete_all_versions(await self._source(), self.params.source_bucket, key)
         except Exception as exc:
             failures.append(f"source: {aws_error_summary(exc)}")
         if key not in self._pending_destination:
             try:
-                await _delete_all_versions(
+                await delete_all_versions(
                     await self._destination(), self.params.destination_bucket, key
                 )
             except Exception as exc:
@@ -422,7 +423,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         destination = await self._destination()
         for key in list(self._pending_destination):
             try:
-                await _delete_all_versions(destination, self.params.destination_bucket, key)
+                await delete_all_versions(destination, self.params.destination_bucket, key)
             except Exception:
                 continue
             self._pending_destination.pop(key, None)
@@ -435,43 +436,15 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             (await self._destination(), self.params.destination_bucket),
         ):
             with contextlib.suppress(Exception):  # a failed sweep must not block the probe
-                await _delete_versions_under(client, bucket, self.params.prefix, cutoff)
+                await delete_versions_under(
+                    client, bucket, self.params.prefix, cutoff, _looks_like_canary, SWEEP_BATCH
+                )
 
 
 async def _shielded(coro: Any) -> None:
     task = asyncio.ensure_future(coro)
     with contextlib.suppress(Exception):
         await asyncio.shield(task)
-
-
-async def _delete_all_versions(client: Any, bucket: str, key: str) -> None:
-    """Delete every version and delete marker of exactly ``key`` (or the object itself in an
-    unversioned bucket)."""
-    listing = await client.list_object_versions(Bucket=bucket, Prefix=key)
-    objects = [
-        {"Key": item["Key"], "VersionId": item["VersionId"]}
-        for group in ("Versions", "DeleteMarkers")
-        for item in listing.get(group, [])
-        if item["Key"] == key
-    ]
-    if not objects:
-        return
-    await client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
-
-
-async def _delete_versions_under(client: Any, bucket: str, prefix: str, cutoff: float) -> int:
-    listing = await client.list_object_versions(Bucket=bucket, Prefix=prefix, MaxKeys=SWEEP_BATCH)
-    objects = [
-        {"Key": item["Key"], "VersionId": item["VersionId"]}
-        for group in ("Versions", "DeleteMarkers")
-        for item in listing.get(group, [])
-        if item["Key"].endswith(".json") and item["LastModified"].timestamp() < cutoff
-    ]
-    for start in range(0, len(objects), 1000):
-        await client.delete_objects(
-            Bucket=bucket, Delete={"Objects": objects[start : start + 1000], "Quiet": True}
-        )
-    return len(objects)
 
 
 def _identity(settings: AwsSettings) -> str:
@@ -500,3 +473,7 @@ def _write_failure(
         )
     return ProbeResult.down(f"cannot write canary to source bucket {bucket}: {summary}",
                             details=details)
+
+
+def _looks_like_canary(key: str) -> bool:
+    return key.endswith(".json")
