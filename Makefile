@@ -22,15 +22,16 @@ deps: venv
 	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-npm
 
 # Tests also need the MCP SDK 1.x in its own virtualenv (it cannot share one with 2.x) and
-# headless Chromium for the status page (Debian package; needs root or sudo).
+# Debian's headless Chromium (status page) and Prometheus (the dashboard's queries and the
+# alert rules are evaluated by a real one); needs root or sudo.
 test-deps: deps
 	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-sdk1
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium && command -v prometheus && command -v promtool; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium prometheus >/dev/null; }
 
 lint: venv
-	$(BIN)/ruff check alivemcp probes tests benchmarks
+	$(BIN)/ruff check alivemcp probes tests benchmarks scripts
 
 test: test-deps lint
 	$(BIN)/python -m pytest

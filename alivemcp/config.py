@@ -92,7 +92,7 @@ class SchedulerConfig(_Strict):
 
 
 class LoggingConfig(_Strict):
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     format: Literal["auto", "json", "console"] = Field(
         "auto", description="auto: console on a TTY, JSON lines otherwise."
     )
@@ -101,17 +101,24 @@ class LoggingConfig(_Strict):
 class TargetSpec(_Strict):
     """One target of a multi-target check: a name, extra labels and params overrides."""
 
-    name: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    params: dict[str, Any] = Field(default_factory=dict)
+    name: str | None = Field(None, description="Name suffix (default: the target param).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Params overriding the check's for this target."
+    )
 
 
 class CheckSpec(_Strict):
     name: str = Field(min_length=1, description="Unique name; with targets, a name prefix.")
     probe: str = Field(description="Probe type (see `alivemcp probes`).")
-    interval: Duration | None = None
-    timeout: Duration | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    interval: Duration | None = Field(None, description="How often it runs (default: defaults).")
+    timeout: Duration | None = Field(
+        None, description="Per-run timeout, at most the interval (default: defaults, then the "
+        "probe type's, then min(10s, 80% interval))."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels (metrics, routing), merged over defaults."
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="The probe type's params.")
     targets: list[str | TargetSpec] | None = Field(
         None, description="Expand into one check per target (string: fills the target param)."
@@ -132,13 +139,17 @@ class CheckSpec(_Strict):
 
 
 class Config(_Strict):
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    defaults: Defaults = Field(default_factory=Defaults)
-    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig, description="The HTTP server.")
+    defaults: Defaults = Field(default_factory=Defaults, description="Defaults for every check.")
+    scheduler: SchedulerConfig = Field(
+        default_factory=SchedulerConfig, description="Concurrency limits and shutdown grace."
+    )
+    logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Log output.")
     data_dir: str = Field("./data", description="Where alert state is persisted.")
-    checks: list[CheckSpec] = Field(default_factory=list)
-    alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+    checks: list[CheckSpec] = Field(default_factory=list, description="The checks to run.")
+    alerting: AlertingConfig = Field(
+        default_factory=AlertingConfig, description="Receivers, routes and the alert policy."
+    )
 
     @field_validator("checks", mode="before")
     @classmethod

@@ -178,6 +178,8 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        for reason in ("overlap", "missed"):  # present at zero, so rate() works from the start
+            self.skipped.labels(reason=reason)
         Gauge(
             "alivemcp_scheduler_abandoned_probes",
             "Timed-out probe runs that ignored cancellation and still hold resources.",

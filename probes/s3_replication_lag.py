@@ -83,7 +83,8 @@ class S3ReplicationLagParams(ProbeParams):
     )
     sla: Duration = Field(
         45.0,
-        description="Replication SLA: 15 s RTC + 30 s margin. Later arrival is degraded. The "
+        description="Canary SLA (set it to what failover needs; S3 RTC itself promises 15 min). "
+        "Later arrival is degraded. The "
         "check's timeout must exceed sla + grace + 10 s (default timeout 80 s) and its "
         "interval the timeout (e.g. 5m).",
     )

@@ -11,13 +11,13 @@ query in a real Prometheus).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import generated_file
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "deploy" / "grafana" / "alivemcp-dashboard.json"
@@ -396,20 +396,9 @@ def all_queries() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text(encoding="utf-8") != text:
-            print(f"{OUTPUT.relative_to(REPO)} is out of date: run "
-                  "python scripts/gen_dashboard.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT.relative_to(REPO)}")
-    return 0
+    return generated_file.main(
+        OUTPUT, render, "gen_dashboard.py", (__doc__ or "").split("\n\n")[0], argv
+    )
 
 
 if __name__ == "__main__":

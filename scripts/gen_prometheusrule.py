@@ -10,11 +10,10 @@ fails when the two differ).
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+import generated_file
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,19 +61,9 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text(encoding="utf-8") != text:
-            print(f"{OUTPUT.relative_to(REPO)} is out of date: run "
-                  "python scripts/gen_prometheusrule.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT.relative_to(REPO)}")
-    return 0
+    return generated_file.main(
+        OUTPUT, render, "gen_prometheusrule.py", (__doc__ or "").split("\n\n")[0], argv
+    )
 
 
 if __name__ == "__main__":

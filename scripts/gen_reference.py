@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import generated_file
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -477,7 +478,6 @@ def _families(text: str) -> Iterable[tuple[str, str, str]]:
 
 def cli_section() -> list[str]:
     """``--help`` of the CLI and each command, as argparse prints it (at 100 columns)."""
-    import argparse
     import os
 
     from alivemcp import cli
@@ -523,21 +523,9 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
-        if current != text:
-            print(f"{OUTPUT.relative_to(REPO)} is out of date: run "
-                  "python scripts/gen_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT.relative_to(REPO)}")
-    return 0
+    return generated_file.main(
+        OUTPUT, render, "gen_reference.py", (__doc__ or "").split("\n\n")[0], argv
+    )
 
 
 if __name__ == "__main__":

@@ -44,11 +44,11 @@ class AwsSettings(BaseModel):
     region: str | None = Field(None, description="Region; default from the environment.")
     profile: str | None = Field(None, description="Named profile from the shared config.")
     access_key_id: SecretStr | None = Field(None, description="Static key (prefer roles).")
-    secret_access_key: SecretStr | None = None
-    session_token: SecretStr | None = None
+    secret_access_key: SecretStr | None = Field(None, description="Secret of access_key_id.")
+    session_token: SecretStr | None = Field(None, description="Session token for static keys.")
     role_arn: str | None = Field(None, description="Role to assume on top of the base identity.")
     external_id: SecretStr | None = Field(None, description="ExternalId for role_arn.")
-    role_session_name: str = "alivemcp"
+    role_session_name: str = Field("alivemcp", description="Session name for role_arn.")
     endpoint_url: str | None = Field(
         None, description="Endpoint override for every service (local stacks, VPC endpoints)."
     )
@@ -61,9 +61,9 @@ class AwsSettings(BaseModel):
         "Object Lambda host names are <name>-<account>.<endpoint host>).",
     )
     max_attempts: int = Field(3, ge=1, le=10, description="Attempts per call, throttling-aware.")
-    connect_timeout: float = Field(5.0, gt=0)
-    read_timeout: float = Field(10.0, gt=0)
-    max_pool_connections: int = Field(50, ge=1)
+    connect_timeout: float = Field(5.0, gt=0, description="Seconds to connect.")
+    read_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a response.")
+    max_pool_connections: int = Field(50, ge=1, description="Connections per client.")
 
     def identity_key(self) -> tuple[Any, ...]:
         return (
