@@ -118,7 +118,9 @@ class _Traffic:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        # Bounded: on Ctrl-C the broker (same process group) may already be gone, and a
+        # consumer leaving its group or a producer flushing would wait for it.
         for client in (self._consumer, self._producer):
             if client is not None:
                 with contextlib.suppress(Exception):
-                    await client.stop()
+                    await asyncio.wait_for(client.stop(), 3)

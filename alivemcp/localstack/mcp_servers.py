@@ -113,7 +113,9 @@ class ServerProcess:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(5)
+                # A stand-in with open streams may linger in a graceful shutdown; 2 s is plenty
+                # for one that is going to exit, and nothing of value is lost by killing it.
+                self.process.wait(2)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)

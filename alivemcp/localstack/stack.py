@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +39,13 @@ class DemoStack:
     async def close(self) -> None:
         while self._cleanups:
             fn = self._cleanups.pop()
+            started = time.monotonic()
             try:
                 out = fn()
                 if inspect.isawaitable(out):
                     await asyncio.wait_for(out, 15)
             except Exception as exc:  # keep cleaning up the rest
                 print(f"demo cleanup failed: {type(exc).__name__}: {exc}")
+            took = time.monotonic() - started
+            if took > 2:
+                print(f"demo cleanup {getattr(fn, '__qualname__', fn)} took {took:.1f}s")
