@@ -243,12 +243,3 @@ def _abandoned() -> float:
     from alivemcp.runner import abandoned_probes
 
     return float(abandoned_probes())
-
-
-def metric_names_in(text: str) -> set[str]:
-    """Family names in an exposition text (for tests and the dashboard check)."""
-    names = set()
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            names.add(line.split()[2])
-    return names

@@ -8,12 +8,12 @@ header echoed in an error, a Slack webhook URL, credentials in a URL's userinfo)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-__all__ = ["REDACTED", "known_secrets", "redact", "redact_text", "register_secrets_in"]
+__all__ = ["REDACTED", "redact", "redact_text", "register_secret", "register_secrets_in"]
 
 REDACTED = "[REDACTED]"
 
@@ -42,10 +42,6 @@ _ANY_PATTERN = re.compile(
 )
 
 _known: set[str] = set()
-
-
-def known_secrets() -> frozenset[str]:
-    return frozenset(_known)
 
 
 def register_secret(value: str) -> None:
@@ -94,7 +90,3 @@ def redact(value: Any, *, key: str | None = None) -> Any:
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value
-
-
-def redact_all(values: Iterable[str]) -> list[str]:
-    return [redact_text(v) for v in values]

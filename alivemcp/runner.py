@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -34,21 +33,16 @@ def abandoned_probes() -> int:
     return len(_abandoned)
 
 
-@dataclass(slots=True)
-class _SetupState:
-    done: bool = False
-
-
 class ProbeHandle:
     """A probe instance plus the engine's bookkeeping for one check."""
 
-    __slots__ = ("_setup", "context", "info", "probe")
+    __slots__ = ("_setup_done", "context", "info", "probe")
 
     def __init__(self, info: CheckInfo, context: CheckContext, probe: Probe[Any]) -> None:
         self.info = info
         self.context = context
         self.probe = probe
-        self._setup = _SetupState()
+        self._setup_done = False
 
     async def run(self, planned_at: float | None = None) -> CheckResult:
         """Run the probe once under the check's timeout and return the recorded result."""
@@ -103,21 +97,21 @@ class ProbeHandle:
         return _validated(result)
 
     async def _setup_and_probe(self) -> Any:
-        if not self._setup.done:
+        if not self._setup_done:
             try:
                 await self.probe.setup()
             except Exception as exc:  # setup is retried on the next run
                 return ProbeResult(
                     Status.UNKNOWN, f"probe setup failed: {type(exc).__name__}: {exc}"
                 )
-            self._setup.done = True
+            self._setup_done = True
         return await self.probe.probe()
 
     async def teardown(self, timeout: float = 10.0) -> None:
         """Run the probe's teardown if its setup ran; never raises."""
-        if not self._setup.done:
+        if not self._setup_done:
             return
-        self._setup.done = False
+        self._setup_done = False
         try:
             async with asyncio.timeout(timeout):
                 await self.probe.teardown()

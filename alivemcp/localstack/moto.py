@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,8 +74,3 @@ class MotoServer:
             "aws_access_key_id": FAKE_KEY_ID,
             "aws_secret_access_key": FAKE_SECRET,
         }
-
-
-def dump_state(url: str) -> str:  # pragma: no cover - debugging aid
-    with urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=10) as resp:
-        return json.dumps(json.load(resp))[:2000]
