@@ -221,3 +221,22 @@ class DaemonProcess:
             self.stop()
         finally:
             self.kill()
+
+
+async def run_until(
+    run: Any, done: Any, what: str, within: float = 60.0, pause: float = 1.0
+) -> CheckResult:
+    """Run a check until its result satisfies ``done``: real clusters change state on their
+    own schedule (fencing, leader election, ISR expansion), so tests poll, not sleep."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + within
+    last: CheckResult | None = None
+    while time.monotonic() < deadline:
+        last = await run()
+        if done(last):
+            return last
+        await asyncio.sleep(pause)
+    assert last is not None
+    raise AssertionError(f"{what}: still {last.status} after {within:g}s: {last.reason}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -23,21 +22,9 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
+from tests.support import run_until as until
 
 PAUSED = 2
-
-
-async def until(run: Callable[[], Awaitable[CheckResult]], done: Callable[[CheckResult], bool],
-                what: str, within: float = 60.0) -> CheckResult:
-    deadline = time.monotonic() + within
-    last: CheckResult | None = None
-    while time.monotonic() < deadline:
-        last = await run()
-        if done(last):
-            return last
-        await asyncio.sleep(1.0)
-    assert last is not None
-    raise AssertionError(f"{what}: still {last.status} after {within:g}s: {last.reason}")
 
 
 async def group_not_on(kc: object, broker: int) -> str:

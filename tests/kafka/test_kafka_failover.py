@@ -8,9 +8,6 @@ led by the paused broker; after resuming, both recover. The broker stays paused 
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from support import run_check
@@ -20,28 +17,10 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
+from tests.support import run_until as until
 
 PAUSED = 2
 WAIT = 60.0
-
-
-async def until(
-    run: Callable[[], Awaitable[CheckResult]],
-    done: Callable[[CheckResult], bool],
-    what: str,
-    within: float = WAIT,
-) -> CheckResult:
-    """Run a check until its result satisfies ``done`` (the cluster changes state on its own
-    schedule: fencing, leader election, ISR expansion)."""
-    deadline = time.monotonic() + within
-    last: CheckResult | None = None
-    while time.monotonic() < deadline:
-        last = await run()
-        if done(last):
-            return last
-        await asyncio.sleep(1.0)
-    assert last is not None
-    raise AssertionError(f"{what}: still {last.status} after {within:g}s: {last.reason}")
 
 
 async def test_pause_and_resume_broker(kafka_cluster3: KafkaCluster) -> None:
