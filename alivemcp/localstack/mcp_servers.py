@@ -279,15 +279,7 @@ def _serve_sdk1(kind: str, port: int) -> None:
         stateless_http=kind == "sdk1-stateless-json", json_response=kind == "sdk1-stateless-json",
     )
 
-    @server.tool()
-    def echo(text: str) -> str:
-        """Return the text unchanged."""
-        return text
-
-    @server.tool()
-    def add(a: int, b: int) -> dict[str, int]:
-        """Add two integers."""
-        return {"sum": a + b}
+    _add_tools(server)
 
     server.run("sse" if kind == "sdk1-legacy-sse" else "streamable-http")
 
@@ -322,15 +314,7 @@ def _sdk_server(kind: str, port: int) -> Any:
         }
     server = MCPServer(SERVER_NAME, version=SERVER_VERSION, **options)
 
-    @server.tool()
-    def echo(text: str) -> str:
-        """Return the text unchanged."""
-        return text
-
-    @server.tool()
-    def add(a: int, b: int) -> dict[str, int]:
-        """Add two integers."""
-        return {"sum": a + b}
+    _add_tools(server)
 
     if kind == "sdk-auth":
         from starlette.requests import Request
@@ -702,6 +686,20 @@ def _serve_lab(port: int, cert: str | None = None) -> None:
         context.load_cert_chain(cert)
     web.run_app(_lab_app(), host="127.0.0.1", port=port, print=None, access_log=None,
                 handle_signals=True, ssl_context=context)
+
+
+def _add_tools(server: Any) -> None:
+    """The two tools every SDK test server offers (the same on SDK 1.x and 2.x)."""
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> dict[str, int]:
+        """Add two integers."""
+        return {"sum": a + b}
 
 
 def main(argv: list[str]) -> int:
