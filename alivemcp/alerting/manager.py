@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ from alivemcp.alerting.policy import (
 )
 from alivemcp.alerting.receivers import Failure, Receiver, build_receiver
 from alivemcp.alerting.routing import Router
-from alivemcp.alerting.state import StateStore
+from alivemcp.alerting.state import RestoredCheck, StateStore
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
 
@@ -78,8 +79,8 @@ class AlertManager:
         self.config = config
         self._clock = clock
         self._tick_interval = tick_interval
-        self._store = StateStore(Path(data_dir))
         self._metrics = AlertingMetrics(registry)
+        self._store = StateStore(Path(data_dir), self._metrics)
         self._states: dict[str, CheckState] = {}
         self._attention: set[str] = set()  # checks whose state is not plain healthy
         self._checks: dict[str, _Check] = {}
@@ -109,15 +110,13 @@ class AlertManager:
             return
         self._started = True
         self._client = httpx.AsyncClient(follow_redirects=False)
-        saved = self._store.load()
-        self._next_id = int(saved.get("next_id") or 1)
+        saved = self._store.load()  # validated: nothing in it can fail what follows
+        self._next_id = saved.next_id
         for name, receiver_config in self._receiver_configs().items():
             self._add_worker(name, receiver_config)
-        for name, data in dict(saved.get("receivers") or {}).items():
-            if name in self._workers and isinstance(data, dict):
-                self._workers[name].receiver.state.data = data
-        self._restore_queues(dict(saved.get("queues") or {}))
-        self._restore_checks(dict(saved.get("checks") or {}))
+        self._restore_receivers(saved.receivers)
+        self._restore_queues(saved.queues)
+        self._restore_checks(saved.checks)
         for worker in self._workers.values():
             worker.start()
         loop = asyncio.get_running_loop()
@@ -318,23 +317,26 @@ class AlertManager:
     def _mark_dirty(self) -> None:
         self._generation += 1
 
-    def _restore_checks(self, saved: Mapping[str, Any]) -> None:
+    def _restore_receivers(self, saved: Mapping[str, Any]) -> None:
+        for name, data in saved.items():
+            worker = self._workers.get(name)
+            if worker is None:
+                continue  # a receiver no longer configured: its state means nothing now
+            try:
+                worker.receiver.restore_state(data)
+            except ValueError as exc:
+                self._store.entry_dropped("receivers", str(exc), receiver=name)
+
+    def _restore_checks(self, saved: Mapping[str, RestoredCheck]) -> None:
         now = self._clock()
         for name, entry in saved.items():
-            try:
-                state = CheckState.from_json(entry["state"])
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("ignoring unreadable saved alert state", check=name,
-                            error=type(exc).__name__)
-                continue
+            state = entry.state
             self._states[name] = state
             self._changed.add(name)
             check = self._checks.get(name)
             if check is None or not check.enabled:
                 info = check.info if check is not None else CheckInfo(
-                    name=name,
-                    probe_type=str(entry.get("probe_type", "")),
-                    labels=dict(entry.get("labels") or {}),
+                    name=name, probe_type=entry.probe_type, labels=dict(entry.labels)
                 )
                 reason = "alerting disabled for this check" if check else \
                     "check removed from the configuration"
@@ -343,14 +345,8 @@ class AlertManager:
             self._note_attention(name, state)
             self._track_firing(name, state)
 
-    def _restore_queues(self, saved: Mapping[str, Any]) -> None:
-        for name, items in saved.items():
-            notifications = []
-            for raw in items or []:
-                try:
-                    notifications.append(Notification.from_json(raw))
-                except (KeyError, TypeError, ValueError):
-                    log.warning("ignoring unreadable saved notification", receiver=name)
+    def _restore_queues(self, saved: Mapping[str, list[Notification]]) -> None:
+        for name, notifications in saved.items():
             worker = self._workers.get(name)
             if worker is None:
                 if notifications:
@@ -425,7 +421,7 @@ class AlertManager:
             created_at=now,
             dedup_key=dedup_key(check.info.name, kind),
             labels=dict(check.info.labels),
-            observations=dict(state.observations),
+            observations=_finite(state.observations),
             note=note,
         )
         self._next_id += 1
@@ -603,6 +599,16 @@ class AlertManager:
         except TimeoutError:
             return False
         return True
+
+
+def _finite(observations: Mapping[str, float]) -> dict[str, float]:
+    """Observations that JSON can carry: NaN and infinities are not JSON (a receiver would
+    reject the body, and the saved queue would not load back)."""
+    return {
+        name: float(value) for name, value in observations.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+        and math.isfinite(value)
+    }
 
 
 def _needs_tick(state: CheckState, policy: AlertPolicy, now: float) -> bool:

@@ -9,11 +9,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from alivemcp.alerting.config import SEVERITIES
 
-__all__ = ["OUTCOMES", "AlertingMetrics"]
+__all__ = ["OUTCOMES", "STATE_DISCARD_REASONS", "STATE_SECTIONS", "AlertingMetrics"]
 
 #: ``alivemcp_notifications_total{outcome}``: accepted by the receiver; a failed attempt that
 #: will be retried; given up (permanent error); discarded (receiver removed from the config).
 OUTCOMES = ("delivered", "retried", "permanent_failure", "discarded")
+#: ``alivemcp_alert_state_discarded_total{reason}``: why a saved state file was set aside.
+STATE_DISCARD_REASONS = ("unreadable", "not_a_file", "too_large", "not_utf8", "not_json",
+                         "bad_shape")
+#: ``alivemcp_alert_state_entries_dropped_total{section}``: where a damaged entry was.
+STATE_SECTIONS = ("checks", "notifications", "receivers")
 
 
 class AlertingMetrics:
@@ -49,8 +54,27 @@ class AlertingMetrics:
             ["receiver"],
             registry=registry,
         )
+        self.state_discarded = Counter(
+            "alivemcp_alert_state_discarded_total",
+            "Saved alert state files that could not be trusted (unreadable, not a regular "
+            "file, too large, not UTF-8, not JSON, wrong shape or version): moved aside, "
+            "alerting started clean.",
+            ["reason"],
+            registry=registry,
+        )
+        self.state_entries_dropped = Counter(
+            "alivemcp_alert_state_entries_dropped_total",
+            "Damaged entries left out of the saved alert state at start (one check's state, "
+            "one queued notification, one receiver's state); the rest was restored.",
+            ["section"],
+            registry=registry,
+        )
         for severity in SEVERITIES:
             self.alerts_firing.labels(severity)
+        for reason in STATE_DISCARD_REASONS:
+            self.state_discarded.labels(reason)
+        for section in STATE_SECTIONS:
+            self.state_entries_dropped.labels(section)
 
     def add_receiver(self, name: str) -> None:
         for outcome in OUTCOMES:

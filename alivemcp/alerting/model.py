@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -85,16 +85,10 @@ class Notification:
             self._text = json.dumps(self.to_json(), separators=(",", ":"))
         return self._text
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Notification:
-        data = dict(data)
-        data["kind"] = AlertKind(data["kind"])
-        data["event"] = Event(data["event"])
-        known = set(cls.__dataclass_fields__) - {"_text"}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
     def copy(self) -> Notification:
-        return Notification.from_json(self.to_json())
+        """An independent copy (one per receiver: each stamps its own ``enqueued_at``)."""
+        return replace(self, labels=dict(self.labels), observations=dict(self.observations),
+                       _text=None)
 
     @property
     def firing(self) -> bool:

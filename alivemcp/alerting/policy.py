@@ -82,17 +82,6 @@ class CheckState:
                        if a.active or a.notified},
         }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CheckState:
-        known = set(cls.__dataclass_fields__) - {"alerts"}
-        state = cls(**{k: v for k, v in data.items() if k in known})
-        alert_fields = set(AlertState.__dataclass_fields__)
-        state.alerts = {
-            kind: AlertState(**{k: v for k, v in raw.items() if k in alert_fields})
-            for kind, raw in dict(data.get("alerts") or {}).items()
-            if kind in {k.value for k in AlertKind}
-        }
-        return state
 
 
 def _alert_json(alert: AlertState) -> dict[str, Any]:

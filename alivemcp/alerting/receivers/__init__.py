@@ -15,6 +15,7 @@ from alivemcp.alerting.receivers.log import LogReceiver
 from alivemcp.alerting.receivers.pagerduty import PagerDutyReceiver
 from alivemcp.alerting.receivers.slack import SlackReceiver
 from alivemcp.alerting.receivers.webhook import WebhookReceiver
+from alivemcp.alerting.secrets import register_receiver_secrets
 
 __all__ = ["Failure", "Receiver", "SendResult", "build_receiver"]
 
@@ -26,6 +27,8 @@ AnyReceiverConfig = (
 def build_receiver(
     config: AnyReceiverConfig, client: httpx.AsyncClient, external_url: str | None
 ) -> Receiver:
+    # Before the first request: an error body quoting part of a URL or token is redacted.
+    register_receiver_secrets(config)
     if isinstance(config, SlackReceiverConfig):
         return SlackReceiver(config, client, external_url)
     if isinstance(config, PagerDutyReceiverConfig):

@@ -91,6 +91,12 @@ class Receiver(ABC):
     async def send(self, batch: Sequence[Notification]) -> SendResult:
         """Deliver ``batch`` (oldest first) as few requests as the destination allows."""
 
+    def restore_state(self, data: Any) -> None:
+        """Adopt the state saved by an earlier run. Raise ``ValueError`` (saying where and
+        why, without values) when it cannot be trusted: the receiver then starts empty.
+        Receivers that keep no state ignore it."""
+        self.state = ReceiverState()
+
 
 def retry_after(response: httpx.Response) -> float | None:
     """Retry-After as seconds (delta-seconds or an HTTP date), None if absent or garbage."""

@@ -30,6 +30,11 @@ __all__ = ["PagerDutyReceiver"]
 _SUMMARY_LIMIT = 1024
 _SEVERITY_ORDER = ("info", "warning", "error", "critical")
 _GROUP_DETAIL_LIMIT = 100
+_MAX_KEY = 255  # PagerDuty's dedup_key limit
+
+
+def _is_key(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= _MAX_KEY
 
 
 class PagerDutyReceiver(Receiver):
@@ -53,6 +58,29 @@ class PagerDutyReceiver(Receiver):
     @property
     def _member_of(self) -> dict[str, str]:
         return self.state.data.setdefault("member_of", {})
+
+    def restore_state(self, data: Any) -> None:
+        """Saved groups must be well-typed and agree with ``member_of`` both ways: a member
+        pointing at a group that does not list it would make its resolve fail forever."""
+        if not isinstance(data, dict):
+            raise ValueError("receiver state: not an object")
+        groups = data.get("groups", {})
+        member_of = data.get("member_of", {})
+        if not isinstance(groups, dict) or not all(
+            _is_key(key) and isinstance(members, list) and members
+            and all(_is_key(m) for m in members)
+            for key, members in groups.items()
+        ):
+            raise ValueError("groups: not a map of group keys to lists of dedup keys")
+        if not isinstance(member_of, dict) or not all(
+            _is_key(k) and _is_key(v) for k, v in member_of.items()
+        ):
+            raise ValueError("member_of: not a map of dedup keys to group keys")
+        expected = {m: key for key, members in groups.items() for m in members}
+        if expected != member_of or sum(len(m) for m in groups.values()) != len(expected):
+            raise ValueError("groups and member_of disagree")
+        self.state.data = {"groups": {k: list(v) for k, v in groups.items()},
+                           "member_of": dict(member_of)}
 
     async def send(self, batch: Sequence[Notification]) -> SendResult:
         """Skip what needs no request, then make at most one request and return: each event
