@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -33,6 +32,8 @@ from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
 from alivemcp.durations import Duration, parse_duration
 from alivemcp.probe import ProbeParams
 from alivemcp.registry import ProbeTypeError, Registry, registry
+from alivemcp.secrets import ConfigSecrets, mask_url_secrets
+from alivemcp.yamlfile import YamlFileError, load_yaml, read_text
 
 __all__ = [
     "CheckSpec",
@@ -48,9 +49,8 @@ __all__ = [
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"check", "probe", "result", "name", "state", "le", "quantile"})
-# libyaml's C loader parses a 50,000-check file in about a second; the pure-Python one takes
-# tens of seconds.
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: Shortest check interval: below this a check is a busy loop, not a probe.
+MIN_INTERVAL_SECONDS = 0.1
 _ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -85,8 +85,9 @@ class Defaults(_Strict):
 
 class SchedulerConfig(_Strict):
     max_concurrency: int = Field(1000, ge=1, description="Probe runs in flight at once, overall.")
-    per_probe_type: dict[str, int] = Field(
-        default_factory=dict, description="Runs in flight at once per probe type."
+    per_probe_type: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="Runs in flight at once per probe type (at least 1: 0 would never run).",
     )
     shutdown_grace: Duration = Field(10.0, description="How long in-flight runs may finish.")
 
@@ -187,6 +188,8 @@ class LoadedConfig:
     config: Config
     checks: tuple[ResolvedCheck, ...]
     source: str
+    #: Every secret value found while loading (already registered for redaction).
+    secrets: frozenset[str] = frozenset()
 
 
 class ConfigError(ValueError):
@@ -206,9 +209,9 @@ class ConfigError(ValueError):
 def load_config(path: str | os.PathLike[str], *, reg: Registry | None = None) -> LoadedConfig:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"cannot read: {exc.strerror or exc}"], str(path)) from exc
+        text = read_text(path)
+    except YamlFileError as exc:
+        raise ConfigError([str(exc)], str(path)) from None
     return load_config_text(text, source=str(path), base_dir=path.parent, reg=reg)
 
 
@@ -223,9 +226,9 @@ def load_config_text(
     reg = reg or registry()
     env = os.environ if env is None else env
     try:
-        raw = yaml.load(text, Loader=_YAML_LOADER)
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"not valid YAML: {exc}"], source) from exc
+        raw = load_yaml(text, source)
+    except YamlFileError as exc:
+        raise ConfigError([str(exc)], source) from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -234,7 +237,8 @@ def load_config_text(
     # Top-level keys starting with `x-` hold YAML anchors for reuse (as in Compose files);
     # they are not configuration themselves.
     raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}
-    raw = _interpolate(raw, env, "", errors)
+    secrets = ConfigSecrets()
+    raw = _interpolate(raw, env, "", errors, secrets)
     if errors:
         raise ConfigError(errors, source)
     try:
@@ -242,15 +246,26 @@ def load_config_text(
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, Config, ""), source) from exc
     checks = _resolve_checks(config, raw, base_dir or Path.cwd(), env, reg, errors)
+    _check_type_limits(config, reg, errors)
     if errors:
         raise ConfigError(errors, source)
-    return LoadedConfig(config=config, checks=tuple(checks), source=source)
+    secrets.add_model(config)
+    for check in checks:
+        secrets.add_model(check.params)
+    # Registered here, at the one place every path (run, reload, check, validate, tests) loads
+    # a config through, so no caller can forget to.
+    secrets.register()
+    return LoadedConfig(
+        config=config, checks=tuple(checks), source=source, secrets=frozenset(secrets.values)
+    )
 
 
 # -- interpolation ---------------------------------------------------------------------------
 
 
-def _interpolate(value: Any, env: Mapping[str, str], path: str, errors: list[str]) -> Any:
+def _interpolate(
+    value: Any, env: Mapping[str, str], path: str, errors: list[str], secrets: ConfigSecrets
+) -> Any:
     if isinstance(value, str):
         if "$" not in value:
             return value
@@ -260,6 +275,7 @@ def _interpolate(value: Any, env: Mapping[str, str], path: str, errors: list[str
                 return "$"
             name, default = match.group(1), match.group(2)
             if name in env:
+                secrets.add_variable(name, path, env[name])
                 return env[name]
             if default is not None:
                 return default
@@ -268,9 +284,11 @@ def _interpolate(value: Any, env: Mapping[str, str], path: str, errors: list[str
 
         return _ENV_REF.sub(sub, value)
     if isinstance(value, dict):
-        return {k: _interpolate(v, env, _join(path, str(k)), errors) for k, v in value.items()}
+        return {
+            k: _interpolate(v, env, _join(path, str(k)), errors, secrets) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_interpolate(v, env, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+        return [_interpolate(v, env, f"{path}[{i}]", errors, secrets) for i, v in enumerate(value)]
     return value
 
 
@@ -299,6 +317,11 @@ def _resolve_checks(
             if not _LABEL_NAME.match(label) or label in _RESERVED_LABELS:
                 errors.append(f"{path}.labels.{label}: not a usable label name")
         interval = spec.interval or config.defaults.interval
+        if interval < MIN_INTERVAL_SECONDS:
+            where = f"{path}.interval" if spec.interval else "defaults.interval"
+            errors.append(f"{where}: {interval:g}s is shorter than the shortest interval "
+                          f"allowed ({MIN_INTERVAL_SECONDS:g}s)")
+            continue
         timeout = spec.timeout or config.defaults.timeout or probe_cls.default_timeout
         if timeout is None:
             timeout = min(10.0, interval * 0.8)
@@ -367,27 +390,30 @@ def _expand(
             if target_param is None:
                 errors.append(f"{tpath}: probe type {spec.probe!r} takes no plain-string targets")
                 continue
-            yield f"{spec.name}/{target}", {}, {target_param: target}, tpath
+            # The target names the check (and so every label and log line): a URL's query
+            # values and userinfo are masked there, while the probe still gets the full URL.
+            yield f"{spec.name}/{mask_url_secrets(target)}", {}, {target_param: target}, tpath
         else:
-            label = target.name or (
+            label = target.name or mask_url_secrets(
                 str(target.params.get(target_param, i)) if target_param else str(i)
             )
-            yield f"{spec.name}/{label}", dict(target.labels), dict(target.params), tpath
+            labels = {k: mask_url_secrets(v) for k, v in target.labels.items()}
+            yield f"{spec.name}/{label}", labels, dict(target.params), tpath
 
 
 def _read_targets_file(file: Path, path: str, errors: list[str]) -> list[str | TargetSpec]:
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        errors.append(f"{path}: cannot read {file}: {exc.strerror or exc}")
+        text = read_text(file)
+    except YamlFileError as exc:
+        errors.append(f"{path}: {file}: {exc}")
         return []
     if file.suffix in {".yaml", ".yml", ".json"}:
         try:
-            data = yaml.load(text, Loader=_YAML_LOADER) or []
+            data = load_yaml(text, str(file)) or []
             if not isinstance(data, list):
                 raise ValueError("must be a list")
             return [t if isinstance(t, str) else TargetSpec.model_validate(t) for t in data]
-        except (yaml.YAMLError, ValueError, ValidationError) as exc:
+        except (YamlFileError, ValueError, ValidationError) as exc:
             errors.append(f"{path}: {file} is not a list of targets: {exc}")
             return []
     return [
@@ -395,6 +421,15 @@ def _read_targets_file(file: Path, path: str, errors: list[str]) -> list[str | T
         for line in text.splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
+
+
+def _check_type_limits(config: Config, reg: Registry, errors: list[str]) -> None:
+    known = reg.names()
+    for name in config.scheduler.per_probe_type:
+        if name not in known:
+            hint = difflib.get_close_matches(name, known, n=1)
+            more = f"; did you mean {hint[0]!r}?" if hint else f" (known: {', '.join(known)})"
+            errors.append(f"scheduler.per_probe_type.{name}: no probe type {name!r}{more}")
 
 
 # -- error formatting --------------------------------------------------------------------------
@@ -423,7 +458,7 @@ def _format_errors(exc: ValidationError, model: type[BaseModel], prefix: str) ->
             if allowed and not hint:
                 message += f" (allowed: {', '.join(sorted(allowed))})"
         else:
-            message = err["msg"]
+            message = err["msg"].removeprefix("Value error, ")
         lines.append(f"{path}: {message}")
     return lines
 

@@ -1,13 +1,22 @@
-"""Durations as users write them: ``30``, ``"30s"``, ``"1.5m"``, ``"250ms"``, ``"2h"``."""
+"""Durations as users write them: ``30``, ``"30s"``, ``"1.5m"``, ``"250ms"``, ``"2h"``.
+
+Every duration is finite and at most :data:`MAX_DURATION_SECONDS`: ``.inf``, ``nan`` or
+``100000000d`` validate as floats but cannot be scheduled (timers and datetimes overflow), so
+they are refused here, at validation, with the field's path, never later at run time.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-__all__ = ["Duration", "parse_duration"]
+__all__ = ["MAX_DURATION_SECONDS", "Duration", "parse_duration"]
+
+#: One year: longer than any interval, timeout, retention or grace a monitor needs.
+MAX_DURATION_SECONDS = 365 * 86400.0
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -19,14 +28,20 @@ def parse_duration(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or a string like '30s'")
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+        seconds = float(value)
+    elif isinstance(value, str):
         match = _DURATION.match(value)
         if not match:
             raise ValueError(f"{value!r} is not a duration (examples: 30, '30s', '5m', '250ms')")
-        return float(match.group(1)) * _UNITS[match.group(2)]
-    return value
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    else:
+        return value
+    if not math.isfinite(seconds):
+        raise ValueError(f"{value!r} is not a finite duration")
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"{value!r} is longer than the longest duration allowed (365d)")
+    return seconds
 
 
-#: Seconds (> 0), written as a number or a string with a unit.
+#: Seconds (> 0, finite, at most a year), written as a number or a string with a unit.
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]

@@ -15,6 +15,7 @@ from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, WrappedLogger
 
 from alivemcp.redact import redact
+from alivemcp.untrusted import clean_text
 
 __all__ = ["configure_logging", "redact_processor"]
 
@@ -23,7 +24,15 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 
 
 def redact_processor(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
-    return {key: redact(value, key=key) for key, value in event_dict.items()}
+    return {key: _printable(redact(value, key=key)) for key, value in event_dict.items()}
+
+
+def _printable(value: Any) -> Any:
+    # A lone surrogate from a target's answer would make the console renderer's write raise:
+    # a log line must never be what takes a run (or the daemon) down.
+    if isinstance(value, str) and not value.isascii():
+        return clean_text(value, 100_000)
+    return value
 
 
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:

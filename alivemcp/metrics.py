@@ -234,7 +234,9 @@ class Metrics:
         started = time.perf_counter()
         encoder, content_type = choose_encoder(accept or "")
         openmetrics = content_type.startswith("application/openmetrics-text")
-        body = self.checks.render(openmetrics).encode() + encoder(self.registry)
+        # Text reaching labels was made safe when results entered the engine; "replace" is the
+        # last guard, so one odd string can never turn every scrape into an HTTP 500.
+        body = self.checks.render(openmetrics).encode("utf-8", "replace") + encoder(self.registry)
         self.render_seconds.set(time.perf_counter() - started)
         return body, content_type
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
-from alivemcp.probe import CheckContext, Probe, ProbeResult, Status
+from alivemcp.probe import CheckContext, LabeledObservation, Probe, ProbeResult, Status
 from alivemcp.redact import redact, redact_text
 from alivemcp.results import CheckInfo, CheckResult
+from alivemcp.untrusted import clean_details, clean_label, clean_text
 
 __all__ = ["ProbeHandle", "abandoned_probes"]
 
@@ -23,7 +25,6 @@ log = structlog.get_logger("alivemcp.runner")
 
 #: How long a cancelled probe may take to unwind before the run is recorded without it.
 CANCEL_GRACE_SECONDS = 1.0
-_MAX_REASON = 1000
 
 #: Tasks that ignored cancellation; kept referenced so they are not garbage-collected mid-run.
 _abandoned: set[asyncio.Task[Any]] = set()
@@ -51,16 +52,18 @@ class ProbeHandle:
         started = time.perf_counter()
         result = await self._run_guarded()
         duration = time.perf_counter() - started
+        # The boundary: whatever the target sent and the probe passed on is made safe here,
+        # once, for every consumer (metrics, API, logs, alerts, state files).
         return CheckResult(
             check=self.info,
             status=result.status,
-            reason=redact_text(result.reason)[:_MAX_REASON],
+            reason=clean_text(redact_text(result.reason)),
             duration_seconds=duration,
             started_at=started_wall,
             finished_at=started_wall + duration,
             observations=result.observations,
-            labeled_observations=result.labeled_observations,
-            details=redact(result.details) if result.details else None,
+            labeled_observations=_clean_labeled(result.labeled_observations),
+            details=redact(clean_details(result.details)) if result.details else None,
             lateness_seconds=lateness,
         )
 
@@ -121,6 +124,18 @@ class ProbeHandle:
                 check=self.info.name,
                 error=f"{type(exc).__name__}: {exc}",
             )
+
+
+def _clean_labeled(items: Sequence[LabeledObservation]) -> Sequence[LabeledObservation]:
+    if not items:
+        return items
+    return [
+        LabeledObservation(
+            item.name, item.value,
+            {k: clean_label(redact_text(v)) for k, v in item.labels.items()},
+        )
+        for item in items
+    ]
 
 
 def _validated(result: object) -> ProbeResult:

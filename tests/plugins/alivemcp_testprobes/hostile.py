@@ -1,0 +1,35 @@
+"""A test probe that passes on whatever a hostile target could have sent: its params are JSON
+texts decoded at run time, so they can hold what YAML cannot (lone surrogates, control
+characters, huge or deep structures) exactly as a target's JSON answer can."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult, Status
+
+
+class HostileParams(ProbeParams):
+    status: Status = Status.DOWN
+    reason_json: str = Field('"ok"', description="JSON string: the reason.")
+    label_json: str = Field('"x"', description="JSON string: a labelled observation's label.")
+    details_json: str = Field("{}", description="JSON object: the details.")
+
+
+class HostileProbe(Probe[HostileParams]):
+    Params = HostileParams
+
+    async def probe(self) -> ProbeResult:
+        p = self.params
+        details: Any = json.loads(p.details_json)
+        return ProbeResult(
+            p.status,
+            json.loads(p.reason_json),
+            labeled_observations=[
+                LabeledObservation("server_info", 1, {"server_name": json.loads(p.label_json)})
+            ],
+            details=details,
+        )
