@@ -26,20 +26,62 @@ Nothing a server sends can stall or blow memory: header blocks are capped at
 and Content-Length before reading), reading pauses the socket when a buffer grows, and every
 request has a deadline covering connect, TLS, headers and the whole body: each wait for bytes
 arms a timer at that deadline (a plain loop timer, far cheaper than an ``asyncio.timeout``
-context per request) and raises :class:`RequestTimeout` when it passes.
+context per request) and raises :class:`RequestTimeout` when it passes. Readers yield to the
+event loop every :data:`_YIELD_AFTER` bytes they consume from an already-filled buffer, so a
+server flooding a stream cannot hold the loop (and every other check) while it is parsed.
+
+Getting to the server:
+
+* DNS (:mod:`._http_dns`): IP literals and ``localhost`` names never touch a resolver; other
+  names are looked up in the client's own bounded threads (not the event loop's resolver, whose
+  small shared pool one hung DNS server can fill), concurrent lookups of one name share one
+  in-flight lookup, answers are cached a few seconds, and each wait has its own deadline inside
+  the request's: a hung lookup is a :class:`DnsError` ("timed out") for its target only.
+* Connect (:mod:`._http_connect`): non-blocking ``connect()`` calls to the resolved addresses
+  (no second lookup, unlike ``loop.sock_connect`` on uvloop), Happy Eyeballs style (RFC 8305):
+  address families interleaved, the next attempt started after 250 ms while the previous is
+  still pending, the first connection up wins, the others are closed; all within the deadline.
+* Proxies (:mod:`._http_proxy`): ``proxy=None`` follows ``HTTP_PROXY``/``HTTPS_PROXY``/
+  ``ALL_PROXY``/``NO_PROXY`` as httpx and curl do, ``"direct"`` never uses one, an
+  ``http://[user:password@]host:port`` URL is that proxy. Plain-http targets are requested in
+  absolute form through it; https targets through a CONNECT tunnel, then TLS with the origin
+  (SNI and certificate checks are the origin's). With a proxy, :class:`ConnectionTimings`
+  DNS and connect times are those of the proxy (connect includes the CONNECT exchange); TLS is
+  the origin's handshake. A refused CONNECT is a :class:`ProxyError` quoting the proxy's answer.
+* TLS: contexts are shared per (verify, CA file, client certificate, key) and rebuilt when one
+  of those files changes; a client certificate (mTLS) is offered when the server asks. Files
+  that cannot be loaded raise :class:`ClientConfigError` (the prober's problem, not the
+  target's). Host header and SNI use the host's IDNA (A-label) form.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import os
 import socket
 import ssl
 import time
 from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit
+
+from alivemcp.plumbing._http_connect import connect
+from alivemcp.plumbing._http_dns import Address, Resolver, static_addresses, with_port
+from alivemcp.plumbing._http_errors import (
+    BodyTooLarge,
+    ClientConfigError,
+    ConnectError,
+    ConnectionClosed,
+    DnsError,
+    HttpError,
+    InvalidRequest,
+    ProtocolError,
+    ProxyError,
+    RequestTimeout,
+    TlsError,
+)
+from alivemcp.plumbing._http_proxy import Proxy, ProxySettings, idna_host, open_tunnel
 
 if TYPE_CHECKING:
     import httpx
@@ -49,6 +91,7 @@ __all__ = [
     "MAX_HEAD_BYTES",
     "USER_AGENT",
     "BodyTooLarge",
+    "ClientConfigError",
     "ConnectError",
     "ConnectionClosed",
     "ConnectionTimings",
@@ -57,9 +100,12 @@ __all__ = [
     "HttpClients",
     "HttpError",
     "HttpResponse",
+    "InvalidRequest",
     "ProbeSession",
     "ProtocolError",
+    "ProxyError",
     "RequestTimeout",
+    "Resolver",
     "TlsError",
     "read_capped",
 ]
@@ -74,54 +120,14 @@ _MAX_CHUNK_LINE = 4096
 _MAX_CACHED_TARGETS = 100_000
 #: Stop reading from the socket while this much is buffered and unconsumed.
 _PAUSE_ABOVE = 1024 * 1024
-
-
-class HttpError(Exception):
-    """Base of every failure of a request below the application layer."""
-
-
-class DnsError(HttpError):
-    """The host name did not resolve."""
-
-
-class ConnectError(HttpError):
-    """The TCP connection could not be established."""
-
-
-class TlsError(HttpError):
-    """The TLS handshake failed; ``certificate`` is True when verification rejected it."""
-
-    def __init__(self, message: str, *, certificate: bool = False) -> None:
-        super().__init__(message)
-        self.certificate = certificate
-
-
-class ConnectionClosed(HttpError):
-    """The server closed the connection before the response was complete."""
-
-
-class ProtocolError(HttpError):
-    """The server's bytes are not valid HTTP/1.x."""
-
-
-class RequestTimeout(HttpError):
-    """The request's deadline passed (connect, headers or body)."""
-
-    def __init__(self) -> None:
-        super().__init__("no complete response before the deadline")
+#: Body pieces are at most this big, and a reader that consumed this much from the buffer
+#: without waiting for the socket yields to the loop before the next piece.
+_YIELD_AFTER = 16 * 1024
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_exception(RequestTimeout())
-
-
-class BodyTooLarge(HttpError):
-    """A response body passed the configured byte cap."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"response body larger than {limit} bytes")
-        self.limit = limit
 
 
 class ConnectionTimings:
@@ -153,7 +159,8 @@ class Headers(dict[str, str]):
 class _Connection(asyncio.Protocol):
     """One socket with a receive buffer the response reader consumes."""
 
-    __slots__ = ("_waiter", "buffer", "deadline", "eof", "error", "key", "paused", "transport")
+    __slots__ = ("_waiter", "buffer", "deadline", "eof", "error", "key", "paused", "transport",
+                 "unyielded")
 
     def __init__(self) -> None:
         self.key: tuple[bool, str, int] = (False, "", 0)
@@ -165,6 +172,8 @@ class _Connection(asyncio.Protocol):
         self.eof = False
         self.error: BaseException | None = None
         self.paused = False
+        #: Bytes handed out since the reader last waited for the socket (see _YIELD_AFTER).
+        self.unyielded = 0
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -196,6 +205,8 @@ class _Connection(asyncio.Protocol):
     async def _more(self) -> bool:
         """Wait for more bytes; False at end of stream."""
         if self.eof:
+            if self.error is not None:
+                self._raise_tls_error()
             return False
         if self.paused and self.transport is not None:
             self.paused = False
@@ -208,7 +219,17 @@ class _Connection(asyncio.Protocol):
         finally:
             self._waiter = None
             timer.cancel()
+        self.unyielded = 0
         return True
+
+    def _raise_tls_error(self) -> None:
+        """A TLS alert ended the connection (e.g. TLS 1.3 servers reject a missing client
+        certificate after the handshake): a TLS failure, not a plain close."""
+        error = self.error
+        if isinstance(error, ssl.SSLError) and not isinstance(
+                error, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+            _, host, port = self.key
+            raise TlsError(f"TLS error from {host}:{port}: {error.reason or error}")
 
     async def read_until(self, separator: bytes, limit: int, what: str) -> bytes:
         start = 0
@@ -239,6 +260,7 @@ class _Connection(asyncio.Protocol):
         else:
             out = bytes(self.buffer[:most])
             del self.buffer[:most]
+        self.unyielded += len(out)
         return out
 
     async def read_exactly(self, size: int) -> bytes:
@@ -305,7 +327,10 @@ class HttpResponse:
         return self._done and self._keep_alive and not self._conn.eof
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
-        """The body chunk by chunk, raising :class:`BodyTooLarge` past the cap."""
+        """The body piece by piece (at most :data:`_YIELD_AFTER` bytes each), raising
+        :class:`BodyTooLarge` past the cap. Between pieces that came from an already-filled
+        buffer it yields to the event loop now and then, so that a fast stream is never
+        parsed in one long stretch while other checks wait."""
         conn = self._conn
         total = 0
         limit = self.limit
@@ -315,11 +340,13 @@ class HttpResponse:
             if self._remaining > limit:
                 raise BodyTooLarge(limit)
             while self._remaining:
-                data = await conn.read_some(self._remaining)
+                data = await conn.read_some(min(self._remaining, _YIELD_AFTER))
                 if not data:
                     raise ConnectionClosed("connection closed mid-response")
                 self._remaining -= len(data)
                 yield data
+                if conn.unyielded >= _YIELD_AFTER:
+                    await _pause(conn)
         elif self._mode == "chunked":
             while True:
                 line = await conn.read_until(b"\r\n", _MAX_CHUNK_LINE, "chunk size line")
@@ -336,23 +363,34 @@ class HttpResponse:
                     raise BodyTooLarge(limit)
                 remaining = size
                 while remaining:
-                    data = await conn.read_some(remaining)
+                    data = await conn.read_some(min(remaining, _YIELD_AFTER))
                     if not data:
                         raise ConnectionClosed("connection closed mid-response")
                     remaining -= len(data)
                     yield data
+                    if conn.unyielded >= _YIELD_AFTER:
+                        await _pause(conn)
                 if await conn.read_exactly(2) != b"\r\n":
                     raise ProtocolError("chunk not followed by CRLF")
+                conn.unyielded += 2 + len(line)  # a stream of tiny chunks counts its framing
         else:  # until the server closes
             while True:
-                data = await conn.read_some(65536)
+                data = await conn.read_some(_YIELD_AFTER)
                 if not data:
                     break
                 total += len(data)
                 if total > limit:
                     raise BodyTooLarge(limit)
                 yield data
+                if conn.unyielded >= _YIELD_AFTER:
+                    await _pause(conn)
         self._done = True
+
+
+async def _pause(conn: _Connection) -> None:
+    """Let the event loop run other tasks (and timers) before the reader goes on."""
+    conn.unyielded = 0
+    await asyncio.sleep(0)
 
 
 async def read_capped(response: HttpResponse, limit: int | None = None) -> bytes:
@@ -371,39 +409,59 @@ async def read_capped(response: HttpResponse, limit: int | None = None) -> bytes
 
 
 class _Target:
-    """A parsed request URL (cached per session: a probe hits the same URL several times)."""
+    """A parsed request URL (cached across sessions: a probe hits the same URL several times
+    per run, and again every run)."""
 
-    __slots__ = ("host", "host_header", "https", "key", "path", "port")
+    __slots__ = ("absolute", "addresses", "host", "host_header", "https", "key", "path", "port")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ProtocolError(f"not an http(s) URL: {url[:200]}")
+            raise InvalidRequest(f"not an http(s) URL: {url[:200]}")
         self.https = parts.scheme == "https"
-        self.host = parts.hostname
+        try:
+            #: The ASCII (IDNA A-label) form: Host header, SNI, DNS and proxy decisions.
+            self.host = idna_host(parts.hostname)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"host {parts.hostname[:100]!r} cannot be IDNA-encoded: {exc}") from None
         try:
             port = parts.port
         except ValueError:
-            raise ProtocolError(f"bad port in {url[:200]}") from None
+            raise InvalidRequest(f"bad port in {url[:200]}") from None
         self.port = port or (443 if self.https else 80)
-        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        path, query = parts.path or "/", parts.query
+        if not path.isascii():
+            path = quote(path, safe="/%:@!$&'()*+,;=")
+        if not query.isascii():
+            query = quote(query, safe="/%:@!$&'()*+,;=?")
+        self.path = path + (f"?{query}" if query else "")
         default = (443 if self.https else 80) == self.port
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = host if default else f"{host}:{self.port}"
+        #: The request target in absolute form, for plain http through a proxy.
+        self.absolute = f"http://{self.host_header}{self.path}"
         self.key = (self.https, self.host, self.port)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+        static = static_addresses(self.host)
+        #: Where to connect when no lookup is needed (IP literal, localhost), else None.
+        self.addresses: list[Address] | None = (
+            None if static is None else with_port(static, self.port))
 
 
 def _check_header(name: str, value: str) -> None:
     if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
-        raise ProtocolError(f"header {name[:40]!r} contains a line break or colon")
+        raise InvalidRequest(f"header {name[:40]!r} contains a line break or colon")
+
+
+def _unencodable(headers: Mapping[str, str] | None) -> InvalidRequest:
+    """Name the header that is not latin-1 (never its value: it may be a secret)."""
+    for name, value in (headers or {}).items():
+        try:
+            f"{name}: {value}".encode("latin-1")
+        except UnicodeEncodeError:
+            return InvalidRequest(f"header {name[:40]!r} has characters that HTTP/1.1 headers "
+                                  "cannot carry (not latin-1)")
+    return InvalidRequest("the request line has characters that HTTP/1.1 cannot carry")
 
 
 class _RequestContext:
@@ -429,16 +487,20 @@ class _RequestContext:
 class ProbeSession:
     """One probe run's HTTP client: fresh connections, kept alive for the run, then closed."""
 
-    __slots__ = ("_all", "_idle", "_loop", "_ssl", "_targets", "max_body_bytes", "timings")
+    __slots__ = ("_all", "_idle", "_loop", "_proxies", "_resolver", "_ssl", "_targets",
+                 "max_body_bytes", "timings")
 
     def __init__(self, *, ssl_context: ssl.SSLContext, max_body_bytes: int,
-                 targets: dict[str, _Target] | None = None) -> None:
+                 targets: dict[str, _Target] | None = None, resolver: Resolver | None = None,
+                 proxies: ProxySettings | None = None) -> None:
         self.timings = ConnectionTimings()
         self.max_body_bytes = max_body_bytes
         self._ssl = ssl_context
         self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
         self._all: list[_Connection] = []
         self._targets = {} if targets is None else targets
+        self._resolver = resolver if resolver is not None else _default_resolver()
+        self._proxies = proxies
         self._loop = asyncio.get_running_loop()
 
     def request(self, method: str, url: str, *, timeout: float,
@@ -466,8 +528,17 @@ class ProbeSession:
     async def _send(self, method: str, url: str, headers: Mapping[str, str] | None,
                     body: bytes | None, deadline: float) -> HttpResponse:
         target = self._target(url)
-        lines = [f"{method} {target.path} HTTP/1.1\r\nHost: {target.host_header}\r\n"
-                 f"User-Agent: {USER_AGENT}\r\n"]
+        proxy = None
+        if self._proxies is not None:
+            proxy = self._proxies.route(target.https, target.host, target.port)
+        if proxy is None or target.https:
+            lines = [f"{method} {target.path} HTTP/1.1\r\nHost: {target.host_header}\r\n"
+                     f"User-Agent: {USER_AGENT}\r\n"]
+        else:  # plain http through a proxy: absolute form, credentials for the proxy
+            lines = [f"{method} {target.absolute} HTTP/1.1\r\nHost: {target.host_header}\r\n"
+                     f"User-Agent: {USER_AGENT}\r\n"]
+            if proxy.authorization:
+                lines.append(f"Proxy-Authorization: {proxy.authorization}\r\n")
         if headers:
             for name, value in headers.items():
                 _check_header(name, value)
@@ -475,7 +546,10 @@ class ProbeSession:
         if body is not None or method in ("POST", "PUT"):
             lines.append(f"Content-Length: {len(body or b'')}\r\n")
         lines.append("\r\n")
-        payload = "".join(lines).encode("latin-1")
+        try:
+            payload = "".join(lines).encode("latin-1")
+        except UnicodeEncodeError:
+            raise _unencodable(headers) from None
         if body:
             payload += body
         idle = self._idle.get(target.key)
@@ -490,11 +564,7 @@ class ProbeSession:
                 # A kept-alive connection the server closed meanwhile: retry once, fresh.
                 conn.close()
                 break
-        try:
-            async with asyncio.timeout_at(deadline):
-                conn = await self._connect(target)
-        except TimeoutError:
-            raise RequestTimeout() from None
+        conn = await self._connect(target, proxy, deadline)
         conn.deadline = deadline
         return await self._exchange(conn, method, payload)
 
@@ -516,45 +586,67 @@ class ProbeSession:
         else:
             conn.close()
 
-    async def _connect(self, target: _Target) -> _Connection:
-        loop = self._loop
+    async def _connect(self, target: _Target, proxy: Proxy | None,
+                       deadline: float) -> _Connection:
+        """A new connection to the target (through ``proxy`` when given), by ``deadline``.
+
+        The lookup keeps its own (shorter) deadline and reports a :class:`DnsError`;
+        connect and TLS past the request's deadline are a :class:`RequestTimeout`.
+        """
         timings = self.timings
         first = timings.connect_seconds is None
         started = time.perf_counter()
-        if _is_ip(target.host):
-            family = socket.AF_INET6 if ":" in target.host else socket.AF_INET
-            addresses: list[tuple[int, Any]] = [(family, (target.host, target.port))]
-        else:
-            try:
-                infos = await loop.getaddrinfo(target.host, target.port,
-                                               type=socket.SOCK_STREAM)
-            except socket.gaierror as exc:
-                raise DnsError(f"DNS lookup for {target.host} failed: {exc.strerror}") from None
-            addresses = [(info[0], info[4]) for info in infos]
+        hop = target if proxy is None else proxy
+        addresses = hop.addresses
+        if addresses is None:
+            found = await self._resolver.resolve(
+                hop.host, deadline, what="" if proxy is None else "proxy ")
+            addresses = with_port(found, hop.port)
             if first:
                 timings.dns_seconds = time.perf_counter() - started
         resolved = time.perf_counter()
-        sock: socket.socket | None = None
-        error: OSError | None = None
-        for address_family, address in addresses:
-            sock = socket.socket(address_family, socket.SOCK_STREAM)
-            sock.setblocking(False)
+        try:
+            async with asyncio.timeout_at(deadline):
+                if proxy is None:
+                    sock = await connect(addresses, target.host_header)
+                else:
+                    sock = await self._through(proxy, addresses, target)
+                connected = time.perf_counter()
+                conn = await self._handshake(sock, target)
+        except TimeoutError:
+            raise RequestTimeout() from None
+        self._all.append(conn)
+        if first:
+            timings.connect_seconds = connected - resolved
+            if target.https:
+                timings.tls_seconds = time.perf_counter() - connected
+                assert conn.transport is not None
+                peercert = conn.transport.get_extra_info("peercert")
+                if peercert and "notAfter" in peercert:
+                    timings.cert_not_after = float(ssl.cert_time_to_seconds(peercert["notAfter"]))
+        return conn
+
+    async def _through(self, proxy: Proxy, addresses: list[Address],
+                       target: _Target) -> socket.socket:
+        """A socket to the proxy; for an https target, tunnelled to it with CONNECT."""
+        try:
+            sock = await connect(addresses, f"proxy {proxy.label}")
+        except ProxyError:
+            raise
+        except ConnectError as exc:
+            raise ProxyError(str(exc)) from None
+        if target.https:
             try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await loop.sock_connect(sock, address)
-                break
-            except OSError as exc:
-                sock.close()
-                sock, error = None, exc
+                await open_tunnel(sock, proxy, _authority(target))
             except BaseException:
                 sock.close()
                 raise
-        if sock is None:
-            reason = (error.strerror or str(error)) if error else "no address"
-            raise ConnectError(f"cannot connect to {target.host_header}: {reason}")
-        connected = time.perf_counter()
+        return sock
+
+    async def _handshake(self, sock: socket.socket, target: _Target) -> _Connection:
+        """The connection's transport (TLS with the target for https)."""
         try:
-            transport, conn = await loop.create_connection(
+            _, conn = await self._loop.create_connection(
                 _Connection, sock=sock,
                 ssl=self._ssl if target.https else None,
                 server_hostname=target.host if target.https else None,
@@ -570,14 +662,6 @@ class ProbeSession:
             sock.close()
             raise
         conn.key = target.key
-        self._all.append(conn)
-        if first:
-            timings.connect_seconds = connected - resolved
-            if target.https:
-                timings.tls_seconds = time.perf_counter() - connected
-                peercert = transport.get_extra_info("peercert")
-                if peercert and "notAfter" in peercert:
-                    timings.cert_not_after = float(ssl.cert_time_to_seconds(peercert["notAfter"]))
         return conn
 
     async def aclose(self) -> None:
@@ -585,6 +669,12 @@ class ProbeSession:
             conn.close()
         self._all.clear()
         self._idle.clear()
+
+
+def _authority(target: _Target) -> str:
+    """``host:port`` for CONNECT (always with the port, brackets around IPv6)."""
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    return f"{host}:{target.port}"
 
 
 def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
@@ -613,36 +703,138 @@ def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
     return int(code), headers, keep_alive
 
 
-class HttpClients:
-    """The daemon's HTTP clients. Created on first use by :class:`~alivemcp.plumbing.Plumbing`."""
+_DEFAULT_RESOLVER: Resolver | None = None
 
-    def __init__(self) -> None:
-        self._ssl_contexts: dict[tuple[bool, str | None], ssl.SSLContext] = {}
+
+def _default_resolver() -> Resolver:
+    """The resolver of sessions built without one (HttpClients passes its own)."""
+    global _DEFAULT_RESOLVER
+    if _DEFAULT_RESOLVER is None:
+        _DEFAULT_RESOLVER = Resolver()
+    return _DEFAULT_RESOLVER
+
+
+def _no_password() -> bytes:
+    # Without a callback OpenSSL would prompt on the terminal for an encrypted key's password.
+    return b""
+
+
+class _TlsFiles:
+    """A cached TLS context and the modification times of the files it was built from."""
+
+    __slots__ = ("context", "paths", "stamp")
+
+    def __init__(self, context: ssl.SSLContext, paths: tuple[str, ...]) -> None:
+        self.context = context
+        self.paths = paths
+        self.stamp = _stamp(paths)
+
+
+def _stamp(paths: tuple[str, ...]) -> tuple[int, ...] | None:
+    try:
+        return tuple(os.stat(path).st_mtime_ns for path in paths)
+    except OSError:
+        return None
+
+
+def _load_context(verify: bool, ca_file: str | None, cert_file: str | None,
+                  key_file: str | None) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ClientConfigError(f"cannot load CA file {ca_file}: {_reason(exc)}") from None
+    if not verify:
+        # Still TLS; the certificate is simply not checked.
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if key_file and not cert_file:
+        raise ClientConfigError("a client key file needs a client certificate file")
+    if cert_file:
+        try:
+            context.load_cert_chain(cert_file, key_file, password=_no_password)
+        except (OSError, ssl.SSLError) as exc:
+            key = f" with key {key_file}" if key_file else ""
+            raise ClientConfigError(f"cannot load client certificate {cert_file}{key}: "
+                                    f"{_reason(exc)}") from None
+    return context
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return str(exc.reason or exc)
+    return exc.strerror or str(exc)
+
+
+class HttpClients:
+    """The daemon's HTTP clients. Created on first use by :class:`~alivemcp.plumbing.Plumbing`.
+
+    ``environ`` (default ``os.environ``, read once here) gives the proxy variables;
+    ``resolver`` the name resolution shared by every probe session.
+    """
+
+    def __init__(self, *, resolver: Resolver | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self._ssl_contexts: dict[tuple[bool, str | None, str | None, str | None],
+                                 _TlsFiles] = {}
         self._targets: dict[str, _Target] = {}
         self._httpx: httpx.AsyncClient | None = None
+        self.resolver = resolver if resolver is not None else Resolver()
+        self._env_proxies = ProxySettings.from_environ(os.environ if environ is None
+                                                       else environ)
+        self._proxies: dict[str, ProxySettings] = {}
 
-    def ssl_context(self, *, verify: bool = True, ca_file: str | None = None) -> ssl.SSLContext:
-        """A shared TLS context (building one loads the CA bundle: milliseconds of CPU)."""
-        key = (verify, ca_file)
-        context = self._ssl_contexts.get(key)
-        if context is None:
-            context = ssl.create_default_context(cafile=ca_file)
-            if not verify:
-                # Still TLS; the certificate is simply not checked.
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            self._ssl_contexts[key] = context
+    def ssl_context(self, *, verify: bool = True, ca_file: str | None = None,
+                    cert_file: str | None = None, key_file: str | None = None
+                    ) -> ssl.SSLContext:
+        """A shared TLS context (building one loads the CA bundle: milliseconds of CPU).
+
+        With files, it is rebuilt when one of them changes (a rotated client certificate).
+        Raises :class:`ClientConfigError` when a file cannot be loaded.
+        """
+        key = (verify, ca_file, cert_file, key_file)
+        cached = self._ssl_contexts.get(key)
+        if cached is not None and (not cached.paths or _stamp(cached.paths) == cached.stamp):
+            return cached.context
+        paths = tuple(path for path in (ca_file, cert_file, key_file) if path)
+        context = _load_context(verify, ca_file, cert_file, key_file)
+        self._ssl_contexts[key] = _TlsFiles(context, paths)
         return context
+
+    def proxy_settings(self, proxy: str | None) -> ProxySettings | None:
+        """``None``: the environment's proxies; ``"direct"``: none; else that proxy's URL.
+        Raises :class:`ClientConfigError` for a URL that is not ``http://host[:port]``."""
+        if proxy is None:
+            return self._env_proxies
+        if proxy == "direct":
+            return None
+        settings = self._proxies.get(proxy)
+        if settings is None:
+            settings = self._proxies[proxy] = ProxySettings.single(proxy)
+        return settings
 
     def probe_session(
         self,
         *,
         verify: bool = True,
         ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        proxy: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> ProbeSession:
-        return ProbeSession(ssl_context=self.ssl_context(verify=verify, ca_file=ca_file),
-                            max_body_bytes=max_body_bytes, targets=self._targets)
+        """A :class:`ProbeSession` for one probe run.
+
+        ``cert_file``/``key_file`` are a client certificate for servers that ask for one
+        (mTLS); ``proxy`` is ``None`` (the environment's HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/
+        NO_PROXY), ``"direct"`` or ``http://[user:password@]host:port``. Raises
+        :class:`ClientConfigError` when these settings are unusable.
+        """
+        return ProbeSession(
+            ssl_context=self.ssl_context(verify=verify, ca_file=ca_file, cert_file=cert_file,
+                                         key_file=key_file),
+            max_body_bytes=max_body_bytes, targets=self._targets, resolver=self.resolver,
+            proxies=self.proxy_settings(proxy),
+        )
 
     @property
     def httpx(self) -> httpx.AsyncClient:
@@ -666,3 +858,4 @@ class HttpClients:
             await self._httpx.aclose()
             self._httpx = None
         self._ssl_contexts.clear()
+        self.resolver.clear()
