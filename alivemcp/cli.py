@@ -63,7 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(func=_cmd_check)
 
     validate = sub.add_parser("validate", help="validate a config file and exit")
-    validate.add_argument("file", type=Path)
+    validate.add_argument("file", type=Path, nargs="?", help="YAML config file (or --config)")
+    validate.add_argument("--config", "-c", type=Path, dest="config", help="YAML config file")
+    validate.add_argument(
+        "--allow-missing-env", action="store_true",
+        help="an unset ${VAR} is not an error: check the structure without the secrets (CI)",
+    )
     validate.set_defaults(func=_cmd_validate)
 
     probes = sub.add_parser("probes", help="list probe types and their parameters")
@@ -112,6 +117,12 @@ def _load(path: Path) -> LoadedConfig:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     loaded = _load(args.config)
+    listen = args.listen or loaded.config.server.listen
+    problem = _listen_problem(listen)
+    if problem:
+        print(f"{problem}: set server.listen in {args.config} or pass --listen HOST:PORT",
+              file=sys.stderr)
+        return EXIT_USAGE
     configure_logging(loaded.config.logging.level, loaded.config.logging.format)
     from alivemcp.daemon import Daemon
 
@@ -182,13 +193,31 @@ async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_config(args.file)
+    if (args.file is None) == (args.config is None):
+        print("validate: give the config file once, as FILE or --config FILE", file=sys.stderr)
+        return EXIT_USAGE
+    path: Path = args.file or args.config
+    loaded = load_config(path, allow_missing_env=args.allow_missing_env)
     by_type: dict[str, int] = {}
     for check in loaded.checks:
         by_type[check.probe_type] = by_type.get(check.probe_type, 0) + 1
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no checks"
-    print(f"{args.file}: ok ({len(loaded.checks)} checks: {kinds})")
+    if loaded.unchecked:
+        print(f"{path}: ok, except {len(loaded.unchecked)} field(s) filled by environment "
+              "variables that are not set:")
+        for line in loaded.unchecked:
+            print(f"  {line}")
+    else:
+        print(f"{path}: ok ({len(loaded.checks)} checks: {kinds})")
     return EXIT_OK
+
+
+def _listen_problem(listen: str) -> str | None:
+    from alivemcp.config import split_listen
+    from alivemcp.listen import port_problem
+
+    host, port = split_listen(listen)
+    return port_problem(host, port)
 
 
 def _cmd_probes(args: argparse.Namespace) -> int:
@@ -207,6 +236,16 @@ def _cmd_probes(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from alivemcp.demo import run_demo
 
+    try:
+        problem = _listen_problem(args.listen)
+    except ValueError as exc:
+        print(f"--listen: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if problem:
+        # Before the local stack starts: nothing to stop, one line to read.
+        print(f"{problem}: choose another with `make demo LISTEN=127.0.0.1:9465` "
+              "(or `alivemcp demo --listen HOST:PORT`)", file=sys.stderr)
+        return EXIT_USAGE
     return _run_async(lambda: run_demo(args))
 
 

@@ -10,6 +10,8 @@ Loading goes in stages so every error can carry a precise path:
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import os
 import re
 import types
@@ -23,6 +25,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretBytes,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -179,8 +183,25 @@ class ResolvedCheck:
             self.interval,
             self.timeout,
             tuple(sorted(self.labels.items())),
-            self.params.model_dump_json(),
+            _params_digest(self.params),
         )
+
+
+def _params_digest(params: ProbeParams) -> str:
+    """A digest of every param *including secret values* (``model_dump_json`` masks them, so a
+    changed password alone would keep the probe with the old one). Only the digest is kept."""
+    text = json.dumps(
+        params.model_dump(mode="python"), sort_keys=True, default=_reveal, ensure_ascii=False
+    )
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _reveal(value: Any) -> Any:
+    if isinstance(value, SecretStr | SecretBytes):
+        return repr(value.get_secret_value())
+    if isinstance(value, set | frozenset):
+        return sorted(map(repr, value))
+    return repr(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +211,8 @@ class LoadedConfig:
     source: str
     #: Every secret value found while loading (already registered for redaction).
     secrets: frozenset[str] = frozenset()
+    #: With ``allow_missing_env``: fields left unchecked because their variable is not set.
+    unchecked: tuple[str, ...] = ()
 
 
 class ConfigError(ValueError):
@@ -206,13 +229,17 @@ class ConfigError(ValueError):
         return "\n".join(lines)
 
 
-def load_config(path: str | os.PathLike[str], *, reg: Registry | None = None) -> LoadedConfig:
+def load_config(
+    path: str | os.PathLike[str], *, reg: Registry | None = None, allow_missing_env: bool = False
+) -> LoadedConfig:
     path = Path(path)
     try:
         text = read_text(path)
     except YamlFileError as exc:
         raise ConfigError([str(exc)], str(path)) from None
-    return load_config_text(text, source=str(path), base_dir=path.parent, reg=reg)
+    return load_config_text(
+        text, source=str(path), base_dir=path.parent, reg=reg, allow_missing_env=allow_missing_env
+    )
 
 
 def load_config_text(
@@ -222,7 +249,14 @@ def load_config_text(
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
     reg: Registry | None = None,
+    allow_missing_env: bool = False,
 ) -> LoadedConfig:
+    """Load and validate a config, reporting every error it can find in one pass.
+
+    With ``allow_missing_env`` (for CI, where the secrets are not set), a ``${VAR}`` that is
+    not set is not an error, and errors about the fields it fills are listed in
+    ``LoadedConfig.unchecked`` instead: the rest of the file is still fully checked.
+    """
     reg = reg or registry()
     env = os.environ if env is None else env
     try:
@@ -238,15 +272,25 @@ def load_config_text(
     # they are not configuration themselves.
     raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}
     secrets = ConfigSecrets()
-    raw = _interpolate(raw, env, "", errors, secrets)
-    if errors:
-        raise ConfigError(errors, source)
+    missing: dict[str, str] = {}
+    raw = _interpolate(raw, env, "", errors, secrets, missing)
     try:
         config = Config.model_validate(raw)
+        specs = list(enumerate(config.checks))
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, Config, ""), source) from exc
-    checks = _resolve_checks(config, raw, base_dir or Path.cwd(), env, reg, errors)
+        # Keep going with what did validate, so the checks' params are checked in the same
+        # pass: one run of `validate` lists every error, not one layer at a time.
+        errors.extend(_format_errors(exc, Config, ""))
+        config, specs = _partial_config(raw)
+    checks = _resolve_checks(config, specs, base_dir or Path.cwd(), env, reg, errors)
     _check_type_limits(config, reg, errors)
+    unchecked: list[str] = []
+    if missing:
+        # An unset variable is one error, not also one for the empty value it left behind.
+        errors, unchecked = _set_aside_missing(errors, missing)
+        if not allow_missing_env:
+            unset = [f"{p}: environment variable {n} is not set" for p, n in missing.items()]
+            errors, unchecked = unset + errors, []
     if errors:
         raise ConfigError(errors, source)
     secrets.add_model(config)
@@ -256,15 +300,56 @@ def load_config_text(
     # a config through, so no caller can forget to.
     secrets.register()
     return LoadedConfig(
-        config=config, checks=tuple(checks), source=source, secrets=frozenset(secrets.values)
+        config=config, checks=tuple(checks), source=source, secrets=frozenset(secrets.values),
+        unchecked=tuple(unchecked),
     )
+
+
+def _partial_config(raw: dict[str, Any]) -> tuple[Config, list[tuple[int, CheckSpec]]]:
+    """The sections and checks of ``raw`` that validate on their own (defaults elsewhere)."""
+    sections: dict[str, Any] = {}
+    for name, field in Config.model_fields.items():
+        if name == "checks" or name not in raw:
+            continue
+        try:
+            sections[name] = Config.model_validate({name: raw[name]}).__dict__[name]
+        except ValidationError:
+            if field.default_factory is not None:
+                sections[name] = field.default_factory()  # type: ignore[call-arg]
+    specs: list[tuple[int, CheckSpec]] = []
+    raw_checks = raw.get("checks")
+    if isinstance(raw_checks, list):
+        for index, item in enumerate(raw_checks):
+            try:
+                specs.append((index, CheckSpec.model_validate(item)))
+            except ValidationError:
+                continue
+    return Config.model_construct(**sections), specs
+
+
+def _set_aside_missing(
+    errors: list[str], missing: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """Split errors into real ones and those about fields an unset ``${VAR}`` fills."""
+    real: list[str] = []
+    unchecked = [f"{path}: ${{{name}}} is not set; not checked" for path, name in missing.items()]
+    for line in errors:
+        where = line.partition(": ")[0]
+        if not any(where == p or where.startswith((p + ".", p + "[")) for p in missing):
+            real.append(line)
+    return real, unchecked
 
 
 # -- interpolation ---------------------------------------------------------------------------
 
 
 def _interpolate(
-    value: Any, env: Mapping[str, str], path: str, errors: list[str], secrets: ConfigSecrets
+    value: Any,
+    env: Mapping[str, str],
+    path: str,
+    errors: list[str],
+    secrets: ConfigSecrets,
+    missing: dict[str, str],
 ) -> Any:
     if isinstance(value, str):
         if "$" not in value:
@@ -279,16 +364,20 @@ def _interpolate(
                 return env[name]
             if default is not None:
                 return default
-            errors.append(f"{path or '<root>'}: environment variable {name} is not set")
+            missing[path or "<root>"] = name
             return ""
 
         return _ENV_REF.sub(sub, value)
     if isinstance(value, dict):
         return {
-            k: _interpolate(v, env, _join(path, str(k)), errors, secrets) for k, v in value.items()
+            k: _interpolate(v, env, _join(path, str(k)), errors, secrets, missing)
+            for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_interpolate(v, env, f"{path}[{i}]", errors, secrets) for i, v in enumerate(value)]
+        return [
+            _interpolate(v, env, f"{path}[{i}]", errors, secrets, missing)
+            for i, v in enumerate(value)
+        ]
     return value
 
 
@@ -297,7 +386,7 @@ def _interpolate(
 
 def _resolve_checks(
     config: Config,
-    raw: dict[str, Any],
+    specs: list[tuple[int, CheckSpec]],
     base_dir: Path,
     env: Mapping[str, str],
     reg: Registry,
@@ -305,7 +394,7 @@ def _resolve_checks(
 ) -> list[ResolvedCheck]:
     resolved: list[ResolvedCheck] = []
     seen: dict[str, str] = {}
-    for index, spec in enumerate(config.checks):
+    for index, spec in specs:
         path = f"checks[{index}]"
         try:
             probe_cls = reg.get(spec.probe)
@@ -362,7 +451,7 @@ def _resolve_checks(
                 )
             )
     known = {c.name for c in resolved}
-    for index, spec in enumerate(config.checks):
+    for index, spec in specs:
         for dep in spec.depends_on:
             if dep not in known:
                 hint = difflib.get_close_matches(dep, known, n=1)

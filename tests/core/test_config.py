@@ -107,7 +107,7 @@ def test_durations() -> None:
     assert parse_duration("1.5m") == 90.0
     assert parse_duration(7) == 7.0
     errs = errors_of("defaults: {interval: soon}")
-    assert errs[0].startswith("defaults.interval: Value error, 'soon' is not a duration")
+    assert errs[0].startswith("defaults.interval: 'soon' is not a duration")
 
 
 def test_default_timeout_is_below_the_interval() -> None:

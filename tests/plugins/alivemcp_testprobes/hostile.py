@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult, Status
 
@@ -17,6 +17,7 @@ class HostileParams(ProbeParams):
     reason_json: str = Field('"ok"', description="JSON string: the reason.")
     label_json: str = Field('"x"', description="JSON string: a labelled observation's label.")
     details_json: str = Field("{}", description="JSON object: the details.")
+    token: SecretStr | None = Field(None, description="A credential; its length is observed.")
 
 
 class HostileProbe(Probe[HostileParams]):
@@ -32,4 +33,6 @@ class HostileProbe(Probe[HostileParams]):
                 LabeledObservation("server_info", 1, {"server_name": json.loads(p.label_json)})
             ],
             details=details,
+            observations={"token_length": float(len(p.token.get_secret_value()))}
+            if p.token else {},
         )
