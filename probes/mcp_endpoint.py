@@ -43,13 +43,17 @@ changes (the reason of an ``up`` result then says so).
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
+import traceback
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
-from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES
+from alivemcp.plumbing._http_proxy import idna_host
+from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, ClientConfigError
 from alivemcp.probe import (
     CheckContext,
     Duration,
@@ -76,6 +80,23 @@ __all__ = ["McpEndpointParams", "McpEndpointProbe"]
 #: Time kept back from the check's timeout so the probe reports its own reason first.
 _DEADLINE_MARGIN = 0.25
 _LABEL_MAX = 64
+#: What interpreting a server's data can raise when the data has a shape the probe did not
+#: foresee (UnicodeError is a ValueError, KeyError and IndexError are LookupErrors).
+_SURPRISES = (TypeError, LookupError, AttributeError, ValueError, RecursionError,
+              ArithmeticError)
+#: Distinct surprises logged (with their traceback) per check.
+_MAX_LOGGED_SURPRISES = 32
+#: RFC 9110 token: what a header name may be.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: RFC 9110 field-value characters (visible ASCII, space, tab, obs-text); no CR, LF or NUL.
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+#: Headers the probe writes itself: a second copy would break the request or the session.
+_RESERVED_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "mcp-session-id",
+    "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id",
+})
+
+_log = logging.getLogger(__name__)
 
 
 class ToolCallParams(ProbeParams):
@@ -92,6 +113,20 @@ class ToolCallParams(ProbeParams):
     expect_value: Any = Field(
         None, description="With expect_json_path: the value found there must equal this."
     )
+
+
+class TlsParams(ProbeParams):
+    ca_file: str | None = Field(None, description="CA bundle (PEM) to verify the server with.")
+    cert_file: str | None = Field(
+        None, description="Client certificate (PEM; may hold the key too) for mutual TLS.")
+    key_file: str | None = Field(
+        None, description="The client certificate's private key, when not in `cert_file`.")
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> TlsParams:
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("key_file needs cert_file")
+        return self
 
 
 class McpEndpointParams(ProbeParams):
@@ -135,7 +170,17 @@ class McpEndpointParams(ProbeParams):
         True, description="Verify the server certificate (its expiry is reported only when "
         "verified)."
     )
-    tls_ca_file: str | None = Field(None, description="CA bundle to verify the server with.")
+    tls_ca_file: str | None = Field(
+        None, description="CA bundle to verify the server with (same as `tls.ca_file`).")
+    tls: TlsParams | None = Field(
+        None, description="TLS files: `ca_file` to verify the server, `cert_file` and "
+        "`key_file` for a client certificate (mutual TLS).")
+    proxy: Literal["direct"] | SecretStr | None = Field(
+        None,
+        description="HTTP proxy: unset uses the `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` "
+        "environment variables, `direct` never uses one, or an `http://host:port` URL "
+        "(credentials in it, `http://user:pass@host:port`, are a secret and never shown).",
+    )
     tls_expiry_days: float = Field(
         14.0, ge=0, description="A certificate expiring within this many days is degraded."
     )
@@ -153,7 +198,87 @@ class McpEndpointParams(ProbeParams):
             parts.port  # noqa: B018 - raises on a bad port
         except ValueError as exc:
             raise ValueError(f"bad port: {exc}") from None
+        problem = _host_problem(parts.hostname)
+        if problem is not None:
+            raise ValueError(problem)
+        if any(c in value for c in " \t\r\n\x00"):
+            raise ValueError("must not contain spaces or control characters")
         return value
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        seen: set[str] = set()
+        for name, secret in value.items():
+            shown = repr(name[:60])
+            if not _TOKEN.fullmatch(name):
+                raise ValueError(f"header name {shown} is not an HTTP token (letters, digits "
+                                 "and !#$%&'*+-.^_`|~ only)")
+            if name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"header {shown} is set by the probe itself")
+            if name.lower() in seen:
+                raise ValueError(f"header {shown} is given twice (header names ignore case)")
+            seen.add(name.lower())
+            # The value is a secret: say what is wrong with it, never what it is.
+            if not _FIELD_VALUE.fullmatch(secret.get_secret_value()):
+                raise ValueError(f"header {shown} has a value that cannot be sent: only "
+                                 "Latin-1 characters without line breaks or control "
+                                 "characters")
+        return value
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, value: str | SecretStr | None) -> str | SecretStr | None:
+        if not isinstance(value, SecretStr):
+            return value
+        # Never echo the URL: it may carry credentials.
+        parts = urlsplit(value.get_secret_value())
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError("must be `direct` or an http://host:port URL")
+        try:
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError:
+            raise ValueError("has a bad port") from None
+        if (parts.path not in ("", "/") or parts.query or parts.fragment
+                or _host_problem(parts.hostname) is not None):
+            raise ValueError("must be an http://host:port URL (no path; an encodable host)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_ca_file(self) -> McpEndpointParams:
+        if self.tls is not None and self.tls.ca_file and self.tls_ca_file and (
+                self.tls.ca_file != self.tls_ca_file):
+            raise ValueError("tls_ca_file and tls.ca_file name different files: keep one")
+        return self
+
+    @property
+    def ca_file(self) -> str | None:
+        return (self.tls.ca_file if self.tls is not None else None) or self.tls_ca_file
+
+    @property
+    def tls_cert_file(self) -> str | None:
+        return self.tls.cert_file if self.tls is not None else None
+
+    @property
+    def tls_key_file(self) -> str | None:
+        return self.tls.key_file if self.tls is not None else None
+
+    @property
+    def proxy_setting(self) -> str | None:
+        """The proxy for the HTTP client: None (environment), "direct" or the URL."""
+        if isinstance(self.proxy, SecretStr):
+            return self.proxy.get_secret_value()
+        return self.proxy
+
+
+def _host_problem(host: str) -> str | None:
+    """Why ``host`` cannot be put on the wire (None: it can). A name that is not ASCII must
+    have an IDNA (punycode) form, as DNS and the Host header need one."""
+    try:
+        idna_host(host)
+    except (ValueError, UnicodeError):
+        return f"host {host[:100]!r} has no IDNA (punycode) form"
+    return None
 
 
 class McpEndpointProbe(Probe[McpEndpointParams]):
@@ -179,6 +304,8 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             has_expect_value="expect_value" in call.model_fields_set,
         )
         self._static_headers = {k: v.get_secret_value() for k, v in params.headers.items()}
+        #: Surprises already logged with a traceback: (exception type, where it was raised).
+        self._logged_surprises: set[tuple[str, str]] = set()
 
     async def probe(self) -> ProbeResult:
         loop = asyncio.get_running_loop()
@@ -195,12 +322,19 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 except TokenUnavailable as exc:
                     return ProbeResult.unknown(f"cannot authenticate: {exc}")
                 headers["Authorization"] = f"Bearer {token}"
-            session = self.context.plumbing.http.probe_session(
-                verify=p.tls_verify, ca_file=p.tls_ca_file, max_body_bytes=p.max_response_bytes
-            )
+            try:
+                session = self.context.plumbing.http.probe_session(
+                    verify=p.tls_verify, ca_file=p.ca_file, cert_file=p.tls_cert_file,
+                    key_file=p.tls_key_file, proxy=p.proxy_setting,
+                    max_body_bytes=p.max_response_bytes,
+                )
+            except ClientConfigError as exc:
+                return ProbeResult.unknown(f"cannot use the TLS or proxy settings: {exc}")
             handshake = Handshake(self._options(headers), session, deadline)
             try:
                 result = await self._talk(handshake)
+            except ClientConfigError as exc:
+                result = ProbeResult.unknown(f"cannot use the TLS or proxy settings: {exc}")
             except AuthRejected as exc:
                 if (self._credentials is not None and self._credentials.last_from_cache
                         and not retried_token):
@@ -241,10 +375,33 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 await handshake.run(Era.STREAMABLE, may_switch=True)
         except (Down, EraMismatch) as exc:
             return ProbeResult.down(str(exc))
+        except _SURPRISES as exc:
+            return self._surprised(exc, handshake)
         problems = handshake.findings.problems
         if problems:
             return ProbeResult.degraded("; ".join(problems))
         return ProbeResult.up("ok")
+
+    def _surprised(self, exc: Exception, handshake: Handshake) -> ProbeResult:
+        """A server answer the checks above did not foresee: the server broke the protocol
+        (so it is down), but this may also be a probe bug, so its traceback is logged (once per
+        kind and place) and the place is shown in the details."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{frames[-1].filename.rpartition('/')[2]}:{frames[-1].lineno}" if frames else "?"
+        kind = type(exc).__name__
+        key = (kind, where)
+        if key not in self._logged_surprises and (
+                len(self._logged_surprises) < _MAX_LOGGED_SURPRISES):
+            self._logged_surprises.add(key)
+            _log.warning("mcp_endpoint check %s: %s at %s while reading the server's answer "
+                         "during %s (the server broke the protocol, or this is a probe bug)",
+                         self.context.name, kind, where, handshake.phase, exc_info=exc)
+        text = str(exc)
+        text = text if len(text) <= 200 else text[:200] + "…"
+        return ProbeResult.down(
+            f"server sent something unexpected during {handshake.phase}: {kind}: {text}",
+            details={"unexpected_error": f"{kind} at {where}"},
+        )
 
     def _auth_verdict(self, exc: AuthRejected) -> ProbeResult:
         reply = exc.reply
@@ -327,6 +484,10 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             self.tools_hash = tools_hash
         if f.delete_status is not None:
             details["delete_status"] = f.delete_status
+        if f.resumptions:
+            details["sse_resumptions"] = f.resumptions
+        if f.redirected_to is not None:
+            details["redirected_to"] = f.redirected_to
         if f.notes:
             details["notes"] = f.notes
         if f.problems and status is not Status.DEGRADED:

@@ -1,8 +1,10 @@
 """Local MCP servers for the tests, the demo and the benchmark, each in its own process.
 
 * Official Python SDK (``mcp`` 2.x ``MCPServer``): stateful streamable HTTP answering with SSE,
-  stateless streamable HTTP answering with JSON, the legacy HTTP+SSE transport, and an
-  OAuth-protected server (bearer tokens, with a client-credentials token endpoint beside it).
+  stateless streamable HTTP answering with JSON, the legacy HTTP+SSE transport, an
+  OAuth-protected server (bearer tokens, with a client-credentials token endpoint beside it),
+  and a resumable one (an event store: its ``poll`` tool closes the event stream before
+  answering, as 2025-11-25 allows; its ``ping_client`` tool pings the client first).
 * The same three transports from SDK 1.x (``FastMCP``), which cannot share a virtualenv with
   2.x: it lives in ``<repo>/.cache/mcp-sdk1`` (``python -m alivemcp.localstack.mcp_servers
   fetch-sdk1``).
@@ -10,8 +12,10 @@
   ``<repo>/.cache/npm`` by ``python -m alivemcp.localstack.mcp_servers fetch-npm``).
 * The "lab": one small aiohttp app whose paths are well-behaved and misbehaving MCP servers
   (hangs, 500s, HTML, bad JSON, errors, slowness, session expiry, counter-offers, truncated
-  streams, oversized bodies, a 2026-07-28-only server). It is also the fast server the
-  benchmark uses, so the server is not the bottleneck.
+  streams, oversized bodies, a 2026-07-28-only server, redirects, stream resumption, pings).
+  It is also the fast server the benchmark uses, so the server is not the bottleneck. Tests
+  can script it: ``POST /_script`` with the raw answers (any bytes) for some methods returns
+  a path that answers with them (see :func:`script_lab`).
 
 Every server binds 127.0.0.1 on a free port; :func:`start_server` waits until it accepts
 connections and fails loudly (with the server's stderr) when it does not.
@@ -27,6 +31,7 @@ Command line::
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import secrets
@@ -51,6 +56,7 @@ __all__ = [
     "fetch_sdk1",
     "free_port",
     "npm_server_entry",
+    "script_lab",
     "self_signed_cert",
     "start_npm_server",
     "start_server",
@@ -67,7 +73,8 @@ STATIC_TOKEN = "static-token-9f8e7d6c"
 CLIENT_ID = "prober"
 CLIENT_SECRET = "prober-secret-5a4b3c"
 
-SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth")
+SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth",
+             "sdk-resumable")
 SDK1_KINDS = ("sdk1-stateful", "sdk1-stateless-json", "sdk1-legacy-sse")
 SDK1_VENV = REPO / ".cache" / "mcp-sdk1"
 SDK1_REQUIREMENT = "mcp>=1.30,<2"
@@ -78,6 +85,7 @@ SDK_PATHS = {
     "sdk-stateless-json": "/mcp",
     "sdk-legacy-sse": "/sse",
     "sdk-auth": "/mcp",
+    "sdk-resumable": "/mcp",
     "sdk1-stateful": "/mcp",
     "sdk1-stateless-json": "/mcp",
     "sdk1-legacy-sse": "/sse",
@@ -190,6 +198,26 @@ def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = No
     proc = _spawn(kind, argv, port, SDK_PATHS.get(kind, ""), timeout=timeout)
     proc.scheme = "https" if tls_cert is not None else "http"
     return proc
+
+
+def script_lab(lab: ServerProcess, answers: dict[str, dict[str, Any]]) -> str:
+    """A lab URL that answers the given methods with exactly the given bytes.
+
+    ``answers`` maps a method (or ``endpoint``, for a legacy stream's first event) to
+    ``{"body": bytes, "content_type": ..., "status": ..., "headers": {...}}``; ``{ID}`` in a
+    body becomes the request's id. Any answer marked ``"legacy": True`` (or an ``endpoint``)
+    makes it a legacy HTTP+SSE server whose bodies are raw SSE events on the GET stream.
+    Other methods get the lab's normal answers.
+    """
+    import urllib.request
+
+    spec = {method: {**{k: v for k, v in answer.items() if k != "body"},
+                     "body": base64.b64encode(answer["body"]).decode()}
+            for method, answer in answers.items()}
+    request = urllib.request.Request(lab.base + "/_script", data=json.dumps(spec).encode(),
+                                     method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return lab.base + str(json.loads(response.read())["path"])
 
 
 def self_signed_cert(directory: Path, days: int) -> Path:
@@ -345,10 +373,70 @@ def _sdk_server(kind: str, port: int) -> Any:
     return server
 
 
+#: The ``retry`` (milliseconds) the resumable servers ask clients to wait before resuming.
+RESUME_RETRY_MS = 100
+
+
+def _event_store() -> Any:
+    """An in-memory event store for SDK 2.x: what makes its streams resumable."""
+    from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+
+    class MemoryEventStore(EventStore):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, str, Any]] = []  # (event id, stream id, message)
+
+        async def store_event(self, stream_id: str, message: Any) -> str:
+            event_id = str(len(self.events) + 1)
+            self.events.append((event_id, stream_id, message))
+            return event_id
+
+        async def replay_events_after(self, last_event_id: str, send_callback: EventCallback
+                                      ) -> str | None:
+            ids = [event[0] for event in self.events]
+            if last_event_id not in ids:
+                return None
+            stream_id = self.events[ids.index(last_event_id)][1]
+            for event_id, stream, message in self.events[ids.index(last_event_id) + 1:]:
+                if stream == stream_id and message is not None:
+                    await send_callback(EventMessage(message, event_id))
+            return stream_id
+
+    return MemoryEventStore()
+
+
+def _add_resumable_tools(server: Any) -> None:
+    """Tools that use 2025-11-25's stream features: closing the stream early, pinging."""
+    import anyio
+    from mcp.server.mcpserver import Context
+    from mcp.shared.message import ServerMessageMetadata
+    from mcp_types import EmptyResult, PingRequest
+
+    @server.tool()
+    async def poll(ctx: Context) -> str:
+        """Close the event stream, then answer (the client must resume to get it)."""
+        await ctx.close_sse_stream()
+        await anyio.sleep(0.3)
+        return "polled"
+
+    @server.tool()
+    async def ping_client(ctx: Context) -> str:
+        """Ping the client on this request's stream; answer only once it answered."""
+        with anyio.fail_after(5):
+            await ctx.session.send_request(
+                PingRequest(), EmptyResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+            )
+        return "pong received"
+
+
 def _serve_sdk(kind: str, port: int) -> None:
     server = _sdk_server(kind, port)
     if kind == "sdk-legacy-sse":
         server.run("sse", host="127.0.0.1", port=port)
+    elif kind == "sdk-resumable":
+        _add_resumable_tools(server)
+        server.run("streamable-http", host="127.0.0.1", port=port, event_store=_event_store(),
+                   retry_interval=RESUME_RETRY_MS)
     else:
         server.run(
             "streamable-http",
@@ -384,6 +472,17 @@ LAB_PATHS = {
     "/legacy": "legacy HTTP+SSE (GET stream with an endpoint event, POST replies on stream)",
     "/drift": "stateless JSON whose tools/list gains and loses a tool on alternate calls",
     "/legacy-foreign": "legacy HTTP+SSE whose endpoint event names another host",
+    "/legacy-ping": "legacy HTTP+SSE that pings the client before each response and answers "
+                    "only after the client's answer",
+    "/redir": "307 to /redir/, a stateful SSE server (a proxy adding the trailing slash)",
+    "/redir-foreign": "307 to the same server under another host name (another origin)",
+    "/redir301": "301 to /json (only 307/308 keep the method and body)",
+    "/redir-loop/N": "307 to /redir-loop/N+1, forever",
+    "/resume": "stateful SSE that ends every response stream after an event with an id and "
+               f"retry: {RESUME_RETRY_MS} ms, twice, before the response; resumed with GET and "
+               "Last-Event-ID (a GET sooner than the retry delay gets 429)",
+    "/ping-first": "stateful SSE that pings the client on each response stream and answers "
+                   "only after the client's answer",
 }
 
 LAB_TOOLS = [
@@ -404,6 +503,9 @@ def _lab_app() -> Any:
     #: Requests seen per (method, path): lets tests see what a client actually sent.
     seen: dict[str, int] = {}
     legacy_queues: dict[str, asyncio.Queue[bytes]] = {}
+    legacy_pinging: set[str] = set()
+    background: set[asyncio.Task[None]] = set()
+    pongs: dict[str, asyncio.Event] = {}
 
     def result_for(message: dict[str, Any], *, version: str | None = None) -> dict[str, Any]:
         method = message.get("method")
@@ -624,8 +726,10 @@ def _lab_app() -> Any:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
-        endpoint = (f"/legacy/messages?sid={session}" if request.path == "/legacy"
+        endpoint = (f"/legacy/messages?sid={session}" if request.path != "/legacy-foreign"
                     else "http://192.0.2.1/collect")  # /legacy-foreign: another host
+        if request.path == "/legacy-ping":
+            legacy_pinging.add(session)
         await response.write(f"event: endpoint\r\ndata: {endpoint}\r\n\r\n".encode())
         try:
             while True:
@@ -634,14 +738,37 @@ def _lab_app() -> Any:
             legacy_queues.pop(session, None)
 
     async def legacy_post(request: web.Request) -> web.StreamResponse:
-        queue = legacy_queues.get(request.query.get("sid", ""))
+        sid = request.query.get("sid", "")
+        queue = legacy_queues.get(sid)
         if queue is None:
             return web.Response(status=404)
         message = await read_message(request) or {}
-        if "id" in message:
+        if "method" not in message and str(message.get("id")) in pongs:
+            pongs[str(message.get("id"))].set()  # the client answered our ping
+            seen["pong received"] = seen.get("pong received", 0) + 1
+        elif "id" in message:
             payload = json.dumps(result_for(message))
-            queue.put_nowait(f"event: message\r\ndata: {payload}\r\n\r\n".encode())
+            answer = f"event: message\r\ndata: {payload}\r\n\r\n".encode()
+            if sid in legacy_pinging:
+                task = asyncio.create_task(ping_then(queue, answer))
+                background.add(task)
+                task.add_done_callback(background.discard)
+            else:
+                queue.put_nowait(answer)
         return web.Response(status=202, text="Accepted")
+
+    async def ping_then(queue: asyncio.Queue[bytes], answer: bytes) -> None:
+        ping_id = "srv-ping-" + secrets.token_hex(4)
+        pongs[ping_id] = asyncio.Event()
+        ping = json.dumps({"jsonrpc": "2.0", "id": ping_id, "method": "ping"})
+        queue.put_nowait(f"event: message\r\ndata: {ping}\r\n\r\n".encode())
+        try:
+            await asyncio.wait_for(pongs[ping_id].wait(), 5)
+        except TimeoutError:
+            return  # never answered: neither is the client
+        finally:
+            pongs.pop(ping_id, None)
+        queue.put_nowait(answer)
 
     @web.middleware
     async def count(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -652,8 +779,198 @@ def _lab_app() -> Any:
     async def stats(request: web.Request) -> web.StreamResponse:
         return json_reply(seen)
 
+    # -- redirects
+    async def redirect(request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path == "/redir":
+            location = "/redir/"
+        elif path == "/redir-foreign":
+            location = f"http://localhost:{request.url.port}/json"
+        elif path == "/redir301":
+            return web.Response(status=301, headers={"Location": "/json"})
+        else:
+            hop = int(request.match_info.get("hop", "0"))
+            location = f"/redir-loop/{hop + 1}"
+        return web.Response(status=307, headers={"Location": location})
+
+    # -- 2025-11-25 resumption: each response stream ends early (twice) after an event id
+    resumable: dict[str, dict[str, Any]] = {}
+
+    def resume_problem(request: web.Request, state: dict[str, Any]) -> str | None:
+        if "text/event-stream" not in request.headers.get("Accept", ""):
+            return "Accept lacks text/event-stream"
+        if request.headers.get("Mcp-Session-Id") != state["session"]:
+            return "wrong or missing Mcp-Session-Id"
+        if state["method"] != "initialize" and request.headers.get(
+                "MCP-Protocol-Version") not in KNOWN:
+            return "missing MCP-Protocol-Version"
+        if time.monotonic() - state["closed_at"] < RESUME_RETRY_MS / 1000 * 0.9:
+            return "resumed before the retry delay"
+        return None
+
+    async def resume(request: web.Request) -> web.StreamResponse:
+        session = request.headers.get("Mcp-Session-Id")
+        if request.method == "DELETE":
+            sessions.discard(session or "")
+            return web.Response(status=200)
+        if request.method == "GET":
+            stream, _, stage = request.headers.get("Last-Event-ID", "").rpartition("-")
+            state = resumable.get(stream)
+            if state is None or str(state["stage"]) != stage:
+                return web.Response(status=404, text="unknown Last-Event-ID")
+            problem = resume_problem(request, state)
+            if problem is not None:
+                seen[f"resume refused: {problem}"] = seen.get(f"resume refused: {problem}", 0) + 1
+                return web.Response(status=429 if "retry" in problem else 400, text=problem)
+            state["stage"] += 1
+            state["closed_at"] = time.monotonic()
+            if state["stage"] == 1:  # a notification, then the stream ends again
+                body = (f"id: {stream}-1\ndata: " '{"jsonrpc":"2.0","method":'
+                        '"notifications/message","params":{"level":"info","data":"working"}}'
+                        "\n\n")
+            else:
+                body = f"id: {stream}-2\ndata: {state['reply']}\n\n"
+                resumable.pop(stream)
+            return web.Response(body=body.encode(), content_type="text/event-stream")
+        message = await read_message(request)
+        if message is None:
+            return web.Response(status=400)
+        headers: dict[str, str] = {}
+        if message.get("method") == "initialize":
+            session = secrets.token_hex(8)
+            sessions.add(session)
+            headers["Mcp-Session-Id"] = session
+        elif session not in sessions:
+            return web.Response(status=404)
+        if "id" not in message:
+            return web.Response(status=202)
+        stream = secrets.token_hex(6)
+        resumable[stream] = {"session": session, "method": message.get("method"), "stage": 0,
+                             "reply": json.dumps(result_for(message)),
+                             "closed_at": time.monotonic()}
+        body = f"id: {stream}-0\nretry: {RESUME_RETRY_MS}\ndata: \n\n"
+        return web.Response(body=body.encode(), content_type="text/event-stream",
+                            headers=headers)
+
+    # -- the server pings the client before answering
+
+    async def ping_first(request: web.Request) -> web.StreamResponse:
+        session = request.headers.get("Mcp-Session-Id")
+        if request.method == "DELETE":
+            sessions.discard(session or "")
+            return web.Response(status=200)
+        message = await read_message(request)
+        if message is None:
+            return web.Response(status=400)
+        if "method" not in message:  # the client's answer to our ping
+            waiter = pongs.get(str(message.get("id")))
+            if waiter is None or message.get("result") != {} or (
+                    session not in sessions):
+                return web.Response(status=400, text="unexpected answer")
+            waiter.set()
+            return web.Response(status=202)
+        headers: dict[str, str] = {}
+        if message.get("method") == "initialize":
+            session = secrets.token_hex(8)
+            sessions.add(session)
+            headers["Mcp-Session-Id"] = session
+        elif session not in sessions:
+            return web.Response(status=404)
+        if "id" not in message:
+            return web.Response(status=202)
+        ping_id = "srv-ping-" + secrets.token_hex(4)
+        pongs[ping_id] = asyncio.Event()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **headers})
+        await response.prepare(request)
+        ping = json.dumps({"jsonrpc": "2.0", "id": ping_id, "method": "ping"})
+        await response.write(f"event: message\ndata: {ping}\n\n".encode())
+        try:
+            await asyncio.wait_for(pongs[ping_id].wait(), 5)
+        except TimeoutError:
+            return response  # no answer to our ping: end the stream without a response
+        finally:
+            pongs.pop(ping_id, None)
+        seen["pong received"] = seen.get("pong received", 0) + 1
+        reply = json.dumps(result_for(message))
+        await response.write(f"event: message\ndata: {reply}\n\n".encode())
+        return response
+
+    # -- scripted answers (the hostile-server tests)
+    scripts: dict[str, dict[str, Any]] = {}
+
+    async def add_script(request: web.Request) -> web.StreamResponse:
+        spec = json.loads(await request.read())
+        token = secrets.token_hex(6)
+        scripts[token] = {
+            method: {"status": int(answer.get("status", 200)),
+                     "content_type": answer.get("content_type", "application/json"),
+                     "body": base64.b64decode(answer["body"]),
+                     "headers": answer.get("headers", {})}
+            for method, answer in spec.items()
+        }
+        legacy = "endpoint" in spec or any("legacy" in a for a in spec.values())
+        return json_reply({"path": f"/scripted-legacy/{token}" if legacy else
+                           f"/scripted/{token}"})
+
+    def scripted_answer(script: dict[str, Any], message: dict[str, Any]) -> bytes | None:
+        answer = script.get(str(message.get("method")))
+        if answer is None:
+            return None
+        return answer["body"].replace(b"{ID}", json.dumps(message.get("id")).encode())
+
+    async def scripted(request: web.Request) -> web.StreamResponse:
+        script = scripts.get(request.match_info["token"])
+        if script is None:
+            return web.Response(status=404)
+        if request.method != "POST":
+            return web.Response(status=405)
+        message = await read_message(request) or {}
+        body = scripted_answer(script, message)
+        if body is None:
+            return await _fast(message)
+        answer = script[str(message.get("method"))]
+        return web.Response(body=body, status=answer["status"], headers={
+            "Content-Type": answer["content_type"], **answer["headers"]})
+
+    async def scripted_legacy(request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        script = scripts.get(token)
+        if script is None or request.method != "GET":
+            return web.Response(status=404 if script is None else 405)
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        legacy_queues[token] = queue
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        endpoint = script.get("endpoint")
+        await response.write(endpoint["body"] if endpoint else
+                             f"event: endpoint\ndata: /scripted-legacy/{token}/messages\n\n"
+                             .encode())
+        try:
+            while True:
+                await response.write(await queue.get())
+        finally:
+            legacy_queues.pop(token, None)
+
+    async def scripted_legacy_post(request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        queue, script = legacy_queues.get(token), scripts.get(token)
+        if queue is None or script is None:
+            return web.Response(status=404)
+        message = await read_message(request) or {}
+        if "id" in message and "method" in message:
+            body = scripted_answer(script, message)
+            if body is None:
+                body = f"event: message\ndata: {json.dumps(result_for(message))}\n\n".encode()
+            queue.put_nowait(body)
+        return web.Response(status=202, text="Accepted")
+
     app = web.Application(client_max_size=1024 * 1024, middlewares=[count])
     app.router.add_get("/_stats", stats)
+    app.router.add_post("/_script", add_script)
+    app.router.add_route("*", "/scripted/{token}", scripted)
+    app.router.add_route("*", "/scripted-legacy/{token}", scripted_legacy)
+    app.router.add_post("/scripted-legacy/{token}/messages", scripted_legacy_post)
+    app.router.add_route("*", "/redir-loop/{hop}", redirect)
     routes = {
         "/json": fast_json, "/sse": fast_sse, "/hang": hang, "/error500": error500,
         "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
@@ -661,7 +978,9 @@ def _lab_app() -> Any:
         "/midclose": midclose,
         "/huge": huge, "/badtools": badtools, "/noinitialized": noinitialized,
         "/modern": modern, "/bearer": bearer, "/legacy": legacy_stream, "/drift": drifting,
-        "/legacy-foreign": legacy_stream,
+        "/legacy-foreign": legacy_stream, "/legacy-ping": legacy_stream,
+        "/redir": redirect, "/redir/": fast_sse, "/redir-foreign": redirect,
+        "/redir301": redirect, "/resume": resume, "/ping-first": ping_first,
     }
     for path, handler in routes.items():
         app.router.add_route("*", path, handler)

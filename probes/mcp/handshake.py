@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urljoin
 
 from alivemcp.plumbing.http import ProbeSession
 from probes.mcp.wire import (
@@ -32,7 +33,9 @@ from probes.mcp.wire import (
     NotMcp,
     Reply,
     WireError,
+    json_kind,
     post,
+    same_origin,
     send_delete,
 )
 
@@ -60,6 +63,12 @@ _META_SERVER = "io.modelcontextprotocol/serverInfo"
 _MAX_TOOL_PAGES = 20
 _MAX_TEXT = 200
 _FINE_DELETE = frozenset({200, 202, 204, 404, 405})
+#: Redirects followed per request: only 307/308 (which keep the method and body), only to the
+#: same scheme, host and port (credentials never go to another origin).
+_MAX_REDIRECTS = 3
+_FOLLOWED_REDIRECTS = frozenset({307, 308})
+#: What a session id must be (MCP: visible ASCII, 0x21-0x7E); it is echoed in every request.
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,1024}")
 #: How servers answer a request on an expired session: 404 (Python SDK, the spec), 400 (the npm
 #: reference server).
 _SESSION_GONE = frozenset({400, 404})
@@ -121,23 +130,34 @@ class Findings:
     notes: list[str] = field(default_factory=list)
     delete_status: int | str | None = None
     first_request_seconds: float | None = None
+    #: Hash of the tool surface (set with ``tools``).
+    tools_digest: str | None = None
+    #: Event streams resumed with ``Last-Event-ID`` during the run.
+    resumptions: int = 0
+    #: Where the endpoint redirected the probe (a same-origin 307/308 that was followed).
+    redirected_to: str | None = None
 
     def tools_hash(self) -> str | None:
         """Hash of the sorted tool names and input schemas: changes when the surface drifts."""
-        if self.tools is None:
-            return None
-        surface = sorted(
-            (str(t.get("name")), t.get("inputSchema")) for t in self.tools
-        )
-        digest = hashlib.sha256(
-            json.dumps(surface, sort_keys=True, separators=(",", ":"), default=str).encode()
-        )
-        return digest.hexdigest()[:16]
+        return self.tools_digest if self.tools is not None else None
 
 
-def _short(value: object) -> str:
+def surface_hash(tools: list[dict[str, Any]]) -> str:
+    """Hash of the tool names and input schemas, sorted by name. Raises ValueError or
+    RecursionError for a schema JSON cannot serialize (the caller judges the server)."""
+    surface = sorted(
+        ((t["name"], t.get("inputSchema")) for t in tools),
+        key=lambda pair: pair[0],
+    )
+    digest = hashlib.sha256(
+        json.dumps(surface, sort_keys=True, separators=(",", ":"), default=str).encode()
+    )
+    return digest.hexdigest()[:16]
+
+
+def _short(value: object, limit: int = _MAX_TEXT) -> str:
     text = str(value)
-    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "…"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _as_json(value: object) -> str:
@@ -147,8 +167,38 @@ def _as_json(value: object) -> str:
 def _rpc_error(message: Mapping[str, Any]) -> str:
     error = message.get("error")
     if not isinstance(error, dict):
-        return _short(error)
-    return f"{error.get('code')}: {_short(error.get('message'))}"
+        return f"that is {json_kind(error)}, not an error object"
+    code, text = error.get("code"), error.get("message")
+    shown_code = str(code) if isinstance(code, int) and not isinstance(code, bool) else (
+        f"(code is {json_kind(code)})")
+    shown_text = _short(text) if isinstance(text, str) else f"(message is {json_kind(text)})"
+    return f"{shown_code}: {shown_text}"
+
+
+def _check_server_info(info: object, phase: str) -> tuple[str | None, str | None]:
+    """serverInfo's name and version; raises :class:`Down` when it has the wrong shape."""
+    if info is None:
+        return None, None
+    if not isinstance(info, dict):
+        raise Down(f"{phase}: serverInfo is {json_kind(info)}, not an object")
+    found: list[str | None] = []
+    for key in ("name", "version"):
+        value = info.get(key)
+        if value is not None and not isinstance(value, str):
+            raise Down(f"{phase}: serverInfo.{key} is {json_kind(value)}, not a string")
+        found.append(_short(value) if value is not None else None)
+    return found[0], found[1]
+
+
+def _check_capabilities(result: Mapping[str, Any], phase: str) -> None:
+    capabilities = result.get("capabilities")
+    if capabilities is None:
+        return
+    if not isinstance(capabilities, dict):
+        raise Down(f"{phase}: capabilities is {json_kind(capabilities)}, not an object")
+    tools = capabilities.get("tools")
+    if tools is not None and not isinstance(tools, dict):
+        raise Down(f"{phase}: capabilities.tools is {json_kind(tools)}, not an object")
 
 
 def _supported_versions(message: Mapping[str, Any] | None) -> list[str] | None:
@@ -180,6 +230,10 @@ class Handshake:
         self.session = session
         self.deadline = deadline
         self.findings = Findings()
+        #: The step under way (for a reason when the server's data surprises the probe).
+        self.phase = "start"
+        #: The endpoint URL; a same-origin 307/308 redirect replaces it for the rest of the run.
+        self.url = options.url
         self._ids = 0
         self._session_id: str | None = None
         self._reinitialized = False
@@ -209,15 +263,40 @@ class Handshake:
 
     async def _post(self, message: dict[str, Any], headers: Mapping[str, str], phase: str
                     ) -> Reply:
-        try:
-            reply = await post(self.session, self.o.url, message, headers,
-                               timeout=self._timeout(phase))
-        except WireError as exc:
-            raise Down(f"{phase}: {exc}") from exc
-        except NotMcp as exc:
-            raise Down(f"{phase}: not MCP: {exc}") from exc
+        self.phase = phase
+        url = self.url
+        for hop in range(_MAX_REDIRECTS + 1):
+            try:
+                reply = await post(self.session, url, message, headers,
+                                   timeout=self._timeout(phase))
+            except WireError as exc:
+                raise Down(f"{phase}: {exc}") from exc
+            except NotMcp as exc:
+                raise Down(f"{phase}: not MCP: {exc}") from exc
+            self.findings.resumptions += reply.resumptions
+            target = self._redirect_target(reply, url)
+            if target is None or hop == _MAX_REDIRECTS:
+                break
+            url = target
+        if url != self.url:
+            # /mcp -> /mcp/ behind a proxy: talk to the final URL for the rest of the run.
+            self.url = url
+            self.findings.redirected_to = url
+            self.findings.notes.append(f"followed a redirect to {_short(url, 120)}")
         self._note_first(reply)
         return reply
+
+    @staticmethod
+    def _redirect_target(reply: Reply, url: str) -> str | None:
+        """Where a 307/308 to the same origin points; None for any other answer."""
+        location = reply.headers.get("Location")
+        if reply.status not in _FOLLOWED_REDIRECTS or not location:
+            return None
+        try:
+            target = urljoin(url, location.strip())
+        except ValueError:
+            return None
+        return target if same_origin(target, url) and target != url else None
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -261,7 +340,7 @@ class Handshake:
         self.findings.era = Era.STREAMABLE
         try:
             result = self._check_initialize(reply)
-            self._session_id = reply.headers.get("Mcp-Session-Id") or None
+            self._session_id = self._check_session_id(reply)
             self.findings.phases["initialize"] = reply.seconds
             await self._initialized()
             await self._after_initialize(result, self._send_in_session)
@@ -274,7 +353,7 @@ class Handshake:
         if reply.status in (401, 403):
             raise AuthRejected("re-initialize", reply)
         self._check_initialize(reply)
-        self._session_id = reply.headers.get("Mcp-Session-Id") or None
+        self._session_id = self._check_session_id(reply)
         await self._initialized()
 
     async def _send_in_session(self, method: str, params: Mapping[str, Any] | None,
@@ -291,10 +370,19 @@ class Handshake:
                                      phase)
         return reply
 
+    @staticmethod
+    def _check_session_id(reply: Reply) -> str | None:
+        session_id = reply.headers.get("Mcp-Session-Id") or None
+        if session_id is not None and not _SESSION_ID.fullmatch(session_id):
+            raise Down(f"initialize: the Mcp-Session-Id header {_short(session_id, 60)!r} is not "
+                       "visible ASCII (it could not be sent back)")
+        return session_id
+
     async def _initialized(self) -> None:
+        self.phase = "notifications/initialized"
         message = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         try:
-            reply = await post(self.session, self.o.url, message, self._session_headers(),
+            reply = await post(self.session, self.url, message, self._session_headers(),
                                timeout=self._timeout("notifications/initialized"))
         except (WireError, NotMcp) as exc:
             self.findings.problems.append(f"notifications/initialized: {exc}")
@@ -312,19 +400,23 @@ class Handshake:
     async def _delete(self) -> None:
         if not self._session_id:
             return
+        self.phase = "DELETE of the session"
         headers = self._session_headers()
         headers.pop("Content-Type", None)
         remaining = self.deadline - self._loop.time()
-        status = await send_delete(self.session, self.o.url, headers,
+        status = await send_delete(self.session, self.url, headers,
                                    timeout=max(0.05, min(self.o.request_timeout, remaining)))
         self.findings.delete_status = status
         if status not in _FINE_DELETE:
             self.findings.notes.append(f"DELETE of the session: {status}")
 
     def _check_initialize(self, reply: Reply) -> dict[str, Any]:
-        if 300 <= reply.status < 400 and reply.headers.get("Location"):
-            raise Down(f"initialize: HTTP {reply.status} redirect to "
-                       f"{_short(reply.headers.get('Location'))} (redirects are not followed)")
+        location = reply.headers.get("Location")
+        if 300 <= reply.status < 400 and location:
+            followed = self._redirect_target(reply, self.url) is not None
+            why = (f"stopped after {_MAX_REDIRECTS} redirects" if followed
+                   else "redirects are not followed")
+            raise Down(f"initialize: HTTP {reply.status} redirect to {_short(location)} ({why})")
         if reply.status >= 300:
             raise Down(f"initialize: HTTP {reply.status}")
         message = reply.message
@@ -334,21 +426,18 @@ class Handshake:
             raise Down(f"initialize returned JSON-RPC error {_rpc_error(message)}")
         result = message.get("result")
         if not isinstance(result, dict):
-            raise Down("initialize: the result is not an object")
+            raise Down(f"initialize: the result is {json_kind(result)}, not an object")
         version = result.get("protocolVersion")
+        if not isinstance(version, str):
+            raise Down(f"initialize: protocolVersion is {json_kind(version)}, not a string")
         if version not in KNOWN_VERSIONS:
-            raise Down(f"server negotiated unknown protocol version {_short(version)!r} "
+            raise Down(f"server negotiated unknown protocol version {_short(version, 60)!r} "
                        f"(offered {self.o.offer})")
+        name, server_version = _check_server_info(result.get("serverInfo"), "initialize")
+        _check_capabilities(result, "initialize")
         self.findings.protocol_version = version
-        info = result.get("serverInfo")
-        if isinstance(info, dict):
-            self._server_info(info)
+        self.findings.server_name, self.findings.server_version = name, server_version
         return result
-
-    def _server_info(self, info: Mapping[str, Any]) -> None:
-        name, version = info.get("name"), info.get("version")
-        self.findings.server_name = _short(name) if name is not None else None
-        self.findings.server_version = _short(version) if version is not None else None
 
     # -- what every era does after the handshake ---------------------------------------------
 
@@ -367,7 +456,7 @@ class Handshake:
         if wanted:
             await self._tools_list(send)
         if self.o.required_tools and self.findings.tools is not None:
-            names = {str(t.get("name")) for t in self.findings.tools}
+            names = {t["name"] for t in self.findings.tools}
             missing = [n for n in self.o.required_tools if n not in names]
             if missing:
                 self.findings.problems.append("required tool(s) missing: " + ", ".join(missing))
@@ -378,7 +467,9 @@ class Handshake:
         self, send: Callable[[str, Mapping[str, Any] | None, str], Awaitable[Reply]]
     ) -> None:
         tools: list[dict[str, Any]] = []
-        cursor: Any = None
+        names: set[str] = set()
+        cursors: set[str] = set()
+        cursor: str | None = None
         elapsed = 0.0
         for _ in range(_MAX_TOOL_PAGES):
             params = {"cursor": cursor} if cursor else None
@@ -391,20 +482,34 @@ class Handshake:
             result = self._result_of(reply, "tools/list")
             if result is None:
                 return
-            page = result.get("tools")
-            if not isinstance(page, list) or not all(
-                isinstance(t, dict) and isinstance(t.get("name"), str) for t in page
-            ):
-                self.findings.problems.append("tools/list: the result has no list of named tools")
+            problem = _page_problem(result.get("tools"), names)
+            if problem is not None:
+                self.findings.problems.append(f"tools/list: {problem}")
                 return
-            tools.extend(page)
+            tools.extend(result["tools"])
             cursor = result.get("nextCursor")
+            if cursor is not None and not isinstance(cursor, str):
+                self.findings.problems.append(
+                    f"tools/list: nextCursor is {json_kind(cursor)}, not a string")
+                return
             if not cursor:
                 break
+            if cursor in cursors:
+                self.findings.problems.append(
+                    f"tools/list: nextCursor {_short(cursor, 60)!r} repeats (pagination loops)")
+                return
+            cursors.add(cursor)
         else:
             self.findings.notes.append(f"tools/list: stopped after {_MAX_TOOL_PAGES} pages")
+        try:
+            digest = surface_hash(tools)
+        except (ValueError, TypeError, RecursionError):
+            self.findings.problems.append(
+                "tools/list: an inputSchema cannot be serialized (nested too deeply)")
+            return
         self.findings.phases["tools_list"] = elapsed
         self.findings.tools = tools
+        self.findings.tools_digest = digest
 
     def _result_of(self, reply: Reply, phase: str) -> dict[str, Any] | None:
         """The result object, or None after recording the problem."""
@@ -417,7 +522,8 @@ class Handshake:
             return None
         result = reply.message.get("result")
         if not isinstance(result, dict):
-            self.findings.problems.append(f"{phase}: the result is not an object")
+            self.findings.problems.append(
+                f"{phase}: the result is {json_kind(result)}, not an object")
             return None
         return result
 
@@ -437,9 +543,21 @@ class Handshake:
         result = self._result_of(reply, phase)
         if result is None:
             return
-        texts = [str(c.get("text", "")) for c in result.get("content") or []
-                 if isinstance(c, dict)]
-        if result.get("isError") is True:
+        content = result.get("content")
+        if content is not None and not isinstance(content, list):
+            self.findings.problems.append(
+                f"{phase}: content is {json_kind(content)}, not a list")
+            return
+        if not all(isinstance(c, dict) for c in content or []):
+            self.findings.problems.append(f"{phase}: content holds an item that is not an object")
+            return
+        is_error = result.get("isError")
+        if is_error is not None and not isinstance(is_error, bool):
+            self.findings.problems.append(
+                f"{phase}: isError is {json_kind(is_error)}, not a boolean")
+            return
+        texts = [c["text"] for c in content or [] if isinstance(c.get("text"), str)]
+        if is_error:
             self.findings.problems.append(f"{phase}: the tool reported an error: "
                                           f"{_short(' '.join(texts))}")
             return
@@ -501,15 +619,16 @@ class Handshake:
             raise Down(f"server/discover: HTTP {reply.status}")
         result = message.get("result")
         if not isinstance(result, dict):
-            raise Down("server/discover: the result is not an object")
+            raise Down(f"server/discover: the result is {json_kind(result)}, not an object")
+        meta = result.get("_meta")
+        info = meta.get(_META_SERVER) if isinstance(meta, dict) else None
+        info = info if info is not None else result.get("serverInfo")
+        name, version = _check_server_info(info, "server/discover")
+        _check_capabilities(result, "server/discover")
         self.findings.era = Era.STATELESS
         self.findings.protocol_version = MODERN_VERSION
         self.findings.phases["initialize"] = reply.seconds
-        meta = result.get("_meta")
-        info = meta.get(_META_SERVER) if isinstance(meta, dict) else None
-        info = info if isinstance(info, dict) else result.get("serverInfo")
-        if isinstance(info, dict):
-            self._server_info(info)
+        self.findings.server_name, self.findings.server_version = name, version
         await self._after_initialize(result, self._send_modern)
 
     # -- legacy HTTP+SSE ---------------------------------------------------------------------
@@ -518,7 +637,8 @@ class Handshake:
         """``after``: the streamable POST reply that sent us here (for the reason if this fails
         too)."""
         headers = dict(self.o.headers)
-        channel = LegacySseChannel(self.session, self.o.url, headers)
+        self.phase = "legacy SSE stream"
+        channel = LegacySseChannel(self.session, self.url, headers)
         try:
             try:
                 await channel.open(timeout=self._timeout("legacy SSE stream"),
@@ -539,6 +659,7 @@ class Handshake:
             self.findings.era = Era.LEGACY
 
             async def send(method: str, params: Mapping[str, Any] | None, phase: str) -> Reply:
+                self.phase = phase
                 try:
                     reply = await channel.send(self._request(method, params),
                                                timeout=self._timeout(phase))
@@ -567,6 +688,26 @@ class Handshake:
             await self._after_initialize(result, send)
         finally:
             await channel.aclose()
+
+
+def _page_problem(page: object, names: set[str]) -> str | None:
+    """What is wrong with one page of tools/list (None: nothing); adds its names to ``names``."""
+    if not isinstance(page, list):
+        return f"the result has no list of named tools (tools is {json_kind(page)})"
+    for index, tool in enumerate(page):
+        if not isinstance(tool, dict):
+            return f"the result has no list of named tools (tool #{index} is {json_kind(tool)})"
+        name = tool.get("name")
+        if not isinstance(name, str):
+            return ("the result has no list of named tools "
+                    f"(tool #{index} has a name that is {json_kind(name)})")
+        if name in names:
+            return f"tool {_short(name, 64)!r} is listed twice"
+        names.add(name)
+        schema = tool.get("inputSchema")
+        if schema is not None and not isinstance(schema, dict):
+            return f"tool {_short(name, 64)!r} has an inputSchema that is {json_kind(schema)}"
+    return None
 
 
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

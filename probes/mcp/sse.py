@@ -5,6 +5,11 @@ Lines end in CRLF, LF or a bare CR; ``data:`` lines of one event are joined with
 dispatched at a blank line. Events with empty data (the npm server's priming event) are
 dispatched too and left for the caller to skip. Bytes are decoded per line, so a multi-byte
 character split across network chunks is never mangled.
+
+As the SSE standard says, the last event id persists across events (and, through
+:meth:`SseParser.restart`, across reconnections: it becomes the ``Last-Event-ID`` of a resumed
+stream), an ``id`` containing NUL is ignored, and ``retry`` (the reconnection delay in
+milliseconds) is taken only when it is all ASCII digits.
 """
 
 from __future__ import annotations
@@ -22,13 +27,27 @@ class SseEvent:
 
 
 class SseParser:
-    __slots__ = ("_buffer", "_data", "_event", "_id")
+    __slots__ = ("_buffer", "_data", "_event", "_id", "retry_ms")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[str] = []
         self._event = ""
         self._id: str | None = None
+        #: The server's last ``retry:`` value (milliseconds), None when it sent none.
+        self.retry_ms: int | None = None
+
+    @property
+    def last_event_id(self) -> str | None:
+        """The id of the last event that carried one (the ``Last-Event-ID`` to resume with)."""
+        return self._id
+
+    def restart(self) -> None:
+        """Start reading a new connection's stream: an unfinished line or event of the old
+        one is dropped; the last event id and the retry delay are kept."""
+        self._buffer = b""
+        self._data = []
+        self._event = ""
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Add bytes from the stream; return the events completed by them."""
@@ -62,8 +81,10 @@ class SseParser:
                 self._data.append(value)
             elif name == "event":
                 self._event = value
-            elif name == "id":
+            elif name == "id" and "\x00" not in value:
                 self._id = value
+            elif name == "retry" and value.isascii() and value.isdigit() and len(value) <= 9:
+                self.retry_ms = int(value)
         return events
 
     @property
