@@ -335,7 +335,10 @@ def _set_aside_missing(
     unchecked = [f"{path}: ${{{name}}} is not set; not checked" for path, name in missing.items()]
     for line in errors:
         where = line.partition(": ")[0]
-        if not any(where == p or where.startswith((p + ".", p + "[")) for p in missing):
+        # An error at the field itself, inside it, or on the object holding it (a model-level
+        # rule such as "bootstrap_servers is empty" is reported on its parent).
+        if not any(where == p or where.startswith((p + ".", p + "["))
+                   or p.startswith((where + ".", where + "[")) for p in missing):
             real.append(line)
     return real, unchecked
 

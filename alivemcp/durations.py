@@ -11,9 +11,15 @@ import math
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
-__all__ = ["MAX_DURATION_SECONDS", "Duration", "parse_duration"]
+__all__ = [
+    "DURATION_JSON_SCHEMA",
+    "MAX_DURATION_SECONDS",
+    "Duration",
+    "DurationOrZero",
+    "parse_duration",
+]
 
 #: One year: longer than any interval, timeout, retention or grace a monitor needs.
 MAX_DURATION_SECONDS = 365 * 86400.0
@@ -43,5 +49,28 @@ def parse_duration(value: Any) -> Any:
     return seconds
 
 
+#: What editors see: exactly the two spellings :func:`parse_duration` accepts.
+DURATION_JSON_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_DURATION_SECONDS},
+        {"type": "string", "pattern": _DURATION.pattern},
+    ],
+    "description": "Seconds, or a number with a unit: 250ms, 30s, 5m, 2h, 1d (at most 365d).",
+}
+
 #: Seconds (> 0, finite, at most a year), written as a number or a string with a unit.
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Duration = Annotated[
+    float, BeforeValidator(parse_duration), Field(gt=0), WithJsonSchema(DURATION_JSON_SCHEMA)
+]
+
+#: As :data:`Duration`, but 0 is allowed (e.g. "no wait").
+DurationOrZero = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    Field(ge=0),
+    WithJsonSchema({
+        **DURATION_JSON_SCHEMA,
+        "anyOf": [{"type": "number", "minimum": 0, "maximum": MAX_DURATION_SECONDS},
+                  DURATION_JSON_SCHEMA["anyOf"][1]],
+    }),
+]

@@ -69,25 +69,69 @@ def describe_probe_types() -> str:
 
 
 def config_json_schema() -> dict[str, Any]:
-    """The whole config's JSON schema, with each check's ``params`` tied to its probe type."""
+    """The whole config's JSON schema, as the loader reads a file.
+
+    Beyond pydantic's model schema: each check's ``params`` is tied to its probe type (with
+    the target param optional when ``targets``/``targets_file`` fill it), top-level ``x-``
+    keys hold YAML anchors, and any number or boolean may be written as a ``${VAR}``
+    reference (interpolation happens before validation).
+    """
     schema = Config.model_json_schema()
     defs = schema.setdefault("$defs", {})
     branches = []
     reg = registry()
     for name in reg.names():
-        params_schema = reg.get(name).Params.model_json_schema(ref_template="#/$defs/{model}")
+        probe_cls = reg.get(name)
+        params_schema = probe_cls.Params.model_json_schema(ref_template="#/$defs/{model}")
         for def_name, definition in params_schema.pop("$defs", {}).items():
             defs.setdefault(def_name, definition)
         def_name = f"params_{name}"
         defs[def_name] = params_schema
-        branches.append(
-            {
-                "if": {"properties": {"probe": {"const": name}}},
-                "then": {"properties": {"params": {"$ref": f"#/$defs/{def_name}"}}},
-            }
-        )
+        is_probe = {"properties": {"probe": {"const": name}}, "required": ["probe"]}
+        # A params model with required fields needs a `params:` mapping (absent means {}).
+        full = {"properties": {"params": {"$ref": f"#/$defs/{def_name}"}},
+                **({"required": ["params"]} if params_schema.get("required") else {})}
+        target = probe_cls.target_param
+        if target is None or target not in params_schema.get("required", []):
+            branches.append({"if": is_probe, "then": full})
+            continue
+        # With targets, each target fills the target param: the check's own params may omit it.
+        targeted = {**params_schema,
+                    "required": [r for r in params_schema["required"] if r != target]}
+        defs[f"{def_name}_targeted"] = targeted
+        has_targets = {"anyOf": [{"required": ["targets"]}, {"required": ["targets_file"]}]}
+        branches.append({
+            "if": is_probe,
+            "then": {
+                "if": has_targets,
+                "then": {"properties": {"params": {"$ref": f"#/$defs/{def_name}_targeted"}}},
+                "else": full,
+            },
+        })
     check = defs.get("CheckSpec")
     if check is not None:
         check["properties"]["probe"]["enum"] = reg.names()
         check["allOf"] = branches
+    schema["patternProperties"] = {"^x-": {"description": "YAML anchors for reuse; ignored."}}
+    _allow_env_references(schema)
     return schema
+
+
+_ENV_REFERENCE = {"type": "string", "pattern": r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}"}
+
+
+def _allow_env_references(node: Any) -> None:
+    """Let every number, integer or boolean also be a ``${VAR}`` string, as the loader does."""
+    if isinstance(node, list):
+        for item in node:
+            _allow_env_references(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for value in node.values():
+        _allow_env_references(value)
+    kind = node.get("type")
+    if kind in ("number", "integer", "boolean"):
+        keep = {k: node.pop(k) for k in list(node) if k not in ("title", "description",
+                                                                  "default")}
+        node["anyOf"] = [keep, dict(_ENV_REFERENCE)]

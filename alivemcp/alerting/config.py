@@ -11,7 +11,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -20,7 +19,7 @@ from pydantic import (
 )
 
 from alivemcp.alerting.matchers import MatcherError, parse_matchers
-from alivemcp.durations import Duration, parse_duration
+from alivemcp.durations import Duration, DurationOrZero
 
 __all__ = [
     "SEVERITIES",
@@ -41,7 +40,7 @@ __all__ = [
 #: A positive duration in seconds.
 Seconds = Duration
 #: A duration in seconds that may be zero (e.g. "no wait").
-SecondsOrZero = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+SecondsOrZero = DurationOrZero
 
 #: PagerDuty's severities; Slack and webhooks carry them as text.
 Severity = Literal["critical", "error", "warning", "info"]
