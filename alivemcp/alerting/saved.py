@@ -121,7 +121,8 @@ class SavedFile(_Record):
     is set aside. ``checks``, ``queues`` and ``receivers`` hold raw entries, validated one
     by one so that one damaged entry costs only itself."""
 
-    version: Literal[1]
+    # An int, not Literal[1]: a Literal would let ``true`` pass (True == 1 in Python).
+    version: Annotated[int, Field(ge=1, le=1)]
     next_id: Annotated[int, Field(ge=1, le=MAX_ID)]
     checks: dict[str, Any]
     queues: dict[str, Any]

@@ -45,7 +45,7 @@ _VERSION = 1
 #: firing checks with a few receivers down stay well under it); a bigger file is not ours.
 MAX_STATE_BYTES = 256 * 1024 * 1024
 #: Damaged entries logged one by one; beyond this only the total is logged.
-_LOGGED_ENTRIES = 20
+_LOGGED_ENTRIES = 100
 
 log = structlog.get_logger("alivemcp.alerting")
 
