@@ -16,6 +16,10 @@ garbled by a transformation Lambda, or land silently under the error prefix. Eac
    as valid, newline-delimited JSON: base64 text, or records run together, is the
    transformation trap and ``down``. The last resolved canary's verdict holds until the next
    canary resolves, so a garbled or missing delivery does not flap back to green.
+
+Retries: each AWS call makes up to ``aws.max_attempts`` attempts in all (5xx, throttling and
+connection failures only), and retries stop by the check's timeout, so an error that keeps
+coming back is reported as itself rather than as the check's timeout.
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field
 
-from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.aws import (
+    AwsSettings,
+    aws_check_deadline,
+    aws_error_kind,
+    aws_error_summary,
+)
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
@@ -178,6 +187,10 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         self._error_seen_at_watermark: set[str] = set()
 
     async def probe(self) -> ProbeResult:
+        with aws_check_deadline(self.context.timeout):
+            return await self._probe()
+
+    async def _probe(self) -> ProbeResult:
         p = self.params
         aws = self.context.plumbing.aws
         firehose = await aws.client("firehose", p.aws)

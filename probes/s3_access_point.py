@@ -5,18 +5,27 @@ drift independently of the bucket, so a bucket that is perfectly healthy can sti
 tenant that reads through its access point. This probe reads through the access point exactly
 as a tenant does (GetObject or HeadObject with the ARN as the bucket) and names a 403 as policy
 drift rather than as an outage of S3.
+
+Retries (``aws.max_attempts``, every attempt counted) and their backoff fit inside ``limit``:
+when time runs out after an error (a 500, throttling, a refused connection), the reason is
+that error with its attempts; "no answer within the limit" means nothing came back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field, field_validator
 
-from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.aws import (
+    AwsSettings,
+    aws_check_deadline,
+    aws_error_kind,
+    aws_error_summary,
+    aws_time_limit,
+)
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
 __all__ = ["S3AccessPointParams", "S3AccessPointProbe"]
@@ -38,7 +47,9 @@ class S3AccessPointParams(ProbeParams):
         "get", description="get: GetObject and read the first bytes; head: HeadObject only."
     )
     limit: Duration = Field(
-        3.0, description="The read must finish within this time, else the check is down."
+        3.0,
+        description="The read, retries and their backoff included, must finish within this "
+        "time, else the check is down.",
     )
     max_read_bytes: int = Field(
         1024 * 1024,
@@ -62,12 +73,16 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
     target_param = "key"
 
     async def probe(self) -> ProbeResult:
+        with aws_check_deadline(self.context.timeout):
+            return await self._probe()
+
+    async def _probe(self) -> ProbeResult:
         p = self.params
         s3 = await self.context.plumbing.aws.client("s3", p.aws)
         where = f"{p.access_point_arn} key {p.key!r}"
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(p.limit):
+            async with aws_time_limit(p.limit):
                 read_bytes, meta = await self._read(s3)
         except TimeoutError:
             return ProbeResult.down(

@@ -25,6 +25,10 @@ processed the canary (a key template such as ``processed/{key}.done``); a marker
 wrongly decoded key is reported as the encoding failure it is. End-to-end mode works without a
 queue, for a worker that owns its queue.
 
+Retries: each AWS call makes up to ``aws.max_attempts`` attempts in all (5xx, throttling and
+connection failures only), and retries stop by the check's timeout, so an error that keeps
+coming back is reported as itself rather than as the check's timeout.
+
 Verdicts: ``up`` with ``delivery_latency_seconds`` (and ``end_to_end_latency_seconds``);
 ``degraded`` past ``degraded_after``; ``down`` when nothing arrives in time, on an encoding
 failure, or when the queue or bucket is gone; ``unknown`` when the prober's own credentials or
@@ -49,7 +53,12 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.aws import (
+    AwsSettings,
+    aws_check_deadline,
+    aws_error_kind,
+    aws_error_summary,
+)
 from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
@@ -330,6 +339,10 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
     # -- one run ---------------------------------------------------------------------------
 
     async def probe(self) -> ProbeResult:
+        with aws_check_deadline(self.context.timeout):
+            return await self._probe()
+
+    async def _probe(self) -> ProbeResult:
         p = self.params
         longest = max(p.limit if p.queue_url else 0.0, p.end_to_end.limit if p.end_to_end else 0.0)
         if self.context.timeout < longest + RUN_OVERHEAD_SECONDS:

@@ -5,7 +5,10 @@ the backing location, then reads it through the Object Lambda access point ARN e
 MCP tool does (``GetObject`` with the ARN as the bucket: botocore resolves the
 ``s3-object-lambda`` endpoint and signs for it). Verdicts:
 
-- ``down`` when the read fails, answers non-200 or takes longer than ``limit`` (default 5 s);
+- ``down`` when the read fails, answers non-200 or takes longer than ``limit`` (default 5 s).
+  Retries (``aws.max_attempts``, every attempt counted) and their backoff fit inside ``limit``:
+  when time runs out after an error, the reason is that error with its attempts ("... 500
+  TransformationFailed ... (3 attempts in 1.2s)"); "did not answer" means nothing came back;
 - ``down`` with a loud reason when any raw PII sample comes back: the transformer failed open,
   which is a compliance failure and worse than an error;
 - ``degraded`` when configured markers (e.g. ``[SSN REDACTED]``) are missing from the body;
@@ -18,7 +21,6 @@ redirected body is checked exactly like an inline one.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +28,13 @@ from urllib.parse import quote
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.aws import (
+    AwsSettings,
+    aws_check_deadline,
+    aws_error_kind,
+    aws_error_summary,
+    aws_time_limit,
+)
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
 __all__ = ["CanarySeed", "S3ObjectLambdaParams", "S3ObjectLambdaProbe"]
@@ -97,7 +105,11 @@ class S3ObjectLambdaParams(ProbeParams):
         description="Text the transformed body must contain (e.g. '[SSN REDACTED]'); missing "
         "markers are degraded.",
     )
-    limit: Duration = Field(5.0, description="The transformed read must finish within this.")
+    limit: Duration = Field(
+        5.0,
+        description="The transformed read, retries and their backoff included, must finish "
+        "within this.",
+    )
     max_read_bytes: int = Field(
         16 * 1024 * 1024, ge=1, description="Read at most this many bytes of the response."
     )
@@ -140,6 +152,10 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         self._seeded_at: float | None = None
 
     async def probe(self) -> ProbeResult:
+        with aws_check_deadline(self.context.timeout):
+            return await self._probe()
+
+    async def _probe(self) -> ProbeResult:
         p = self.params
         seed_note = await self._seed_if_due()
         if isinstance(seed_note, ProbeResult):
@@ -147,7 +163,7 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         s3 = await self.context.plumbing.aws.client("s3", p.aws)
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(p.limit):
+            async with aws_time_limit(p.limit):
                 status, body = await self._read(s3)
         except TimeoutError:
             return ProbeResult.down(
@@ -238,7 +254,7 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         if tagging:
             kwargs["Tagging"] = tagging
         try:
-            async with asyncio.timeout(self.params.limit):
+            async with aws_time_limit(self.params.limit):
                 await s3.put_object(**kwargs)
         except (ClientError, BotoCoreError, TimeoutError) as exc:
             summary = aws_error_summary(exc) if not isinstance(exc, TimeoutError) else "timeout"

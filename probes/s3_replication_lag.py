@@ -22,6 +22,10 @@ Timing: one run waits up to SLA + grace, so the check's timeout must exceed that
 seconds to write and clean up) and its interval must exceed the timeout; the default timeout
 (80 s) fits the default SLA (45 s) and grace (15 s): run it every 5 minutes.
 
+Retries: each AWS call makes up to ``aws.max_attempts`` attempts in all (5xx, throttling and
+connection failures only), and retries stop by the check's timeout; a HeadObject poll cut at
+the give-up point after an error counts as that error, not as a timeout.
+
 Cleanup: the canary is deleted from both buckets (every version: replication requires
 versioning, and a plain delete would only add a delete marker). Replicas that land after a run
 gave up are deleted by the next run, and ``setup`` sweeps canaries older than
@@ -43,7 +47,13 @@ from urllib.parse import urlencode
 
 from pydantic import Field, field_validator, model_validator
 
-from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.plumbing.aws import (
+    AwsSettings,
+    aws_check_deadline,
+    aws_error_kind,
+    aws_error_summary,
+    aws_time_limit,
+)
 from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
 
@@ -174,6 +184,10 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
     # -- one run ---------------------------------------------------------------------------
 
     async def probe(self) -> ProbeResult:
+        with aws_check_deadline(self.context.timeout):
+            return await self._probe()
+
+    async def _probe(self) -> ProbeResult:
         p = self.params
         window = p.sla + p.grace
         if self.context.timeout < window + RUN_OVERHEAD_SECONDS:
@@ -252,7 +266,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             asked = time.monotonic()
             try:
                 # A hung destination must not carry the run past its give-up point.
-                async with asyncio.timeout(max(1.0, give_up_at - time.monotonic())):
+                async with aws_time_limit(max(1.0, give_up_at - time.monotonic())):
                     await destination.head_object(Bucket=p.destination_bucket, Key=key)
             except TimeoutError:
                 errors += 1
@@ -370,7 +384,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         """The source object's ReplicationStatus; None when unreadable (a source HEAD that
         fails says nothing about replication, so the destination poll decides)."""
         try:
-            async with asyncio.timeout(self.params.poll_max):
+            async with aws_time_limit(self.params.poll_max):
                 head = await source.head_object(Bucket=self.params.source_bucket, Key=key)
         except Exception:
             return None

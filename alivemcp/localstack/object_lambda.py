@@ -65,6 +65,10 @@ class _AccessPoint:
     bucket: str
     mode: TransformMode = TransformMode.REDACT
     delay: float = 0.0
+    #: Answer this many further requests with 500 TransformationFailed before ``mode`` applies.
+    fail_first: int = 0
+    #: Requests that reached this access point (retries included).
+    requests: int = 0
 
 
 class ObjectLambdaStandIn:
@@ -86,15 +90,22 @@ class ObjectLambdaStandIn:
 
     def add_access_point(
         self, name: str, bucket: str, mode: TransformMode = TransformMode.REDACT,
-        delay: float = 0.0,
+        delay: float = 0.0, fail_first: int = 0,
     ) -> str:
-        """Register an Object Lambda access point over ``bucket``; returns its ARN."""
-        self._points[name] = _AccessPoint(bucket, TransformMode(mode), delay)
+        """Register an Object Lambda access point over ``bucket``; returns its ARN.
+        ``fail_first``: answer that many requests with a 500 before ``mode`` applies."""
+        self._points[name] = _AccessPoint(bucket, TransformMode(mode), delay, fail_first)
         return self.arn(name)
 
-    def set_mode(self, name: str, mode: TransformMode | str, delay: float = 0.0) -> None:
+    def set_mode(
+        self, name: str, mode: TransformMode | str, delay: float = 0.0, fail_first: int = 0
+    ) -> None:
         point = self._points[name]
-        point.mode, point.delay = TransformMode(mode), delay
+        point.mode, point.delay, point.fail_first = TransformMode(mode), delay, fail_first
+
+    def requests_to(self, name: str) -> int:
+        """Requests that reached access point ``name`` so far (each retry counts)."""
+        return self._points[name].requests
 
     @staticmethod
     def arn(name: str) -> str:
@@ -159,6 +170,10 @@ class ObjectLambdaStandIn:
         point = self._points.get(match["name"])
         if point is None:
             return _error(404, "NoSuchAccessPoint", "The specified accesspoint does not exist")
+        point.requests += 1
+        if point.fail_first > 0:
+            point.fail_first -= 1
+            return _error(500, "TransformationFailed", "PII redaction failed: simulated error")
         if request.method not in ("GET", "HEAD"):
             return _error(405, "MethodNotAllowed", "only GetObject is transformed here")
         key = unquote(request.path.lstrip("/"))

@@ -7,6 +7,11 @@ with :class:`AwsSettings` and borrow clients with :meth:`AwsClients.client`.
 Identity: the default credential chain (environment, IRSA web identity via
 ``AWS_WEB_IDENTITY_TOKEN_FILE``/``AWS_ROLE_ARN``, instance profile), a named ``profile``, static
 keys, and optionally ``role_arn`` assumed on top (with ``external_id``), refreshed before expiry.
+
+Retries: botocore's own are off; the clients handed out retry in
+:mod:`alivemcp.plumbing.aws_retries`, where ``max_attempts`` counts every attempt and retries
+stop by the caller's deadline (:func:`aws_time_limit`, :func:`aws_deadline`), so a fast error
+is reported as itself rather than as a timeout.
 """
 
 from __future__ import annotations
@@ -33,7 +38,26 @@ from botocore.exceptions import (
 )
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-__all__ = ["AwsClients", "AwsErrorKind", "AwsSettings", "aws_error_kind", "aws_error_summary"]
+from alivemcp.plumbing.aws_retries import (
+    RetryingClient,
+    attempts_of,
+    aws_deadline,
+    aws_time_limit,
+)
+
+__all__ = [
+    "AwsClients",
+    "AwsErrorKind",
+    "AwsSettings",
+    "aws_check_deadline",
+    "aws_deadline",
+    "aws_error_kind",
+    "aws_error_summary",
+    "aws_time_limit",
+]
+
+#: Most attempts one call may make (the first included).
+MAX_ATTEMPTS_LIMIT = 10
 
 
 class AwsSettings(BaseModel):
@@ -60,7 +84,15 @@ class AwsSettings(BaseModel):
         description="Resolve every host name to this address (local stacks: access-point and "
         "Object Lambda host names are <name>-<account>.<endpoint host>).",
     )
-    max_attempts: int = Field(3, ge=1, le=10, description="Attempts per call, throttling-aware.")
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        le=MAX_ATTEMPTS_LIMIT,
+        description="Attempts per call in all, the first included (1: never retry). Only "
+        "5xx, throttling and connection failures are retried, with jittered backoff (longer "
+        "after throttling) that stops by the probe's time limit; when time runs out after an "
+        "error, that error is reported, not a timeout.",
+    )
     connect_timeout: float = Field(5.0, gt=0, description="Seconds to connect.")
     read_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a response.")
     max_pool_connections: int = Field(50, ge=1, description="Connections per client.")
@@ -166,8 +198,11 @@ class AwsClients:
         connector_args: dict[str, Any] = {}
         if settings.resolve_all_to:
             connector_args["resolver"] = _FixedResolver(settings.resolve_all_to)
+        # botocore retries off: its loop cannot see a caller's deadline (RetryingClient can).
+        # Standard mode, not adaptive: a client-side rate limiter would add unseen waits to
+        # the latencies the probes measure.
         config = AioConfig(
-            retries={"max_attempts": settings.max_attempts, "mode": "adaptive"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.read_timeout,
             max_pool_connections=settings.max_pool_connections,
@@ -177,7 +212,8 @@ class AwsClients:
         creator = self.session(settings).create_client(
             service, region_name=region, endpoint_url=endpoint, config=config
         )
-        return await self._stack.enter_async_context(creator)
+        client = await self._stack.enter_async_context(creator)
+        return RetryingClient(client, settings.max_attempts)
 
     async def aclose(self) -> None:
         await self._stack.aclose()
@@ -277,11 +313,22 @@ def aws_error_kind(exc: BaseException) -> AwsErrorKind:
 
 
 def aws_error_summary(exc: BaseException) -> str:
-    """One line naming the error code and message, never the request's credentials."""
+    """One line naming the error code and message, never the request's credentials, and
+    the attempts made when the call was retried (e.g. "(3 attempts in 1.2s)")."""
     if isinstance(exc, ClientError):
         err: Mapping[str, Any] = exc.response.get("Error", {})
         code = err.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         message = err.get("Message") or ""
         op = exc.operation_name
-        return f"{op}: {code} {message}".strip()
-    return f"{type(exc).__name__}: {exc}"
+        line = f"{op}: {code} {message}".strip()
+    else:
+        line = f"{type(exc).__name__}: {exc}"
+    attempts = attempts_of(exc)
+    return f"{line} ({attempts.describe()})" if attempts is not None else line
+
+
+def aws_check_deadline(timeout: float) -> contextlib.AbstractContextManager[None]:
+    """The soft deadline for a whole probe run under a check ``timeout``: a little earlier
+    than the engine's own cut, so a retried error is reported as itself rather than as the
+    check's timeout."""
+    return aws_deadline(max(0.0, timeout - min(1.0, 0.1 * timeout)))
