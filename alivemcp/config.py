@@ -34,6 +34,7 @@ from pydantic import (
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
 from alivemcp.durations import Duration, parse_duration
+from alivemcp.metrics import OBSERVATION_PREFIX, engine_label_owners
 from alivemcp.probe import ProbeParams
 from alivemcp.registry import ProbeTypeError, Registry, registry
 from alivemcp.secrets import ConfigSecrets, mask_url_secrets
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_RESERVED_LABELS = frozenset({"check", "probe", "result", "name", "state", "le", "quantile"})
 #: Shortest check interval: below this a check is a busy loop, not a probe.
 MIN_INTERVAL_SECONDS = 0.1
 _ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
@@ -405,9 +405,16 @@ def _resolve_checks(
             errors.append(f"{path}.probe: {exc}")
             continue
         labels = {**config.defaults.labels, **spec.labels}
+        owners = _label_owners(probe_cls)
         for label in labels:
-            if not _LABEL_NAME.match(label) or label in _RESERVED_LABELS:
-                errors.append(f"{path}.labels.{label}: not a usable label name")
+            where = f"{path}.labels.{label}" if label in spec.labels else f"defaults.labels.{label}"
+            if not _LABEL_NAME.match(label) or label.startswith("__"):
+                errors.append(f"{where}: not a usable Prometheus label name "
+                              "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)")
+            elif label in owners:
+                errors.append(f"{where}: {owners[label]} already carries a label {label!r} "
+                              f"(a {spec.probe} check's series would have it twice, and "
+                              "Prometheus rejects the whole scrape); rename it")
         interval = spec.interval or config.defaults.interval
         if interval < MIN_INTERVAL_SECONDS:
             where = f"{path}.interval" if spec.interval else "defaults.interval"
@@ -513,6 +520,16 @@ def _read_targets_file(file: Path, path: str, errors: list[str]) -> list[str | T
         for line in text.splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
+
+
+def _label_owners(probe_cls: type[Any]) -> dict[str, str]:
+    """Label name → the series of a check of this probe type that already carries it: the
+    engine's own families and the probe's declared labelled observations (both from code)."""
+    owners = engine_label_owners()
+    for observation, names in (probe_cls.observation_labels or {}).items():
+        for name in names:
+            owners.setdefault(name, f"{OBSERVATION_PREFIX}{observation}")
+    return owners
 
 
 def _check_type_limits(config: Config, reg: Registry, errors: list[str]) -> None:

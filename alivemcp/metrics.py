@@ -22,7 +22,14 @@ from alivemcp.probe import Status
 from alivemcp.results import CheckInfo
 from alivemcp.status import StatusStore
 
-__all__ = ["ENGINE_METRIC_NAMES", "OBSERVATION_PREFIX", "Metrics"]
+__all__ = [
+    "CHECK_IDENTITY_LABELS",
+    "CHECK_SERIES_LABELS",
+    "ENGINE_METRIC_NAMES",
+    "OBSERVATION_PREFIX",
+    "Metrics",
+    "engine_label_owners",
+]
 
 prometheus_client.disable_created_metrics()
 
@@ -63,6 +70,25 @@ _CHECK_FAMILIES = (
 )
 
 
+#: Labels on every per-check series, before the check's own labels.
+CHECK_IDENTITY_LABELS = ("check", "probe")
+#: The extra label each multi-series family adds; the renderer below writes exactly these, and
+#: config validation refuses user labels of the same names (see :func:`engine_label_owners`).
+CHECK_SERIES_LABELS = {
+    "alivemcp_check_status": "status",
+    "alivemcp_check_runs_total": "result",
+}
+_STATUS_LABEL = CHECK_SERIES_LABELS["alivemcp_check_status"]
+_RESULT_LABEL = CHECK_SERIES_LABELS["alivemcp_check_runs_total"]
+
+
+def engine_label_owners() -> dict[str, str]:
+    """Label name → a per-check series of the engine that already carries it."""
+    owners = {label: "every alivemcp_check_* series" for label in CHECK_IDENTITY_LABELS}
+    owners.update({label: family for family, label in CHECK_SERIES_LABELS.items()})
+    return owners
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -88,7 +114,8 @@ class CheckExposition:
         cached = self._labels.get(info.name)
         if cached is not None and cached[0] is info:
             return cached[1]
-        text = _label_text({"check": info.name, "probe": info.probe_type, **info.labels})
+        check, probe = CHECK_IDENTITY_LABELS
+        text = _label_text({check: info.name, probe: info.probe_type, **info.labels})
         self._labels[info.name] = (info, text)
         return text
 
@@ -107,7 +134,8 @@ class CheckExposition:
             for code, count in enumerate(state.runs):
                 if count:
                     runs.append(
-                        f'alivemcp_check_runs_total{{{labels},result="{_STATUSES[code].value}"}}'
+                        f"alivemcp_check_runs_total{{{labels},"
+                        f'{_RESULT_LABEL}="{_STATUSES[code].value}"}}'
                         f" {float(count)!r}\n"
                     )
             last = state.last
@@ -116,7 +144,7 @@ class CheckExposition:
             up.append(f"alivemcp_check_up{{{labels}}} {1.0 if last.status is Status.UP else 0.0}\n")
             for s in _STATUSES:
                 status.append(
-                    f'alivemcp_check_status{{{labels},status="{s.value}"}} '
+                    f'alivemcp_check_status{{{labels},{_STATUS_LABEL}="{s.value}"}} '
                     f"{1.0 if last.status is s else 0.0}\n"
                 )
             duration.append(f"alivemcp_check_duration_seconds{{{labels}}} "
@@ -131,8 +159,15 @@ class CheckExposition:
                     f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n"
                 )
             for item in last.labeled_observations:
+                extra = item.labels
+                if any(k in state.info.labels or k in CHECK_IDENTITY_LABELS for k in extra):
+                    # Validation refuses such user labels for probes that declare theirs; for
+                    # one that does not, a duplicate label name would fail the whole scrape.
+                    extra = {k: v for k, v in extra.items()
+                             if k not in state.info.labels and k not in CHECK_IDENTITY_LABELS}
+                more = f",{_label_text(extra)}" if extra else ""
                 observed.setdefault(item.name, []).append(
-                    f"{OBSERVATION_PREFIX}{item.name}{{{labels},{_label_text(item.labels)}}} "
+                    f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} "
                     f"{float(item.value)!r}\n"
                 )
         for stale in set(self._labels) - names:

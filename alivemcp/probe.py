@@ -175,6 +175,13 @@ class Probe(Generic[ParamsT]):
     #: Timeout when neither the check nor the config's defaults set one (a canary that waits
     #: for a 45 s SLA needs more than the engine's generic default).
     default_timeout: ClassVar[float | None] = None
+    #: The label names each labelled observation carries, by observation name. Config
+    #: validation refuses a user label of the same name (the series would carry it twice and
+    #: Prometheus would reject the whole scrape), and the engine holds the probe to it: a
+    #: labelled observation outside the declaration is reported as garbage. None: undeclared
+    #: (third-party probes written before this existed); colliding labels are then dropped
+    #: from the observation when rendered.
+    observation_labels: ClassVar[Mapping[str, Sequence[str]] | None] = None
 
     def __init__(self, context: CheckContext, params: ParamsT) -> None:
         self.context = context

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -97,7 +97,7 @@ class ProbeHandle:
             )
             return ProbeResult(Status.UNKNOWN, f"probe error: {type(exc).__name__}: {exc}")
         result = task.result()
-        return _validated(result)
+        return _validated(result, type(self.probe).observation_labels)
 
     async def _setup_and_probe(self) -> Any:
         if not self._setup_done:
@@ -138,16 +138,34 @@ def _clean_labeled(items: Sequence[LabeledObservation]) -> Sequence[LabeledObser
     ]
 
 
-def _validated(result: object) -> ProbeResult:
+def _validated(
+    result: object, declared: Mapping[str, Sequence[str]] | None = None
+) -> ProbeResult:
     if not isinstance(result, ProbeResult):
         return ProbeResult(
             Status.UNKNOWN,
             f"probe returned garbage: {type(result).__name__} instead of ProbeResult",
         )
     problems = result.problems()
+    if declared is not None and not problems:
+        problems = _undeclared_labels(result, declared)
     if problems:
         return ProbeResult(Status.UNKNOWN, "probe returned garbage: " + "; ".join(problems[:3]))
     return result
+
+
+def _undeclared_labels(
+    result: ProbeResult, declared: Mapping[str, Sequence[str]]
+) -> list[str]:
+    problems = []
+    for item in result.labeled_observations:
+        allowed = declared.get(item.name)
+        if allowed is None:
+            problems.append(f"labeled observation {item.name!r} is not declared")
+        elif not set(item.labels) <= set(allowed):
+            extra = sorted(set(item.labels) - set(allowed))
+            problems.append(f"labeled observation {item.name!r} has undeclared labels {extra}")
+    return problems
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

@@ -97,7 +97,8 @@ checks:
     assert "checks[1].name: 'a' is already used by checks[0]" in errs
     assert any(e.startswith("checks[2].timeout: timeout 10s is longer than the interval 5s")
                for e in errs)
-    assert "checks[3].labels.check: not a usable label name" in errs
+    assert any(e.startswith("checks[3].labels.check: every alivemcp_check_* series already "
+                            "carries a label 'check'") for e in errs), errs
     assert "checks[3].depends_on: no check named 'aa'; did you mean 'a'?" in errs
     assert "checks[3].depends_on: no check named 'zzz'" in errs
 

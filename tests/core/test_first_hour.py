@@ -111,3 +111,40 @@ def test_reload_with_only_a_changed_secret_rebuilds_the_check(tmp_path: Path) ->
         assert d.stop() == 0
     for secret in ("old-secret-1", "new-secret-value-22"):
         assert secret not in d.logs()
+
+
+def test_labels_that_any_series_of_the_check_carries_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"defaults": {"labels": {"probe": "x"}}, "checks": [
+        {"name": "a", "probe": "test_hostile", "labels": {"status": "prod"}},
+        {"name": "b", "probe": "test_hostile", "labels": {"server_name": "s", "result": "r"}},
+        {"name": "c", "probe": "test_static", "labels": {"server_name": "s", "__x": "y"}},
+    ]}))
+    proc = cli("validate", str(path))
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    for where, series in (("checks[0].labels.status", "alivemcp_check_status"),
+                          ("checks[1].labels.server_name", "alivemcp_probe_server_info"),
+                          ("checks[1].labels.result", "alivemcp_check_runs_total"),
+                          ("defaults.labels.probe", "every alivemcp_check_* series")):
+        assert any(line.strip().startswith(f"{where}: {series} already carries") for line in
+                   lines), (where, proc.stderr)
+    assert any("checks[2].labels.__x: not a usable Prometheus label name" in line
+               for line in lines)
+    # server_name is only taken for the probe type that declares it.
+    assert not any("checks[2].labels.server_name" in line for line in lines)
+
+
+def test_a_probe_held_to_its_declared_labels(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "logging": {"format": "json"}, "data_dir": str(tmp_path / "data"),
+        "checks": [{"name": "sneaky", "probe": "test_hostile", "interval": 0.3,
+                    "labels": {"team": "a"}, "params": {"status": "up", "extra_label": "team"}}],
+    }))
+    with DaemonProcess(path) as d:
+        d.wait_for(lambda: d.status_of("sneaky").get("status") == "unknown", what="garbage")
+        assert "has undeclared labels ['team']" in d.status_of("sneaky")["reason"]
+        status, text = d.get("/metrics")
+        assert status == 200 and 'team="a"' in text
+        assert d.stop() == 0

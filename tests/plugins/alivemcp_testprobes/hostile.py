@@ -18,10 +18,12 @@ class HostileParams(ProbeParams):
     label_json: str = Field('"x"', description="JSON string: a labelled observation's label.")
     details_json: str = Field("{}", description="JSON object: the details.")
     token: SecretStr | None = Field(None, description="A credential; its length is observed.")
+    extra_label: str | None = Field(None, description="An undeclared label to add.")
 
 
 class HostileProbe(Probe[HostileParams]):
     Params = HostileParams
+    observation_labels = {"server_info": ("server_name",)}
 
     async def probe(self) -> ProbeResult:
         p = self.params
@@ -30,7 +32,10 @@ class HostileProbe(Probe[HostileParams]):
             p.status,
             json.loads(p.reason_json),
             labeled_observations=[
-                LabeledObservation("server_info", 1, {"server_name": json.loads(p.label_json)})
+                LabeledObservation("server_info", 1, {
+                    "server_name": json.loads(p.label_json),
+                    **({p.extra_label: "x"} if p.extra_label else {}),
+                })
             ],
             details=details,
             observations={"token_length": float(len(p.token.get_secret_value()))}
