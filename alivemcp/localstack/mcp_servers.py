@@ -411,14 +411,12 @@ def _add_resumable_tools(server: Any) -> None:
     from mcp.shared.message import ServerMessageMetadata
     from mcp_types import EmptyResult, PingRequest
 
-    @server.tool()
     async def poll(ctx: Context) -> str:
         """Close the event stream, then answer (the client must resume to get it)."""
         await ctx.close_sse_stream()
         await anyio.sleep(0.3)
         return "polled"
 
-    @server.tool()
     async def ping_client(ctx: Context) -> str:
         """Ping the client on this request's stream; answer only once it answered."""
         with anyio.fail_after(5):
@@ -427,6 +425,12 @@ def _add_resumable_tools(server: Any) -> None:
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         return "pong received"
+
+    for tool in (poll, ping_client):
+        # This module's annotations are strings (PEP 563) naming a local import: the SDK
+        # finds the Context parameter by its type, so give it the real objects.
+        tool.__annotations__ = {"ctx": Context, "return": str}
+        server.tool()(tool)
 
 
 def _serve_sdk(kind: str, port: int) -> None:

@@ -173,7 +173,8 @@ def _loads(data: bytes | str, what: str) -> Any:
     except RecursionError as exc:
         raise NotMcp(f"{what} is JSON nested too deeply") from exc
     except ValueError as exc:  # bytes that are not UTF-8, NaN, an integer of 5,000 digits
-        raise NotMcp(f"{what} is not valid JSON ({_short(exc)})") from exc
+        detail = "a number over 4300 digits" if "digits" in str(exc) else _short(exc)
+        raise NotMcp(f"{what} is not valid JSON ({detail})") from exc
     pattern = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
     if pattern.search(data):  # type: ignore[arg-type]
         bad = _lone_surrogate(value)

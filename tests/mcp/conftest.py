@@ -50,6 +50,11 @@ def sdk_auth() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def sdk_resumable() -> Iterator[ServerProcess]:
+    yield from _serve("sdk-resumable")
+
+
+@pytest.fixture(scope="session")
 def npm_streamable() -> Iterator[ServerProcess]:
     server = mcp_servers.start_npm_server("streamableHttp")
     try:
