@@ -25,7 +25,7 @@ Command line::
     python -m alivemcp.localstack.mcp_servers fetch-npm
     python -m alivemcp.localstack.mcp_servers fetch-sdk1
     python -m alivemcp.localstack.mcp_servers serve sdk-stateful PORT
-    python -m alivemcp.localstack.mcp_servers serve lab PORT
+    python -m alivemcp.localstack.mcp_servers serve lab PORT [CERT_PEM [CLIENT_CA_PEM]]
 """
 
 from __future__ import annotations
@@ -175,11 +175,13 @@ def _spawn(name: str, argv: list[str], port: int, path: str, env: dict[str, str]
     return proc
 
 
-def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = None
-                 ) -> ServerProcess:
+def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = None,
+                 client_ca: Path | None = None) -> ServerProcess:
     """Start an SDK server (one of :data:`SDK_KINDS`) or the ``lab`` in a subprocess.
 
     ``tls_cert`` (lab only): a PEM file holding certificate and key; the lab then speaks HTTPS.
+    ``client_ca`` (with ``tls_cert``): the lab then demands a client certificate signed by it
+    (mutual TLS).
     """
     if kind not in (*SDK_KINDS, *SDK1_KINDS, "lab"):
         raise ValueError(f"unknown server kind {kind!r}")
@@ -195,6 +197,8 @@ def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = No
     argv = [python, "-m", "alivemcp.localstack.mcp_servers", "serve", kind, str(port)]
     if tls_cert is not None:
         argv.append(str(tls_cert))
+        if client_ca is not None:
+            argv.append(str(client_ca))
     proc = _spawn(kind, argv, port, SDK_PATHS.get(kind, ""), timeout=timeout)
     proc.scheme = "https" if tls_cert is not None else "http"
     return proc
@@ -992,7 +996,7 @@ def _lab_app() -> Any:
     return app
 
 
-def _serve_lab(port: int, cert: str | None = None) -> None:
+def _serve_lab(port: int, cert: str | None = None, client_ca: str | None = None) -> None:
     import ssl
 
     from aiohttp import web
@@ -1007,6 +1011,9 @@ def _serve_lab(port: int, cert: str | None = None) -> None:
     if cert is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(cert)
+        if client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(client_ca)
     web.run_app(_lab_app(), host="127.0.0.1", port=port, print=None, access_log=None,
                 handle_signals=True, ssl_context=context)
 
@@ -1032,10 +1039,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["fetch-sdk1"]:
         print(fetch_sdk1())
         return 0
-    if len(argv) in (3, 4) and argv[0] == "serve":
+    if len(argv) in (3, 4, 5) and argv[0] == "serve":
         kind, port = argv[1], int(argv[2])
         if kind == "lab":
-            _serve_lab(port, argv[3] if len(argv) == 4 else None)
+            _serve_lab(port, *argv[3:])
         elif kind in SDK_KINDS:
             _serve_sdk(kind, port)
         elif kind in SDK1_KINDS:
