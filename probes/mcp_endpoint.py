@@ -14,6 +14,26 @@ It runs the handshake a real client runs, in whichever transport the server spea
 
 The transport found is remembered per check and detected again after a failure.
 
+Like the official SDK clients, the probe also:
+
+* resumes an event stream the server ends before its response (2025-11-25 lets a server do
+  so after an event carrying an ``id``): GET with ``Last-Event-ID``, ``Mcp-Session-Id`` and
+  ``MCP-Protocol-Version``, after the stream's ``retry`` delay (at most 5 s, and within the
+  check's timeout), up to 5 times per request (``details.sse_resumptions`` counts them);
+* answers the server's own requests on a stream: ``ping`` with an empty result (as the spec
+  requires), anything else with "method not found" (the probe offers no client features);
+* follows a 307/308 redirect to the same scheme, host and port (``/mcp`` to ``/mcp/`` behind a
+  proxy; at most 3), then uses the final URL for the rest of the run (the reason and
+  ``details.redirected_to`` say so). Other redirects, and any redirect to another origin, are
+  reported, not followed: credentials never go elsewhere.
+
+Connections: ``proxy`` unset uses the ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` environment
+variables (as curl does), ``direct`` never uses a proxy, a URL always uses that proxy (its
+credentials are a secret). ``tls`` sets a CA bundle and a client certificate (mutual TLS);
+``tls_ca_file`` is the older spelling of ``tls.ca_file``. A host that is not ASCII is sent in
+its IDNA (punycode) form; one that has none, or a header that HTTP cannot carry (a name that is
+not a token, a value with line breaks or characters beyond Latin-1), is a config error.
+
 Verdicts:
 
 * ``up``: the handshake and tools/list succeed within ``degraded_latency``. Also: a 401/403
@@ -23,13 +43,26 @@ Verdicts:
   has the wrong shape; the handshake took longer than ``degraded_latency``; a required tool is
   missing; the optional tools/call fails or misses its expectation; the TLS certificate expires
   within ``tls_expiry_days``.
-* ``down``: DNS/connect/TLS failure, a request timeout (including a body that hangs after the
-  headers), HTTP 5xx (or any other unexpected status), a body that is not MCP (HTML, invalid
-  JSON, a truncated stream, a body over ``max_response_bytes``), a JSON-RPC error to
-  initialize, an unknown negotiated protocol version, credentials configured and rejected
-  (401/403), or authentication required while ``auth_gated_ok`` is false.
+  A tools/list with the wrong shape includes: tools not a list, a tool that is not an object
+  or has no string name, a name listed twice, an inputSchema that is not an object, a
+  nextCursor that is not a string or repeats; a tools/call whose content is not a list of
+  objects or whose isError is not a boolean.
+* ``down``: DNS/connect/TLS failure, a proxy that refuses or fails, a request timeout
+  (including a body that hangs after the headers), HTTP 5xx (or any other unexpected status),
+  a body that is not MCP (HTML, invalid JSON, a truncated stream, a body over
+  ``max_response_bytes``), a JSON-RPC error to initialize, an unknown negotiated protocol
+  version, credentials configured and rejected (401/403), or authentication required while
+  ``auth_gated_ok`` is false. Not MCP also covers every malformed answer, each named in the
+  reason: JSON that is not strict (NaN, Infinity, invalid UTF-8, lone surrogates, numbers over
+  4300 digits, nesting too deep), a batch or a bare value where one response belongs, an id
+  that is not a string or number, an initialize result whose protocolVersion is not a string
+  or whose serverInfo or capabilities have the wrong types, a session id or event id that is
+  not printable ASCII, an event stream that ends without the response and cannot be resumed,
+  a legacy ``endpoint`` event that is not a same-origin URL. Anything else the probe did not
+  foresee while reading an answer is down too ("server sent something unexpected during
+  <step>"); its traceback is logged, in case it is a probe bug.
 * ``unknown``: the probe's own configuration is unusable: the OAuth token endpoint fails or
-  refuses the client credentials.
+  refuses the client credentials, or a CA, client certificate or key file cannot be loaded.
 
 Observations (all optional, present when measured): ``connect_seconds`` (DNS + TCP connect),
 ``tls_seconds``, ``tls_cert_expiry_days``, ``initialize_seconds`` (initialize or
