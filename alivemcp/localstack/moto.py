@@ -62,6 +62,7 @@ class MotoServer:
             "endpoint_url": self.url,
             "access_key_id": FAKE_KEY_ID,
             "secret_access_key": FAKE_SECRET,
+            # One attempt: moto answers calls it lacks with 500s, which would be retried.
             "max_attempts": 1,
             **extra,
         }

@@ -327,11 +327,9 @@ async def _one(call: Callable[[], Awaitable[T]], cut_at: float | None) -> T:
 
 
 class RetryingClient:
-    """An aiobotocore client whose API methods run through :func:`call_with_retries`.
-
-    Everything else (``meta``, ``exceptions``, presigning) passes through untouched.
-    Paginators call the underlying client and are not retried here.
-    """
+    """An aiobotocore client whose API methods, and the pages of its paginators, run through
+    :func:`call_with_retries`. Everything else (``meta``, ``exceptions``, presigning) passes
+    through untouched."""
 
     def __init__(self, client: Any, max_attempts: int) -> None:
         self._client = client
@@ -342,14 +340,24 @@ class RetryingClient:
     def unwrapped(self) -> Any:
         return self._client
 
+    def get_paginator(self, operation_name: str) -> Any:
+        paginator = self._client.get_paginator(operation_name)
+        # A paginator calls the client method it was built with, for every page; hand it the
+        # retrying one (botocore keeps it as ``_method``, read when ``paginate`` is called).
+        paginator._method = self._retrying(operation_name, paginator._method)
+        return paginator
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
         if name not in self._operations:
             return attr
+        return self._retrying(name, attr)
+
+    def _retrying(self, name: str, method: Callable[..., Awaitable[Any]]) -> Any:
         max_attempts = self._max_attempts
 
         async def retried(*args: Any, **kwargs: Any) -> Any:
-            return await call_with_retries(lambda: attr(*args, **kwargs), max_attempts)
+            return await call_with_retries(lambda: method(*args, **kwargs), max_attempts)
 
         retried.__name__ = name
         return retried

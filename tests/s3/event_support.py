@@ -18,7 +18,7 @@ from alivemcp.localstack.moto import MotoServer
 
 BUCKET = "mcp-uploads"
 PREFIX = "alivemcp-canary/events/"
-_ONE_ATTEMPT = Config(retries={"max_attempts": 1})
+_ONE_ATTEMPT = Config(retries={"total_max_attempts": 1})
 
 
 def client(moto: MotoServer, service: str) -> Any:

@@ -24,7 +24,8 @@ PREFIX = "alivemcp-canary/replication/"
 
 def s3_client(moto: MotoServer) -> Any:
     """A blocking client for set-up (one attempt: moto's 500s must not be retried)."""
-    return boto3.client("s3", config=Config(retries={"max_attempts": 1}), **moto.boto3_kwargs())
+    one_attempt = Config(retries={"total_max_attempts": 1})
+    return boto3.client("s3", config=one_attempt, **moto.boto3_kwargs())
 
 
 @dataclass

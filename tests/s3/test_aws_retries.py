@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from alivemcp.config import ConfigError
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
+from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
 from tests.s3.failing_aws import closed_port, failing_endpoint
 from tests.s3.olap_support import LOOPBACK, object_lambda_aws, s3
 from tests.support import run_check
@@ -86,8 +88,8 @@ async def test_a_500_then_silence_reports_the_500_not_a_timeout(
     moto: MotoServer, olap: ObjectLambdaStandIn
 ) -> None:
     # The retry is in flight when the limit runs out: the error already received wins.
-    params = _olap_params(moto, olap, "flaky", TransformMode.SLOW, max_attempts=3, delay=4.0,
-                          fail_first=1, limit="1.5s")
+    params = _olap_params(moto, olap, "flaky", TransformMode.SLOW, max_attempts=3, delay=5.0,
+                          fail_first=1, limit="2s")
     result = await run_check("s3_object_lambda", params, timeout=10)
     assert result.status == "down"
     assert "did not answer" not in result.reason, result.reason
@@ -100,10 +102,10 @@ async def test_a_transformer_that_never_answers_is_still_a_timeout(
     moto: MotoServer, olap: ObjectLambdaStandIn
 ) -> None:
     params = _olap_params(moto, olap, "sluggish", TransformMode.SLOW, max_attempts=3,
-                          delay=4.0, limit="1.5s")
+                          delay=5.0, limit="2s")
     result = await run_check("s3_object_lambda", params, timeout=10)
     assert result.status == "down"
-    assert "did not answer within 1.5s" in result.reason, result.reason
+    assert "did not answer within 2s" in result.reason, result.reason
     assert olap.requests_to("sluggish") == 1  # nothing came back, so nothing was retried
 
 
@@ -149,19 +151,41 @@ async def test_access_point_refused_connection_is_named_with_its_attempts() -> N
 
 
 async def test_retries_that_outlast_the_limit_stop_with_the_error() -> None:
-    # Ten attempts' backoff (0.05 s doubling, jittered) cannot fit in 0.5 s: the probe stops
-    # retrying before the limit and reports the 500 it got, early.
+    # Ten attempts' backoff (0.05 s doubling, jittered, over 3 s in all) cannot fit in 2 s:
+    # the probe stops retrying before the limit and reports the 500 it got.
     async with failing_endpoint(500, "InternalError") as endpoint:
-        params = _access_point_params(endpoint.access_point_url, 10, limit="0.5s")
+        params = _access_point_params(endpoint.access_point_url, 10, limit="2s")
         result = await run_check("s3_access_point", params)
     assert result.status == "down"
     assert "InternalError" in result.reason and "out of time" in result.reason, result.reason
     assert 2 <= endpoint.requests < 10
-    took = re.search(r"attempts in (\d+) ms; out of time", result.reason)
-    assert took is not None and int(took[1]) < 500, result.reason  # stopped within the limit
+    took = re.search(r"attempts in (\d+) ms; out of time|attempts in ([\d.]+)s; out of time",
+                     result.reason)
+    assert took is not None, result.reason
+    seconds = int(took[1]) / 1000 if took[1] else float(took[2])
+    assert seconds < 2.0, result.reason  # it stopped by the limit
 
 
 @pytest.mark.parametrize("value", [0, 11, -1])
 async def test_max_attempts_out_of_range_is_a_config_error(value: int) -> None:
     with pytest.raises(ConfigError, match="max_attempts"):
         await run_check("s3_access_point", _access_point_params("http://localhost:1", value))
+
+
+async def test_paginator_pages_are_retried_like_calls() -> None:
+    clients = AwsClients()
+    try:
+        async with failing_endpoint(500, "InternalError") as endpoint:
+            settings = AwsSettings.model_validate(
+                _access_point_params(endpoint.url, 2)["aws"] | {"resolve_all_to": None}
+            )
+            s3_client = await clients.client("s3", settings)
+            with pytest.raises(ClientError) as raised:
+                async for _page in s3_client.get_paginator("list_objects_v2").paginate(
+                    Bucket="any"
+                ):
+                    pass
+        assert endpoint.requests == 2
+        assert "(2 attempts in " in aws_error_summary(raised.value)
+    finally:
+        await clients.aclose()
