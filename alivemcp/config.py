@@ -526,9 +526,9 @@ def _label_owners(probe_cls: type[Any]) -> dict[str, str]:
     """Label name → the series of a check of this probe type that already carries it: the
     engine's own families and the probe's declared labelled observations (both from code)."""
     owners = engine_label_owners()
-    for observation, names in (probe_cls.observation_labels or {}).items():
-        for name in names:
-            owners.setdefault(name, f"{OBSERVATION_PREFIX}{observation}")
+    for observable in probe_cls.observables or ():
+        for name in observable.labels:
+            owners.setdefault(name, f"{OBSERVATION_PREFIX}{observable.name}")
     return owners
 
 

@@ -9,12 +9,22 @@ prometheus-client objects on the same registry.
 from __future__ import annotations
 
 import asyncio
+import functools
 import platform
 import time
 from collections.abc import Mapping
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.exposition import choose_encoder
 
 from alivemcp import __version__
@@ -177,10 +187,28 @@ class CheckExposition:
             _CHECK_FAMILIES, (up, status, duration, runs, last_run, since), strict=True
         ):
             _family(out, family, kind, doc, lines, openmetrics)
+        helps = _observable_help()
         for name, lines in observed.items():
-            _family(out, OBSERVATION_PREFIX + name, "gauge", f"Probe observation {name}.", lines,
-                    openmetrics)
+            doc = helps.get(name) or f"{name} as reported by a probe that does not declare it."
+            _family(out, OBSERVATION_PREFIX + name, "gauge", doc, lines, openmetrics)
         return "".join(out)
+
+
+@functools.cache
+def _observable_help() -> dict[str, str]:
+    """Help text of every declared observation, from the probe types' own declarations."""
+    from alivemcp.registry import registry
+
+    helps: dict[str, str] = {}
+    reg = registry()
+    for probe_type in reg.names():
+        for observable in reg.get(probe_type).observables or ():
+            helps.setdefault(observable.name, _escape_help(observable.help))
+    return helps
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _family(
@@ -198,6 +226,11 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.checks = CheckExposition(store)
         r = self.registry
+        # The standard process_* (CPU, memory, open files) and python_* (GC, version) series
+        # every Prometheus user expects from a daemon.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.lateness = Histogram(
             "alivemcp_scheduler_lateness_seconds",
             "Actual start of a run minus its planned start.",

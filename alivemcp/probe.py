@@ -30,6 +30,7 @@ __all__ = [
     "CheckContext",
     "Duration",
     "LabeledObservation",
+    "Observable",
     "Probe",
     "ProbeParams",
     "ProbeResult",
@@ -135,6 +136,21 @@ def _observation_problems(name: object, value: object) -> list[str]:
     return []
 
 
+@dataclass(frozen=True, slots=True)
+class Observable:
+    """The declaration of one observation a probe reports: a gauge ``alivemcp_probe_<name>``.
+
+    Follow Prometheus naming: the base unit as the suffix (``_seconds``, ``_bytes``,
+    ``_ratio``; plain counts of things need none, e.g. ``partitions``), never ``_total`` or
+    ``_count`` (they belong to counters and histograms), ``_info`` for a constant 1 whose
+    labels carry the information.
+    """
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
 class ProbeParams(BaseModel):
     """Base for every probe type's params model: unknown keys are errors, values are frozen."""
 
@@ -175,13 +191,13 @@ class Probe(Generic[ParamsT]):
     #: Timeout when neither the check nor the config's defaults set one (a canary that waits
     #: for a 45 s SLA needs more than the engine's generic default).
     default_timeout: ClassVar[float | None] = None
-    #: The label names each labelled observation carries, by observation name. Config
-    #: validation refuses a user label of the same name (the series would carry it twice and
-    #: Prometheus would reject the whole scrape), and the engine holds the probe to it: a
-    #: labelled observation outside the declaration is reported as garbage. None: undeclared
-    #: (third-party probes written before this existed); colliding labels are then dropped
-    #: from the observation when rendered.
-    observation_labels: ClassVar[Mapping[str, Sequence[str]] | None] = None
+    #: Every observation the probe may report (name, help, labels). The metrics' help text,
+    #: the reference and the dashboards read it; config validation refuses a user label that
+    #: a declared observation carries (the series would have it twice and Prometheus would
+    #: reject the whole scrape); and the engine holds the probe to it: an observation outside
+    #: the declaration is reported as garbage. None: undeclared (a third-party probe written
+    #: before this existed); colliding labels are then dropped when rendered.
+    observables: ClassVar[Sequence[Observable] | None] = None
 
     def __init__(self, context: CheckContext, params: ParamsT) -> None:
         self.context = context

@@ -14,7 +14,14 @@ from typing import Any
 
 import structlog
 
-from alivemcp.probe import CheckContext, LabeledObservation, Probe, ProbeResult, Status
+from alivemcp.probe import (
+    CheckContext,
+    LabeledObservation,
+    Observable,
+    Probe,
+    ProbeResult,
+    Status,
+)
 from alivemcp.redact import redact, redact_text
 from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.untrusted import clean_details, clean_label, clean_text
@@ -97,7 +104,7 @@ class ProbeHandle:
             )
             return ProbeResult(Status.UNKNOWN, f"probe error: {type(exc).__name__}: {exc}")
         result = task.result()
-        return _validated(result, type(self.probe).observation_labels)
+        return _validated(result, type(self.probe).observables)
 
     async def _setup_and_probe(self) -> Any:
         if not self._setup_done:
@@ -138,9 +145,7 @@ def _clean_labeled(items: Sequence[LabeledObservation]) -> Sequence[LabeledObser
     ]
 
 
-def _validated(
-    result: object, declared: Mapping[str, Sequence[str]] | None = None
-) -> ProbeResult:
+def _validated(result: object, declared: Sequence[Observable] | None = None) -> ProbeResult:
     if not isinstance(result, ProbeResult):
         return ProbeResult(
             Status.UNKNOWN,
@@ -148,22 +153,25 @@ def _validated(
         )
     problems = result.problems()
     if declared is not None and not problems:
-        problems = _undeclared_labels(result, declared)
+        problems = _undeclared(result, {o.name: o for o in declared})
     if problems:
         return ProbeResult(Status.UNKNOWN, "probe returned garbage: " + "; ".join(problems[:3]))
     return result
 
 
-def _undeclared_labels(
-    result: ProbeResult, declared: Mapping[str, Sequence[str]]
-) -> list[str]:
+def _undeclared(result: ProbeResult, declared: Mapping[str, Observable]) -> list[str]:
     problems = []
+    for name in result.observations:
+        spec = declared.get(name)
+        if spec is None or spec.labels:
+            problems.append(f"observation {name!r} is not declared"
+                            + (" without labels" if spec else ""))
     for item in result.labeled_observations:
-        allowed = declared.get(item.name)
-        if allowed is None:
+        spec = declared.get(item.name)
+        if spec is None:
             problems.append(f"labeled observation {item.name!r} is not declared")
-        elif not set(item.labels) <= set(allowed):
-            extra = sorted(set(item.labels) - set(allowed))
+        elif not set(item.labels) <= set(spec.labels):
+            extra = sorted(set(item.labels) - set(spec.labels))
             problems.append(f"labeled observation {item.name!r} has undeclared labels {extra}")
     return problems
 

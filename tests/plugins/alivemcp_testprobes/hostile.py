@@ -9,7 +9,14 @@ from typing import Any
 
 from pydantic import Field, SecretStr
 
-from alivemcp.probe import LabeledObservation, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import (
+    LabeledObservation,
+    Observable,
+    Probe,
+    ProbeParams,
+    ProbeResult,
+    Status,
+)
 
 
 class HostileParams(ProbeParams):
@@ -23,7 +30,10 @@ class HostileParams(ProbeParams):
 
 class HostileProbe(Probe[HostileParams]):
     Params = HostileParams
-    observation_labels = {"server_info": ("server_name",)}
+    observables = (
+        Observable("server_info", "The name the target gave.", ("server_name",)),
+        Observable("token_length", "Length of the configured credential."),
+    )
 
     async def probe(self) -> ProbeResult:
         p = self.params
