@@ -47,6 +47,9 @@ _MAX_CACHED_NAMES = 10_000
 #: Lookup threads for normal use, and the hard cap while some are stuck in hung lookups.
 _THREADS = 16
 _MAX_THREADS = 256
+#: A lookup running longer than this is counted as stuck (a normal one takes milliseconds;
+#: the system resolver retries after 5 s).
+STUCK_AFTER = 1.0
 #: An idle lookup thread exits after this long.
 _IDLE_EXIT_SECONDS = 60.0
 
@@ -93,13 +96,14 @@ def with_port(addresses: Sequence[Address], port: int) -> list[Address]:
 class LookupThreads:
     """Daemon threads for blocking lookups.
 
-    A job gets a new thread when no idle one is waiting and fewer than ``size`` threads are
-    busy with lookups younger than ``stuck_after`` seconds (so stuck lookups do not count
-    against normal use), up to ``most`` threads in all; beyond that jobs queue.
+    A queued job gets a new thread when no idle one can take it and fewer than ``size``
+    threads are busy with lookups younger than ``stuck_after`` seconds (stuck lookups do not
+    count against normal use), up to ``most`` threads in all. :meth:`kick` re-applies the rule
+    to jobs already queued (a thread may have become stuck since they arrived).
     """
 
     def __init__(self, size: int = _THREADS, most: int = _MAX_THREADS,
-                 stuck_after: float = DNS_TIMEOUT) -> None:
+                 stuck_after: float = STUCK_AFTER) -> None:
         self.size = size
         self.most = most
         self.stuck_after = stuck_after
@@ -117,27 +121,34 @@ class LookupThreads:
     def submit(self, job: Callable[[], None]) -> None:
         with self._lock:
             self._queued += 1
-            if self._queued > self._idle and self._threads < self.most:
-                now = time.monotonic()
-                stuck = sum(1 for since in self._busy_since.values()
-                            if now - since > self.stuck_after)
-                if self._threads - stuck < self.size:
-                    self._threads += 1
-                    threading.Thread(target=self._work, name="alivemcp-dns",
-                                     daemon=True).start()
+            self._spawn_locked()
         self._jobs.put(job)
+
+    def kick(self) -> None:
+        with self._lock:
+            self._spawn_locked()
+
+    def _spawn_locked(self) -> None:
+        wanted = self._queued - self._idle
+        if wanted <= 0 or self._threads >= self.most:
+            return
+        now = time.monotonic()
+        stuck = sum(1 for since in self._busy_since.values() if now - since > self.stuck_after)
+        room = min(wanted, self.size - (self._threads - stuck), self.most - self._threads)
+        for _ in range(room):
+            self._threads += 1
+            self._idle += 1  # counted from now, so that concurrent submits do not over-spawn
+            threading.Thread(target=self._work, name="alivemcp-dns", daemon=True).start()
 
     def _work(self) -> None:
         ident = threading.get_ident()
         while True:
-            with self._lock:
-                self._idle += 1
             try:
                 job = self._jobs.get(timeout=_IDLE_EXIT_SECONDS)
             except queue.Empty:
                 with self._lock:
-                    self._idle -= 1
                     if self._queued == 0:
+                        self._idle -= 1
                         self._threads -= 1
                         return
                 continue
@@ -150,6 +161,7 @@ class LookupThreads:
             finally:
                 with self._lock:
                     del self._busy_since[ident]
+                    self._idle += 1
 
 
 #: What a lookup settles to: the addresses, or the reason it failed.
@@ -170,7 +182,7 @@ class Resolver:
         self.getaddrinfo = getaddrinfo
         self.timeout = timeout
         self.cache_seconds = cache_seconds
-        self.threads = threads or LookupThreads(stuck_after=timeout)
+        self.threads = threads or LookupThreads()
         self._cache: dict[str, tuple[float, tuple[Address, ...]]] = {}
         self._inflight: dict[str, asyncio.Future[_Outcome]] = {}
 
@@ -187,8 +199,14 @@ class Resolver:
         if future is None or future.get_loop() is not loop:
             future = self._start(loop, host)
         wait = min(deadline - now, self.timeout)
-        if wait > 0:
-            await asyncio.wait((future,), timeout=wait)
+        end = now + wait
+        while not future.done():
+            left = end - loop.time()
+            if left <= 0:
+                break
+            await asyncio.wait((future,), timeout=min(left, self.threads.stuck_after))
+            if not future.done():
+                self.threads.kick()  # queued behind lookups that are stuck by now?
         if not future.done():
             raise DnsError(f"DNS lookup for {what}{host} timed out after {max(wait, 0):.2g}s")
         outcome = future.result()

@@ -229,7 +229,10 @@ class _Connection(asyncio.Protocol):
         if isinstance(error, ssl.SSLError) and not isinstance(
                 error, ssl.SSLEOFError | ssl.SSLZeroReturnError):
             _, host, port = self.key
-            raise TlsError(f"TLS error from {host}:{port}: {error.reason or error}")
+            # "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required
+            # (_ssl.c:2580)" -> "tlsv13 alert certificate required"
+            text = str(error.strerror or error).rpartition("] ")[2].partition(" (_ssl.c")[0]
+            raise TlsError(f"TLS error from {host}:{port}: {text or error.reason}")
 
     async def read_until(self, separator: bytes, limit: int, what: str) -> bytes:
         start = 0
@@ -755,14 +758,26 @@ def _load_context(verify: bool, ca_file: str | None, cert_file: str | None,
         except (OSError, ssl.SSLError) as exc:
             key = f" with key {key_file}" if key_file else ""
             raise ClientConfigError(f"cannot load client certificate {cert_file}{key}: "
-                                    f"{_reason(exc)}") from None
+                                    f"{_reason(exc, key_file or cert_file)}") from None
     return context
 
 
-def _reason(exc: OSError) -> str:
-    if isinstance(exc, ssl.SSLError):
-        return str(exc.reason or exc)
-    return exc.strerror or str(exc)
+def _reason(exc: OSError, key_file: str | None = None) -> str:
+    if not isinstance(exc, ssl.SSLError):
+        return exc.strerror or str(exc)
+    if exc.reason == "KEY_VALUES_MISMATCH":
+        return "the key does not belong to the certificate"
+    if key_file and exc.reason in ("PEM_LIB", None) and _encrypted(key_file):
+        return "the key is encrypted (password-protected keys are not supported)"
+    return str(exc.reason or exc)
+
+
+def _encrypted(key_file: str) -> bool:
+    try:
+        with open(key_file, "rb") as key:
+            return b"ENCRYPTED" in key.read(64 * 1024)
+    except OSError:
+        return False
 
 
 class HttpClients:

@@ -19,6 +19,7 @@ import random
 import re
 import ssl
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.client import AIOKafkaClient, ConnectionGroup
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -47,9 +49,11 @@ if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
 
 __all__ = [
+    "BrokerHealth",
     "BrokerInfo",
     "ClusterMetadata",
     "KafkaAuthFailed",
+    "KafkaBrokerTimeout",
     "KafkaClients",
     "KafkaCluster",
     "KafkaConnection",
@@ -57,7 +61,10 @@ __all__ = [
     "KafkaUnreachable",
     "MskIamTokenProvider",
     "PartitionState",
+    "RunBudget",
+    "Suspicion",
     "TopicState",
+    "broker_name",
 ]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL"]
@@ -358,6 +365,216 @@ class ClusterMetadata:
 
 
 # --------------------------------------------------------------------------------------------
+# Time budgets and hung brokers
+
+
+class RunBudget:
+    """The time one probe run may spend on Kafka, handed out step by step.
+
+    A broker that accepts connections but answers nothing costs every request that reaches it
+    a whole request timeout. A probe makes one budget from its check's timeout
+    (:meth:`for_check`) and gives each step (bootstrap, metadata, a produce, a fetch...) a slice
+    of what is left, so a hung broker costs one step its slice and the run still ends with a
+    verdict of its own, naming what hung, before the engine's timeout cancels it.
+    """
+
+    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.seconds = max(0.0, seconds)
+        self._ends_at = clock() + self.seconds
+
+    @classmethod
+    def for_check(cls, timeout: float, *, share: float = 0.85, margin: float = 0.5) -> RunBudget:
+        """Finish by ``share`` of the check's timeout and at least ``margin`` seconds before it:
+        the rest is for building the verdict and for slow event loops."""
+        return cls(max(0.0, min(timeout * share, timeout - margin)))
+
+    def remaining(self) -> float:
+        return max(0.0, self._ends_at - self._clock())
+
+    def step(self, at_most: float | None = None, *, share: float = 1.0, keep: float = 0.0) -> float:
+        """Seconds for the next step: ``share`` of what is left once ``keep`` seconds are set
+        aside for the steps after it (if that leaves nothing, ``share`` of what is left), and
+        never more than ``at_most``."""
+        left = self.remaining()
+        seconds = (left - keep if left > keep else left) * share
+        return min(seconds, at_most) if at_most is not None else seconds
+
+
+class KafkaBrokerTimeout(KafkaUnreachable):
+    """A step did not finish in its time; ``str()`` names the broker(s) that did not answer."""
+
+
+@dataclass(slots=True)
+class Suspicion:
+    """A broker that did not answer within its attempt, and what it did not answer."""
+
+    address: str
+    node_id: int | None
+    reason: str  # e.g. "did not answer Metadata within 2s"
+    since: float
+    until: float
+
+    @property
+    def name(self) -> str:
+        return broker_name(self.node_id, self.address)
+
+    def describe(self) -> str:
+        return f"{self.name} {self.reason}"
+
+
+def broker_name(node_id: int | None, address: str | None) -> str:
+    """How reasons name a broker: ``broker 2 (10.0.0.7:9092)``."""
+    if node_id is None:
+        return f"bootstrap server {address}"
+    return f"broker {node_id} ({address})" if address else f"broker {node_id}"
+
+
+class BrokerHealth:
+    """Brokers that recently did not answer within their attempt ("suspects"), by address.
+
+    A suspect is asked last, or not at all while another broker can answer, until it answers
+    a re-test or ``hold`` seconds pass: one hung broker then costs one attempt, not one per
+    request. (Kept by :class:`KafkaCluster` across client rebuilds.)
+    """
+
+    def __init__(self, hold: float = 45.0, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.hold = hold
+        self._clock = clock
+        self._suspects: dict[str, Suspicion] = {}
+
+    def hung(self, address: str, node_id: int | None, reason: str) -> Suspicion:
+        """Record that ``address`` did not answer; a broker already suspect keeps its first
+        reason (what it stopped answering) and is held longer."""
+        now = self._clock()
+        known = self.suspect(address)
+        if known is not None:
+            known.until = now + self.hold
+            if node_id is not None:
+                known.node_id = node_id
+            return known
+        suspicion = Suspicion(address, node_id, reason, now, now + self.hold)
+        self._suspects[address] = suspicion
+        return suspicion
+
+    def answered(self, address: str) -> None:
+        self._suspects.pop(address, None)
+
+    def suspect(self, address: str | None) -> Suspicion | None:
+        if address is None:
+            return None
+        suspicion = self._suspects.get(address)
+        if suspicion is not None and self._clock() >= suspicion.until:
+            del self._suspects[address]
+            return None
+        return suspicion
+
+    def suspects(self) -> list[Suspicion]:
+        """Current suspects, longest-suspected first."""
+        for address in list(self._suspects):
+            self.suspect(address)
+        return sorted(self._suspects.values(), key=lambda s: s.since)
+
+
+class _Steering:
+    """Makes one aiokafka client avoid suspect brokers.
+
+    aiokafka asks a random broker for cluster-wide requests (InitProducerId, FindCoordinator,
+    metadata refreshes) and opens every connection under one client-wide lock, so a broker
+    that accepts TCP but never answers stalls requests to healthy brokers as well, for a whole
+    request timeout. Steered, the client picks healthy brokers first and neither connects to
+    nor reuses a connection to a suspect while another broker is healthy.
+    """
+
+    def __init__(self, client: AIOKafkaClient, health: BrokerHealth) -> None:
+        self.client = client
+        self.health = health
+        #: Brokers this client is opening a connection to right now (with a count of callers).
+        self.connecting: Counter[Any] = Counter()
+        self._get_conn = client._get_conn
+        client._get_conn = self.get_conn  # type: ignore[method-assign]
+        client.get_random_node = self.get_random_node  # type: ignore[method-assign]
+        client._alivemcp_steering = self  # type: ignore[attr-defined]
+
+    def address(self, node_id: Any) -> str | None:
+        broker = self.client.cluster.broker_metadata(node_id) if isinstance(node_id, int) else None
+        return f"{broker.host}:{broker.port}" if broker is not None else None
+
+    def name(self, node_id: int) -> str:
+        return broker_name(node_id, self.address(node_id))
+
+    def suspect(self, node_id: Any) -> Suspicion | None:
+        return self.health.suspect(self.address(node_id))
+
+    def nodes(self) -> list[int]:
+        return [b.nodeId for b in self.client.cluster.brokers() if isinstance(b.nodeId, int)]
+
+    def order(self, nodes: Iterable[int]) -> list[int]:
+        """Healthy brokers first, in random order; suspects last, longest-suspected last."""
+        healthy: list[tuple[float, int]] = []
+        suspect: list[tuple[float, int]] = []
+        for node_id in nodes:
+            found = self.suspect(node_id)
+            (suspect if found else healthy).append((-(found.since if found else 0.0), node_id))
+        random.shuffle(healthy)
+        return [n for _, n in healthy] + [n for _, n in sorted(suspect)]
+
+    def skipped(self, node_id: Any) -> Suspicion | None:
+        """The suspicion that keeps this broker out of use now (None when it may be used: not
+        suspect, or no other broker is healthy)."""
+        found = self.suspect(node_id)
+        if found is None:
+            return None
+        others = (n for n in self.nodes() if n != node_id)
+        return found if any(self.suspect(n) is None for n in others) else None
+
+    async def get_conn(
+        self, node_id: Any, *, group: ConnectionGroup = ConnectionGroup.DEFAULT,
+        no_hint: bool = False,
+    ) -> Any:
+        if self.skipped(node_id) is not None:
+            return None  # the caller sees "node not ready" at once, not a hung request
+        self.connecting[node_id] += 1
+        try:
+            return await self._get_conn(node_id, group=group, no_hint=no_hint)
+        finally:
+            self.connecting[node_id] -= 1
+            if self.connecting[node_id] <= 0:
+                del self.connecting[node_id]
+
+    def get_random_node(self) -> int | None:
+        ordered = self.order(self.nodes())
+        return ordered[0] if ordered else None
+
+    def stuck(self) -> list[int]:
+        """Brokers this client is waiting on right now: a connection being opened, or a
+        request sent and not answered. (Meaningful for clients without long polls: the admin
+        client, the producer and the offsets consumer.)"""
+        nodes = {n for n in self.connecting if isinstance(n, int)}
+        for (node_id, _group), conn in list(self.client._conns.items()):
+            if isinstance(node_id, int) and getattr(conn, "_requests", None):
+                nodes.add(node_id)
+        return sorted(nodes)
+
+
+def _steering(client: Any) -> _Steering | None:
+    """The steering of a client built by :class:`KafkaCluster` (admin, producer, consumer)."""
+    inner = getattr(client, "_client", None) or getattr(client, "client", None) or client
+    steering = getattr(inner, "_alivemcp_steering", None)
+    return steering if isinstance(steering, _Steering) else None
+
+
+def _inner_client(client: Any) -> AIOKafkaClient:
+    inner = getattr(client, "_client", None) or getattr(client, "client", None)
+    assert isinstance(inner, AIOKafkaClient)
+    return inner
+
+
+def _seconds(value: float) -> str:
+    return f"{round(value, 1):g}s"
+
+
+# --------------------------------------------------------------------------------------------
 # Clients
 
 
@@ -369,9 +586,18 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 
+#: How often suspect brokers are asked again in the background.
+RETEST_EVERY = 3.0
+
 
 class KafkaCluster:
-    """Long-lived clients for one cluster, and the small async helpers the probes need."""
+    """Long-lived clients for one cluster, and the small async helpers the probes need.
+
+    Every helper takes an optional ``timeout``: the seconds its step may take (from the
+    probe's :class:`RunBudget`). A step that runs out names the broker(s) it was waiting on
+    (:class:`KafkaBrokerTimeout`), and those brokers become suspects (:class:`BrokerHealth`),
+    avoided by every client of the cluster until they answer a background re-test.
+    """
 
     def __init__(self, conn: KafkaConnection, plumbing: Plumbing) -> None:
         self.conn = conn
@@ -385,6 +611,10 @@ class KafkaCluster:
         self._token_provider: MskIamTokenProvider | None = None
         self._ssl_context: ssl.SSLContext | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self.health = BrokerHealth()
+        #: Brokers of the last metadata answer, to name brokers by id and address.
+        self.brokers: dict[int, BrokerInfo] = {}
+        self._retest: asyncio.Task[None] | None = None
 
     # -- building clients ---------------------------------------------------------------------
 
@@ -475,10 +705,91 @@ class KafkaCluster:
             )
         return options
 
-    async def _start(self, client: Any) -> Any:
+    async def _connection_options(self) -> dict[str, Any]:
+        """Keyword arguments for aiokafka's ``create_conn`` (one connection, no client)."""
+        options = await self.client_options()
+        for key in ("bootstrap_servers", "metadata_max_age_ms"):
+            options.pop(key, None)
+        return options
+
+    async def _answers(self, server: str, timeout: float) -> bool:
+        """Whether ``server`` (host:port) accepts a connection and answers ApiVersions (and
+        authentication) within ``timeout``."""
+        host, _, port = server.rpartition(":")
         try:
-            await client.start()
+            options = await self._connection_options()
+            async with asyncio.timeout(timeout):
+                conn = await create_conn(host.strip("[]"), int(port), **options)
+        except (KafkaError, OSError, TimeoutError, ValueError):
+            return False
+        conn.close()
+        return True
+
+    async def _rank_bootstrap(self, servers: list[str], timeout: float) -> list[str]:
+        """Ask every bootstrap server at once; those that answered come first (fastest first),
+        so aiokafka's one-by-one bootstrap does not wait a request timeout on a hung one. A
+        server still silent well after another answered becomes a suspect."""
+        if len(servers) < 2:
+            return servers
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + timeout
+        asks = {asyncio.ensure_future(self._answers(s, timeout)): s for s in servers}
+        pending = set(asks)
+        answered: list[str] = []
+        failed: list[str] = []
+        grace_until: float | None = None
+        try:
+            while pending:
+                wait = (grace_until or deadline) - loop.time()
+                if wait <= 0:
+                    break
+                done, pending = await asyncio.wait(
+                    pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done:
+                    server = asks[task]
+                    if task.result():
+                        answered.append(server)
+                        self.health.answered(server)
+                        if grace_until is None:
+                            # A healthy broker answers within a few times the fastest one.
+                            elapsed = loop.time() - started
+                            grace_until = min(deadline, loop.time() + max(2.0, 4 * elapsed))
+                    else:
+                        failed.append(server)
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        silent = [asks[task] for task in pending]
+        if answered:
+            waited = loop.time() - started
+            for server in silent:
+                self._suspect(
+                    server, self._node_at(server), f"did not answer ApiVersions within "
+                    f"{_seconds(waited)}"
+                )
+        ordered = answered + failed + silent
+        return sorted(ordered, key=lambda s: self.health.suspect(s) is not None)
+
+    def _node_at(self, address: str) -> int | None:
+        return next((b.node_id for b in self.brokers.values() if b.address == address), None)
+
+    async def _start(self, client: Any, what: str, timeout: float | None) -> Any:
+        """Start ``client`` within ``timeout``; on running out, name the broker(s) it was
+        waiting on and close it in the background (closing may wait on them too)."""
+        steering = _steering(client)
+        bound = asyncio.timeout(timeout)
+        try:
+            async with bound:
+                await client.start()
         except BaseException as exc:
+            if bound.expired():
+                self._close_later(client)
+                stuck = steering.stuck() if steering is not None else []
+                assert timeout is not None
+                raise KafkaBrokerTimeout(self._blame(stuck, steering, what, timeout)) from exc
             with contextlib.suppress(Exception):
                 await _close(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
@@ -487,13 +798,54 @@ class KafkaCluster:
             raise
         return client
 
+    async def _build(self, make: Callable[..., Any], what: str, timeout: float | None) -> Any:
+        """Create a client whose bootstrap list puts answering servers first, steered away from
+        suspects, and start it, all within ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        options = await self.client_options()
+        servers = _split_servers(options["bootstrap_servers"])
+        rank_for = self.conn.request_timeout if timeout is None else timeout / 2
+        options["bootstrap_servers"] = ",".join(await self._rank_bootstrap(servers, rank_for))
+        client = make(**options)
+        _Steering(_inner_client(client), self.health)
+        left = None if deadline is None else max(0.0, deadline - loop.time())
+        return await self._start(client, what, left)
+
+    async def _shared(
+        self, attr: str, lock: asyncio.Lock, make: Callable[..., Any], what: str,
+        timeout: float | None,
+    ) -> Any:
+        """The shared client in ``attr``, built on first use (within ``timeout``, waiting for
+        another caller's build included)."""
+        client = getattr(self, attr)
+        if client is not None:
+            return client
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(timeout):
+                await lock.acquire()
+        except TimeoutError as exc:
+            raise KafkaBrokerTimeout(
+                f"{self.conn.describe()}: {what}: another start still running after "
+                f"{_seconds(timeout or 0)}"
+            ) from exc
+        try:
+            client = getattr(self, attr)
+            if client is None:
+                left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+                client = await self._build(make, what, left)
+                setattr(self, attr, client)
+            return client
+        finally:
+            lock.release()
+
     async def _bootstrap_failure(self) -> BaseException | None:
         """Why bootstrapping failed: aiokafka only logs the per-broker cause (a refused
         password, an untrusted certificate) and raises "Unable to bootstrap"."""
-        options = await self.client_options()
-        servers = _split_servers(options.pop("bootstrap_servers"))
-        for key in ("metadata_max_age_ms",):
-            options.pop(key, None)
+        options = await self._connection_options()
+        servers = _split_servers(await self.bootstrap_servers())
         found: BaseException | None = None
         for server in servers[:3]:
             host, _, port = server.rpartition(":")
@@ -506,56 +858,68 @@ class KafkaCluster:
             conn.close()
         return found
 
-    async def admin(self) -> AIOKafkaAdminClient:
-        if self._admin is None:
-            async with self._lock:
-                if self._admin is None:
-                    options = await self.client_options()
-                    self._admin = await self._start(AIOKafkaAdminClient(**options))
-        return self._admin
+    async def admin(self, timeout: float | None = None) -> AIOKafkaAdminClient:
+        client: AIOKafkaAdminClient = await self._shared(
+            "_admin", self._lock, AIOKafkaAdminClient, "admin client start", timeout
+        )
+        return client
 
-    async def offsets_consumer(self) -> AIOKafkaConsumer:
+    async def offsets_consumer(self, timeout: float | None = None) -> AIOKafkaConsumer:
         """The shared group-less consumer: end/beginning offsets and offsets-for-times only
         (never subscribe or assign it: that would start fetching for everyone)."""
-        if self._consumer is None:
-            async with self._lock:
-                if self._consumer is None:
-                    options = await self.client_options()
-                    self._consumer = await self._start(
-                        AIOKafkaConsumer(group_id=None, enable_auto_commit=False, **options)
-                    )
-        return self._consumer
 
-    async def producer(self) -> AIOKafkaProducer:
+        def make(**options: Any) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(group_id=None, enable_auto_commit=False, **options)
+
+        client: AIOKafkaConsumer = await self._shared(
+            "_consumer", self._lock, make, "offsets consumer start", timeout
+        )
+        return client
+
+    async def producer(self, timeout: float | None = None) -> AIOKafkaProducer:
         """The shared idempotent ``acks=all`` producer."""
-        if self._producer is None:
-            async with self._producer_lock:
-                if self._producer is None:
-                    options = await self.client_options()
-                    self._producer = await self._start(
-                        AIOKafkaProducer(
-                            enable_idempotence=True, acks="all", linger_ms=0, **options
-                        )
-                    )
-        return self._producer
 
-    async def new_consumer(self, **kwargs: Any) -> AIOKafkaConsumer:
+        def make(**options: Any) -> AIOKafkaProducer:
+            return AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=0, **options)
+
+        client: AIOKafkaProducer = await self._shared(
+            "_producer", self._producer_lock, make, "producer start (InitProducerId)", timeout
+        )
+        return client
+
+    async def new_consumer(self, timeout: float | None = None, **kwargs: Any) -> AIOKafkaConsumer:
         """A started consumer the caller owns (and must ``stop()``), e.g. a canary reader."""
-        options = await self.client_options()
-        options.update(kwargs)
-        return await self._start(AIOKafkaConsumer(**options))
+
+        def make(**options: Any) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(**{**options, **kwargs})
+
+        client: AIOKafkaConsumer = await self._build(make, "consumer start", timeout)
+        return client
+
+    def _close_later(self, client: Any) -> None:
+        task = asyncio.ensure_future(_close(client))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def reset_producer(self) -> None:
         """Drop the producer (after a failed send its state is suspect). The old one is
         closed in the background: flushing its pending batches may wait on a hung broker."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            task = asyncio.create_task(_close(producer))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._close_later(producer)
+
+    def _drop_clients(self) -> None:
+        """Forget the shared clients now and close them in the background."""
+        clients = (self._admin, self._consumer, self._producer)
+        self._admin = self._consumer = self._producer = None
+        self._bootstrap = None
+        for client in clients:
+            if client is not None:
+                self._close_later(client)
 
     async def reset(self) -> None:
-        """Close every client; the next call rebuilds them (and re-resolves the ARN)."""
+        """Close every client; the next call rebuilds them (and re-resolves the ARN). What
+        the cluster learnt about hung brokers is kept."""
         admin, consumer, producer = self._admin, self._consumer, self._producer
         self._admin = self._consumer = self._producer = None
         self._bootstrap = None
@@ -564,6 +928,9 @@ class KafkaCluster:
                 await _close(client)
 
     async def aclose(self) -> None:
+        if self._retest is not None:
+            self._retest.cancel()
+            await asyncio.gather(self._retest, return_exceptions=True)
         await self.reset()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
@@ -592,49 +959,221 @@ class KafkaCluster:
             await self.reset()
             raise self._translate(exc) from exc
 
+    # -- hung brokers ---------------------------------------------------------------------------
+
+    def broker_name(self, node_id: int) -> str:
+        """``broker 2 (10.0.0.7:9092)``, from the last metadata answer."""
+        broker = self.brokers.get(node_id)
+        return broker_name(node_id, broker.address if broker else None)
+
+    def suspect(self, node_id: int) -> Suspicion | None:
+        """Why this broker is being avoided, if it is (it did not answer recently)."""
+        broker = self.brokers.get(node_id)
+        return self.health.suspect(broker.address) if broker else None
+
+    def _suspect(self, address: str, node_id: int | None, reason: str) -> Suspicion:
+        suspicion = self.health.hung(address, node_id, reason)
+        if self._retest is None or self._retest.done():
+            self._retest = asyncio.ensure_future(self._retest_suspects())
+        return suspicion
+
+    async def _retest_suspects(self) -> None:
+        """While any broker is suspect, ask it again every few seconds on a connection of its
+        own (connect + ApiVersions): one that answers is trusted again at once."""
+        while True:
+            await asyncio.sleep(RETEST_EVERY)
+            suspects = self.health.suspects()
+            if not suspects:
+                return
+            timeout = min(2.0, self.conn.request_timeout)
+            results = await asyncio.gather(
+                *(self._answers(s.address, timeout) for s in suspects), return_exceptions=True
+            )
+            for suspicion, result in zip(suspects, results, strict=True):
+                if result is True:
+                    self.health.answered(suspicion.address)
+
+    def _blame(
+        self, stuck: Sequence[int], steering: _Steering | None, what: str, seconds: float
+    ) -> str:
+        """Mark the brokers a step was waiting on as suspects; the sentence naming them."""
+        named = []
+        for node_id in stuck:
+            address = steering.address(node_id) if steering else None
+            broker = self.brokers.get(node_id)
+            address = address or (broker.address if broker else None)
+            if address is None:
+                named.append(f"broker {node_id} did not answer {what} within {_seconds(seconds)}")
+                continue
+            named.append(
+                self._suspect(
+                    address, node_id, f"did not answer {what} within {_seconds(seconds)}"
+                ).describe()
+            )
+        if not named:
+            return f"{self.conn.describe()}: {what}: no answer within {_seconds(seconds)}"
+        return f"{self.conn.describe()}: " + "; ".join(named)
+
+    def blame(self, client: Any, what: str, seconds: float) -> dict[int, Suspicion]:
+        """After a step on ``client`` (a client of this cluster) ran out of time: the brokers
+        it is still waiting on, now suspects."""
+        steering = _steering(client)
+        if steering is None:
+            return {}
+        found: dict[int, Suspicion] = {}
+        for node_id in steering.stuck():
+            address = steering.address(node_id)
+            if address is not None:
+                found[node_id] = self._suspect(
+                    address, node_id, f"did not answer {what} within {_seconds(seconds)}"
+                )
+        return found
+
+    async def _bounded(self, call: Any, client: Any, what: str, timeout: float | None) -> Any:
+        """Await ``call`` (a request made through ``client``) within ``timeout``; running out
+        raises :class:`KafkaBrokerTimeout` naming the broker(s) still owing an answer."""
+        if timeout is None:
+            return await self._guard(call)
+        bound = asyncio.timeout(timeout)
+        try:
+            async with bound:
+                return await self._guard(call)
+        except TimeoutError as exc:
+            if not bound.expired():
+                raise
+            steering = _steering(client)
+            stuck = steering.stuck() if steering is not None else []
+            raise KafkaBrokerTimeout(self._blame(stuck, steering, what, timeout)) from exc
+
     # -- requests -------------------------------------------------------------------------------
 
-    async def _send_any(self, request: Any, attempt_timeout: float | None = None) -> Any:
-        """Send to a broker, trying others if one does not answer (a hung broker must not
-        make a cluster-wide question time out)."""
-        admin = await self.admin()
+    async def _send_any(self, request: Any, what: str, timeout: float | None = None) -> Any:
+        """Send a cluster-wide question to one broker, trying others if it does not answer:
+        healthy brokers first (random order), suspects last. Each attempt gets a slice of the
+        step so a hung broker costs one slice (and becomes a suspect), not the whole step."""
+        loop = asyncio.get_running_loop()
+        step = self.conn.request_timeout if timeout is None else timeout
+        deadline = loop.time() + step
+        admin = await self.admin(timeout=None if timeout is None else step)
         client = admin._client
-        nodes = [b.nodeId for b in client.cluster.brokers()]
-        random.shuffle(nodes)
-        attempt_timeout = attempt_timeout or max(1.0, self.conn.request_timeout / 2)
+        steering = _steering(admin)
+        assert steering is not None
+        nodes = steering.order(steering.nodes())[:3]
+        if not nodes:
+            raise KafkaUnreachable(f"{self.conn.describe()}: no broker known to ask {what}")
+        per_attempt = min(self.conn.request_timeout, step / min(2, len(nodes)))
+        failures: list[str] = []
         last: BaseException | None = None
-        for node_id in nodes[:3] or [None]:
-            target = node_id if node_id is not None else client.get_random_node()
+        hung = False
+        for index, node_id in enumerate(nodes):
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            attempt = left if index == len(nodes) - 1 else min(per_attempt, left)
+            address = steering.address(node_id)
+            skipped = steering.skipped(node_id)
+            if skipped is not None:
+                failures.append(f"{skipped.describe()} (skipped)")
+                hung = True
+                continue
             try:
-                async with asyncio.timeout(attempt_timeout):
-                    return await client.send(target, request)
+                async with asyncio.timeout(attempt):
+                    response = await client.send(node_id, request)
+            except (TimeoutError, RequestTimedOutError) as exc:
+                last, hung = exc, True
+                reason = f"did not answer {what} within {_seconds(attempt)}"
+                if address is None:
+                    failures.append(f"broker {node_id} {reason}")
+                else:
+                    failures.append(self._suspect(address, node_id, reason).describe())
+                continue
             except (*_CONNECTION_ERRORS, KafkaError) as exc:
                 last = exc
-        assert last is not None
+                failures.append(f"{steering.name(node_id)}: {type(exc).__name__}: {exc}")
+                continue
+            if address is not None:
+                self.health.answered(address)
+            return response
+        if hung or last is None:
+            if not failures:
+                failures.append(f"no answer within {_seconds(step)}")
+            # No broker answered: rebuild the clients on the next call (closing them may wait
+            # on the hung brokers, so it happens in the background).
+            self._drop_clients()
+            raise KafkaBrokerTimeout(
+                f"{self.conn.describe()}: no Kafka answer to {what} within {_seconds(step)}: "
+                + "; ".join(failures)
+            )
         raise last
 
-    async def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+    async def send_to(
+        self, node_id: int, request: Any, what: str, timeout: float | None = None,
+        *, group: ConnectionGroup = ConnectionGroup.DEFAULT,
+    ) -> Any:
+        """Send ``request`` to one broker (a coordinator, a partition leader) within
+        ``timeout``. A suspect broker is not asked while another is healthy; one that does
+        not answer becomes a suspect. Both raise :class:`KafkaBrokerTimeout` naming it."""
+        admin = await self.admin(timeout=timeout)
+        steering = _steering(admin)
+        assert steering is not None
+        skipped = steering.skipped(node_id)
+        if skipped is not None:
+            raise KafkaBrokerTimeout(f"{skipped.describe()} (not asked {what})")
+        seconds = self.conn.request_timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(seconds):
+                response = await admin._client.send(node_id, request, group=group)
+        except (TimeoutError, RequestTimedOutError) as exc:
+            address = steering.address(node_id)
+            reason = f"did not answer {what} within {_seconds(seconds)}"
+            if address is None:
+                raise KafkaBrokerTimeout(f"broker {node_id} {reason}") from exc
+            raise KafkaBrokerTimeout(self._suspect(address, node_id, reason).describe()) from exc
+        address = steering.address(node_id)
+        if address is not None:
+            self.health.answered(address)
+        return response
+
+    async def pick_node(self, timeout: float | None = None) -> int:
+        """A broker to ask a cluster-wide question: a healthy one if any."""
+        admin = await self.admin(timeout=timeout)
+        node = admin._client.get_random_node()
+        if node is None:
+            raise KafkaUnreachable(f"{self.conn.describe()}: no broker known")
+        return int(node)
+
+    async def metadata(
+        self, topics: Sequence[str] | None = None, timeout: float | None = None
+    ) -> ClusterMetadata:
         """Brokers, controller and topic/partition states (all topics when ``topics`` is
         None). Never creates a topic; a missing one comes back with error code 3."""
         request = _MetadataRequestNoAutoCreate(list(topics) if topics is not None else None)
-        response = await self._guard(self._send_any(request))
+        response = await self._guard(self._send_any(request, "Metadata", timeout))
         snapshot = _parse_metadata(response)
-        if all(t.error_code == 0 for t in snapshot.topics.values()):
-            # Keep the admin's view of live brokers current: a fenced broker drops out of it.
-            # (aiokafka logs an error for every missing topic in an update, hence the filter.)
-            admin = await self.admin()
-            admin._client.cluster.update_metadata(response)
+        self.brokers = dict(snapshot.brokers)
+        for suspicion in self.health.suspects():  # a bootstrap server is a broker after all
+            if suspicion.node_id is None:
+                suspicion.node_id = self._node_at(suspicion.address)
+        # Keep the admin's view of live brokers current: a fenced broker drops out of it.
+        # (aiokafka logs an error for every missing topic in an update, hence the filter.)
+        if self._admin is not None and all(t.error_code == 0 for t in snapshot.topics.values()):
+            self._admin._client.cluster.update_metadata(response)
         return snapshot
 
     async def topic_configs(
-        self, topics: Iterable[str], keys: Sequence[str] = ("min.insync.replicas",)
+        self,
+        topics: Iterable[str],
+        keys: Sequence[str] = ("min.insync.replicas",),
+        timeout: float | None = None,
     ) -> dict[str, dict[str, str]]:
         """Effective topic configs (``keys`` only), by topic; topics that failed are absent."""
         names = list(topics)
         if not names:
             return {}
         resources = [(2, name, list(keys)) for name in names]
-        response = await self._guard(self._send_any(DescribeConfigsRequest(resources, False)))
+        response = await self._guard(
+            self._send_any(DescribeConfigsRequest(resources, False), "DescribeConfigs", timeout)
+        )
         out: dict[str, dict[str, str]] = {}
         for resource in response.resources:
             error_code, _message, _rtype, name, entries = resource[:5]
@@ -643,28 +1182,43 @@ class KafkaCluster:
             out[name] = {entry[0]: entry[1] for entry in entries if entry[1] is not None}
         return out
 
-    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        consumer = await self.offsets_consumer()
-        return await self._guard(consumer.end_offsets(list(partitions)))
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        consumer = await self.offsets_consumer(timeout)
+        return await self._bounded(
+            consumer.end_offsets(list(partitions)), consumer, "ListOffsets", timeout
+        )
 
     async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition]
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
-        consumer = await self.offsets_consumer()
-        return await self._guard(consumer.beginning_offsets(list(partitions)))
+        consumer = await self.offsets_consumer(timeout)
+        return await self._bounded(
+            consumer.beginning_offsets(list(partitions)), consumer, "ListOffsets", timeout
+        )
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
+        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
     ) -> dict[TopicPartition, Any]:
-        consumer = await self.offsets_consumer()
-        return await self._guard(consumer.offsets_for_times(dict(timestamps)))
+        consumer = await self.offsets_consumer(timeout)
+        return await self._bounded(
+            consumer.offsets_for_times(dict(timestamps)), consumer, "ListOffsets", timeout
+        )
 
-    async def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+    async def committed_offsets(
+        self, group: str, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
         """A group's committed offsets (partitions without a commit are absent)."""
-        admin = await self.admin()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        admin = await self.admin(timeout)
         for attempt in range(4):
+            left = None if deadline is None else max(0.0, deadline - loop.time())
             try:
-                raw = await self._guard(admin.list_consumer_group_offsets(group))
+                raw = await self._bounded(
+                    admin.list_consumer_group_offsets(group), admin, "OffsetFetch", left
+                )
                 break
             except KafkaError as exc:
                 # The coordinator is being elected or __consumer_offsets is still loading.
@@ -673,19 +1227,31 @@ class KafkaCluster:
                 await asyncio.sleep(0.25 * (attempt + 1))
         return {tp: meta.offset for tp, meta in raw.items() if meta.offset >= 0}
 
-    async def list_groups(self) -> list[str]:
-        """Every consumer group on every live broker."""
-        snapshot = await self.metadata([])
-        admin = await self.admin()
+    async def list_groups(self, timeout: float | None = None) -> list[str]:
+        """Every consumer group on every live broker. A broker that does not answer makes
+        the list incomplete: that raises :class:`KafkaBrokerTimeout` naming it."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        snapshot = await self.metadata([], timeout=None if timeout is None else timeout / 2)
         groups: set[str] = set()
+        silent: list[str] = []
 
         async def one(node_id: int) -> None:
-            response = await admin._client.send(node_id, ListGroupsRequest())
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                response = await self.send_to(node_id, ListGroupsRequest(), "ListGroups", left)
+            except KafkaBrokerTimeout as exc:
+                silent.append(str(exc))
+                return
             if response.error_code:
                 raise for_code(response.error_code)("listing consumer groups failed")
             groups.update(group[0] for group in response.groups)
 
         await self._guard(asyncio.gather(*(one(n) for n in snapshot.brokers)))
+        if silent:
+            raise KafkaBrokerTimeout(
+                f"{self.conn.describe()}: cannot list every consumer group: " + "; ".join(silent)
+            )
         return sorted(groups)
 
     async def create_topic(
@@ -696,10 +1262,11 @@ class KafkaCluster:
         replication_factor: int = 1,
         configs: Mapping[str, str] | None = None,
         assignments: Mapping[int, Sequence[int]] | None = None,
+        timeout: float | None = None,
     ) -> bool:
         """Create a topic; False if it already existed. Raises the broker's error otherwise
         (``create_topics`` reports errors in the response instead of raising)."""
-        admin = await self.admin()
+        admin = await self.admin(timeout)
         if assignments:
             topic = NewTopic(
                 name, -1, -1,
@@ -710,7 +1277,7 @@ class KafkaCluster:
             topic = NewTopic(
                 name, partitions, replication_factor, topic_configs=dict(configs or {})
             )
-        response = await self._guard(admin.create_topics([topic]))
+        response = await self._bounded(admin.create_topics([topic]), admin, "CreateTopics", timeout)
         for result in response.topic_errors:
             error_code, message = result[1], result[2] if len(result) > 2 else ""
             if error_code == TopicAlreadyExistsError.errno:
@@ -720,14 +1287,36 @@ class KafkaCluster:
         return True
 
     async def add_partitions(
-        self, name: str, total: int, assignments: Sequence[Sequence[int]]
+        self, name: str, total: int, assignments: Sequence[Sequence[int]],
+        timeout: float | None = None,
     ) -> None:
         """Grow a topic to ``total`` partitions placed on ``assignments`` (one replica list
         per new partition, preferred leader first)."""
-        admin = await self.admin()
+        admin = await self.admin(timeout)
         request = {name: NewPartitions(total, [list(a) for a in assignments])}
-        response = await self._guard(admin.create_partitions(request))
+        response = await self._bounded(
+            admin.create_partitions(request), admin, "CreatePartitions", timeout
+        )
         _raise_topic_errors(response, f"adding partitions to {name}")
+
+    async def refresh_leaders(
+        self, client: Any, topic: str, leaders: Mapping[int, int], timeout: float
+    ) -> None:
+        """Bring ``client``'s view of ``topic``'s leaders up to date when it differs from
+        ``leaders`` (fresh metadata): a client still sending to a fenced, hung leader would
+        otherwise wait for its next periodic refresh."""
+        inner = _inner_client(client)
+        seen = {
+            p: inner.cluster.leader_for_partition(TopicPartition(topic, p)) for p in leaders
+        }
+        if all(seen[p] == leader for p, leader in leaders.items()):
+            return
+        with contextlib.suppress(TimeoutError, KafkaError):
+            async with asyncio.timeout(timeout):
+                if topic in inner._topics:
+                    await inner.force_metadata_update()
+                else:
+                    await inner.add_topic(topic)  # a client's first look: the same refresh
 
 
 def _raise_topic_errors(response: Any, what: str) -> None:

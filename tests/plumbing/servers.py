@@ -57,6 +57,22 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = do_PUT = do_HEAD = _any
 
 
+def _linger(tls_socket: ssl.SSLSocket) -> None:
+    """Close after the client did, as servers that linger on close do: closing with the
+    client's request unread would send a reset, and some network stacks (gVisor's) then drop
+    the TLS alert the client has not read yet."""
+    raw = socket.socket(fileno=tls_socket.detach())
+    try:
+        raw.shutdown(socket.SHUT_WR)
+        raw.settimeout(2)
+        while raw.recv(65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        raw.close()
+
+
 class HttpServer:
     """A real HTTP/1.1 server in a background thread on a loopback address.
 
@@ -71,10 +87,13 @@ class HttpServer:
         def finish_request(self, request: Any, client_address: Any) -> None:
             tls = self.owner.tls
             if tls is not None:
+                request = tls.wrap_socket(request, server_side=True,
+                                          do_handshake_on_connect=False)
                 try:
-                    request = tls.wrap_socket(request, server_side=True)
+                    request.do_handshake()
                 except (ssl.SSLError, OSError):
                     self.owner.handshake_failures += 1
+                    _linger(request)
                     return
             super().finish_request(request, client_address)
 
