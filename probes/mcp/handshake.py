@@ -556,6 +556,11 @@ class Handshake:
             self.findings.problems.append(
                 f"{phase}: isError is {json_kind(is_error)}, not a boolean")
             return
+        structured = result.get("structuredContent")
+        if structured is not None and not isinstance(structured, dict):
+            self.findings.problems.append(
+                f"{phase}: structuredContent is {json_kind(structured)}, not an object")
+            return
         texts = [c["text"] for c in content or [] if isinstance(c.get("text"), str)]
         if is_error:
             self.findings.problems.append(f"{phase}: the tool reported an error: "
@@ -564,7 +569,12 @@ class Handshake:
         if call.expect_contains is not None:
             haystack = "\n".join(texts)
             if "structuredContent" in result:
-                haystack += "\n" + json.dumps(result["structuredContent"], default=str)
+                try:
+                    haystack += "\n" + json.dumps(result["structuredContent"], default=str)
+                except (ValueError, RecursionError):
+                    self.findings.problems.append(
+                        f"{phase}: structuredContent cannot be serialized (nested too deeply)")
+                    return
             if call.expect_contains not in haystack:
                 self.findings.problems.append(
                     f"{phase}: the result does not contain {call.expect_contains!r}"

@@ -333,8 +333,12 @@ class _Exchange:
             answer["result"] = {}
         else:
             answer["error"] = {"code": -32601, "message": f"Method not found: {method[:100]}"}
-        reply = await post(self.session, self.url, answer, self._headers(),
-                           timeout=max(0.05, self._remaining()))
+        try:
+            reply = await post(self.session, self.url, answer, self._headers(),
+                               timeout=max(0.05, self._remaining()))
+        except (WireError, NotMcp) as exc:
+            raise NotMcp(f"answering the server's {_short(method, 60)!r} request: {exc}"
+                         ) from exc
         if not 200 <= reply.status < 300:
             raise NotMcp(f"answering the server's {_short(method, 60)!r} request got HTTP "
                          f"{reply.status}")
