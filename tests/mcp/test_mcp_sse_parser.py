@@ -33,3 +33,21 @@ def test_bare_cr_line_endings_and_unfinished_event() -> None:
     parser = SseParser()
     assert [e.data for e in parser.feed(b"data: a\r\rdata: b")] == ["a"]
     assert parser.pending_bytes == len(b"data: b")
+
+
+def test_last_event_id_and_retry_survive_a_restart() -> None:
+    parser = SseParser()
+    # The priming event of a 2025-11-25 server: an id, a retry and empty data.
+    parser.feed(b"id: s1-0\nretry: 250\ndata: \n\ndata: half an ev")
+    assert (parser.last_event_id, parser.retry_ms) == ("s1-0", 250)
+    parser.restart()  # a resumed stream: the half event of the old one is gone
+    assert parser.pending_bytes == 0
+    events = parser.feed(b"data: whole\n\n")
+    assert [(e.data, e.id) for e in events] == [("whole", "s1-0")]
+
+
+def test_bad_id_and_retry_fields_are_ignored() -> None:
+    parser = SseParser()
+    parser.feed(b"id: 7\nretry: 100\ndata: x\n\n")
+    parser.feed(b"id: a\x00b\nretry: 1s\nretry: " + b"9" * 5000 + b"\ndata: y\n\n")
+    assert (parser.last_event_id, parser.retry_ms) == ("7", 100)
