@@ -49,6 +49,7 @@ test-deps: deps
 
 lint: venv
 	$(BIN)/ruff check alivemcp probes tests benchmarks scripts
+	$(BIN)/mypy
 
 test: test-deps lint
 	$(BIN)/python -m pytest
