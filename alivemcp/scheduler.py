@@ -5,6 +5,12 @@ interval (a hash of its name), so checks that share an interval are spread evenl
 their grid: APScheduler's ``jitter`` only ever delays and accumulates drift. ``max_instances=1``
 means a check never overlaps itself; a global semaphore and per-probe-type semaphores keep slow
 probe types from starving fast ones.
+
+Shutdown: APScheduler's asyncio executor cancels every job task it still holds when it shuts
+down, and cannot wait for them. So a job only launches the run in a task the scheduler owns and
+waits for it through ``asyncio.shield``: stopping APScheduler then drops the runs that had not
+begun probing, while runs already probing get the shutdown grace to finish and record their
+result.
 """
 
 from __future__ import annotations
@@ -63,7 +69,8 @@ class Scheduler:
         self._metrics = metrics
         self._on_result = on_result
         self._checks: dict[str, ScheduledCheck] = {}
-        self._running: set[asyncio.Task[None]] = set()
+        self._runs: set[asyncio.Task[None]] = set()  # every run task of ours not finished
+        self._probing: set[asyncio.Task[None]] = set()  # those past the semaphores, probing
         self._aps = AsyncIOScheduler(timezone=UTC)
         self._aps.add_listener(self._on_skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self._global = asyncio.Semaphore(config.max_concurrency)
@@ -98,7 +105,7 @@ class Scheduler:
         # added before), so a slow start never makes the first runs late.
         anchor = entry.planned_before(time.time())
         self._aps.add_job(
-            self._run,
+            self._launch,
             IntervalTrigger(
                 seconds=interval, start_date=datetime.fromtimestamp(anchor, UTC), timezone=UTC
             ),
@@ -117,17 +124,38 @@ class Scheduler:
             self._aps.remove_job(name)
         return entry
 
+    async def _launch(self, name: str) -> None:
+        """APScheduler's job: run the check in a task of our own and wait for it.
+
+        While the job waits, APScheduler counts the check as running (``max_instances=1``: no
+        overlap). The shield keeps APScheduler's shutdown from cancelling the run itself.
+        """
+        if self._stopping:
+            return
+        run = asyncio.create_task(self._run(name), name=f"alivemcp-run:{name}")
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+        try:
+            await asyncio.shield(run)
+        except asyncio.CancelledError:
+            if not self._stopping:
+                run.cancel()
+                raise
+            # APScheduler is shutting down: the run goes on under stop()'s grace period.
+
     async def _run(self, name: str) -> None:
         entry = self._checks.get(name)
         if entry is None or self._stopping:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._running.add(task)  # type: ignore[arg-type]
         try:
             planned = entry.planned_before(time.time())
             probe_type = entry.handle.info.probe_type
             async with self._global, self._type_semaphore(probe_type):
+                if self._stopping:  # got the slot while stopping: too late to begin
+                    return
+                self._probing.add(task)  # type: ignore[arg-type]
                 self._store.mark_in_flight(name)
                 self._metrics.lateness.observe(max(0.0, time.time() - planned))
                 self._metrics.in_flight.inc()
@@ -140,11 +168,11 @@ class Scheduler:
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
-            # Shutting down past the grace period: the run is abandoned on purpose.
+            # Stopping: a run still waiting for a slot is dropped, one past the grace abandoned.
         except Exception:  # the engine itself failed: never let it kill the job
             log.exception("check run failed in the engine", check=name)
         finally:
-            self._running.discard(task)  # type: ignore[arg-type]
+            self._probing.discard(task)  # type: ignore[arg-type]
 
     def _type_semaphore(self, probe_type: str) -> asyncio.Semaphore | _NoLimit:
         sem = self._per_type.get(probe_type)
@@ -169,19 +197,34 @@ class Scheduler:
         self._metrics.skipped.labels(reason=reason).inc()
 
     async def stop(self, grace: float) -> None:
-        """Stop scheduling, give in-flight runs ``grace`` seconds, then cancel the rest."""
+        """Stop scheduling; runs already probing get ``grace`` seconds to finish and record
+        their result, runs still waiting for a concurrency slot are dropped, and whatever is
+        left at the end of the grace is cancelled."""
         self._stopping = True
-        # Runs still queued in APScheduler's executor are cancelled when the loop closes; it
-        # logs each as "Error running job": expected at shutdown, so not worth a traceback.
+        # Job tasks APScheduler queued but never started are cancelled by its shutdown and it
+        # logs each as "Error running job": expected at shutdown, not worth a traceback.
         logging.getLogger("apscheduler.executors").setLevel(logging.CRITICAL)
         if self._aps.running:
             self._aps.shutdown(wait=False)
-        if self._running:
-            _, pending = await asyncio.wait(set(self._running), timeout=grace)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
+        for run in self._runs - self._probing:
+            run.cancel()
+        if self._probing:
+            log.info("waiting for runs in flight", runs=len(self._probing),
+                     grace_seconds=grace)
+            await asyncio.wait(set(self._probing), timeout=grace)
+        if self._probing:
+            log.warning("runs cancelled at the end of the shutdown grace",
+                        checks=sorted(_check_name(t) for t in self._probing)[:20],
+                        count=len(self._probing))
+        leftover = set(self._runs)
+        for run in leftover:
+            run.cancel()
+        if leftover:
+            await asyncio.wait(leftover, timeout=2)
+
+
+def _check_name(task: asyncio.Task[None]) -> str:
+    return task.get_name().removeprefix("alivemcp-run:")
 
 
 class _NoLimit:

@@ -18,6 +18,8 @@ __all__ = ["HttpServer"]
 
 #: /healthz fails when the event loop has not ticked for this long.
 LOOP_STALL_SECONDS = 5.0
+#: How long requests in progress may take to finish when the server stops.
+STOP_REQUESTS_SECONDS = 1.0
 
 
 class HttpServer:
@@ -47,7 +49,10 @@ class HttpServer:
         self._app = app
 
     async def start(self, host: str, port: int) -> None:
-        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
+        # A request still being answered at shutdown gets 1 s, not aiohttp's default 60 s:
+        # the whole stop must fit inside the orchestrator's termination grace.
+        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False,
+                                     shutdown_timeout=STOP_REQUESTS_SECONDS)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         await site.start()

@@ -124,3 +124,35 @@ class NoopProbe(Probe[ProbeParams]):
 
     async def probe(self) -> ProbeResult:
         return ProbeResult(Status.UP, "ok")
+
+
+class SleepyParams(ProbeParams):
+    seconds: float = Field(ge=0, description="How long each run sleeps before answering.")
+    status: Status = Status.UP
+    markers: str = Field(description="Directory for marker files: started, finished, "
+                                     "cancelled, teardown (each holds the time it happened).")
+
+
+class SleepyProbe(Probe[SleepyParams]):
+    """Sleeps, then answers its status, leaving a marker file at each step, so a test can see from
+    outside the daemon whether a run finished or was cancelled, and whether teardown ran."""
+
+    Params = SleepyParams
+
+    def _mark(self, what: str) -> None:
+        directory = Path(self.params.markers)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / what).write_text(f"{time.time()}\n")
+
+    async def probe(self) -> ProbeResult:
+        self._mark("started")
+        try:
+            await asyncio.sleep(self.params.seconds)
+        except asyncio.CancelledError:
+            self._mark("cancelled")
+            raise
+        self._mark("finished")
+        return ProbeResult(self.params.status, f"slept {self.params.seconds:g}s")
+
+    async def teardown(self) -> None:
+        self._mark("teardown")
