@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import uvloop
 
+from alivemcp.localstack import mcp_servers
+from alivemcp.localstack.mcp_servers import ServerProcess
 from tests.plumbing.stand_ins import Lookups, Run
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -37,3 +39,13 @@ def lookups() -> Iterator[Lookups]:
         yield stand_in
     finally:
         stand_in.release()
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[ServerProcess]:
+    """The lab MCP server (a real aiohttp app in a subprocess) on a free loopback port."""
+    server = mcp_servers.start_server("lab")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import pytest
 
 from alivemcp.plumbing._http_connect import interleave
+from alivemcp.plumbing._http_dns import Address
 from alivemcp.plumbing.http import (
     ConnectError,
     HttpClients,
@@ -149,8 +150,8 @@ def test_a_refused_first_address_falls_through(run: Run, lookups: Lookups) -> No
 
 
 def test_families_are_interleaved() -> None:
-    v6 = [(socket.AF_INET6, (f"::{i}", 80, 0, 0)) for i in (1, 2, 3)]
-    v4 = [(socket.AF_INET, (f"127.0.0.{i}", 80)) for i in (1, 2)]
+    v6: list[Address] = [(socket.AF_INET6, (f"::{i}", 80, 0, 0)) for i in (1, 2, 3)]
+    v4: list[Address] = [(socket.AF_INET, (f"127.0.0.{i}", 80)) for i in (1, 2)]
     assert interleave(v6 + v4) == [v6[0], v4[0], v6[1], v4[1], v6[2]]
     assert interleave(v4 + v6) == [v4[0], v6[0], v4[1], v6[1], v6[2]]
     assert interleave(v4) == v4

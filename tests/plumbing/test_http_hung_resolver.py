@@ -19,7 +19,6 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from alivemcp.localstack import mcp_servers
 from alivemcp.localstack.mcp_servers import ServerProcess
 from tests import support
 from tests.plumbing.servers import HttpServer
@@ -69,15 +68,6 @@ def test_client_on_uvloop_needs_no_resolver_for_ip_or_localhost(
     assert results["localhost"][0] == 200, results
     assert results["hung0.hung.test"][0] == (
         "DnsError: DNS lookup for hung0.hung.test timed out after 3s"), results
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator[ServerProcess]:
-    server = mcp_servers.start_server("lab")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _runs(d: support.DaemonProcess) -> dict[str, dict[str, float]]:

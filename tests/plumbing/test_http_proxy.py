@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from alivemcp.localstack import mcp_servers
 from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing._http_proxy import NoProxy, ProxySettings
 from alivemcp.plumbing.http import (
@@ -178,15 +177,6 @@ def test_environment_variables_as_httpx_and_curl_read_them() -> None:
 ])
 def test_no_proxy_entries(entry: str, host: str, port: int, bypass: bool) -> None:
     assert NoProxy(entry).matches(host, port) is bypass
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator[ServerProcess]:
-    server = mcp_servers.start_server("lab")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_mcp_probe_honours_http_proxy(lab: ServerProcess,

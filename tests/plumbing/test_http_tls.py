@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -32,7 +33,7 @@ def mtls_server(authority: Authority) -> Iterator[HttpServer]:
         yield s
 
 
-async def _get(clients: HttpClients, url: str, **tls: str) -> int:
+async def _get(clients: HttpClients, url: str, **tls: Any) -> int:
     session = clients.probe_session(proxy="direct", **tls)
     try:
         async with session.request("GET", url, timeout=5) as response:
@@ -79,7 +80,7 @@ def test_files_that_cannot_be_loaded_are_the_probers_problem(
     encrypted.write_bytes(key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.BestAvailableEncryption(b"secret")))
-    cases = {
+    cases: dict[str, dict[str, Any]] = {
         "missing certificate": dict(cert_file=str(missing), key_file=str(key_file)),
         "key of another certificate": dict(cert_file=str(cert_file), key_file=str(other_key)),
         # Must not prompt for a password on the terminal (the daemon would hang).
@@ -108,7 +109,7 @@ def test_files_that_cannot_be_loaded_are_the_probers_problem(
 def test_contexts_are_shared_and_rebuilt_when_a_file_changes(authority: Authority) -> None:
     clients = HttpClients(environ={})
     cert_file, key_file = authority.issue("rotating", client=True)
-    files = {"ca_file": str(authority.ca_file), "cert_file": str(cert_file),
+    files: dict[str, Any] = {"ca_file": str(authority.ca_file), "cert_file": str(cert_file),
              "key_file": str(key_file)}
     first = clients.ssl_context(**files)
     assert clients.ssl_context(**files) is first
