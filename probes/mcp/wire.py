@@ -141,9 +141,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-#: A JSON ``\uXXXX`` escape of a surrogate: only then can a decoded string hold a lone one.
+#: A JSON ``\\uXXXX`` escape of a surrogate: only then can a decoded string hold a lone one.
+#: (Most bodies have none; escaped emoji pairs do, and then the decoded value is walked, which
+#: costs less than a regex that tells pairs from lone halves.)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+#: One decoder for every answer (``json.loads`` with a hook would build one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _lone_surrogate(value: Any) -> str | None:
@@ -167,7 +171,9 @@ def _lone_surrogate(value: Any) -> str | None:
 def _loads(data: bytes | str, what: str) -> Any:
     """Strict JSON (RFC 8259 / I-JSON): no NaN or Infinity, valid UTF-8, no lone surrogates."""
     try:
-        value = json.loads(data, parse_constant=_reject_constant)
+        # Network JSON is UTF-8 (RFC 8259): no guessing of UTF-16 or UTF-32.
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise NotMcp(f"{what} is not valid JSON ({exc.msg} at char {exc.pos})") from exc
     except RecursionError as exc:
@@ -179,7 +185,7 @@ def _loads(data: bytes | str, what: str) -> Any:
     if pattern.search(data):  # type: ignore[arg-type]
         bad = _lone_surrogate(value)
         if bad is not None:
-            shown = bad.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            shown = bad.encode("ascii", "backslashreplace").decode("ascii")
             raise NotMcp(f"{what} holds a string that is not valid Unicode (a lone surrogate: "
                          f"{_short(shown, 60)!r})")
     return value
