@@ -53,8 +53,8 @@ _JSON_TYPES = ("application/json",)
 _STREAM_END_GRACE = 0.05
 #: Resumptions (GET with Last-Event-ID) allowed for one request's event stream.
 MAX_RESUMPTIONS = 5
-#: The longest ``retry`` delay honoured before resuming a stream (the check's deadline may
-#: be shorter still).
+#: The longest wait before resuming a stream, whatever ``retry`` the server asked for (the
+#: request's deadline may be shorter still).
 MAX_RETRY_SECONDS = 5.0
 #: Requests of its own a server may send on one response stream (``ping``) before answering.
 MAX_SERVER_REQUESTS = 16
@@ -306,10 +306,11 @@ class _Exchange:
             raise NotMcp(f"{ended}, and its last event id {_short(last_id, 60)!r} cannot be sent "
                          "back as Last-Event-ID (not printable ASCII, or over 1024 characters)")
         retry = self.parser.retry_ms
-        delay = 0.0 if retry is None else retry / 1000.0
-        if delay > MAX_RETRY_SECONDS or delay >= self._remaining():
-            raise WireError(f"{ended}; the server asked to resume it after {delay:g}s, more than "
-                            "this check can wait")
+        asked = 0.0 if retry is None else retry / 1000.0
+        delay = min(asked, MAX_RETRY_SECONDS)  # the server streams on once it has the answer
+        if delay >= self._remaining():
+            raise WireError(f"{ended}; the server asked to resume it after {asked:g}s, later "
+                            "than the request's timeout allows")
         if delay:
             await asyncio.sleep(delay)
         self.resumptions += 1

@@ -129,7 +129,7 @@ CASES: list[tuple[str, str, str, bytes, str, str]] = [
     ("sse-unsendable-event-id", "initialize", SSE, "id: caf\u00e9\ndata: \n\n".encode(), "down",
      "cannot be sent back as Last-Event-ID"),
     ("sse-retry-a-minute", "initialize", SSE, b"id: 1\nretry: 60000\ndata: \n\n", "down",
-     "the server asked to resume it after 60s"),
+     "the server asked to resume it after 60s, later than the request's timeout allows"),
     # headers
     ("session-id-with-space", "initialize", JSON, response(), "down",
      "the Mcp-Session-Id header 'a b' is not visible ASCII"),
