@@ -12,9 +12,15 @@ partition per broker with that broker as preferred leader. A broker added later 
 nobody's preferred leader) gets a partition of its own on the next run.
 
 - ``down``: a produce failed or did not finish within ``produce_timeout`` (the reason names
-  the partition and the broker that leads it);
-- ``degraded``: produce or round-trip latency above its threshold, or a message that did not
-  come back within ``roundtrip_timeout``.
+  the partition and the broker that leads it); a partition whose leader is not answering the
+  prober (it hung on an earlier request and has not answered since) is not written to and
+  counts as failed, named with that broker;
+- ``degraded``: produce or round-trip latency above its threshold, a message that did not
+  come back within ``roundtrip_timeout``, or a partition that could not be read back.
+
+Every step (metadata, producer start, reader positions, each produce, the read back) gets a
+slice of the check's timeout, so a hung broker ends the run with a verdict naming it, never
+with the engine's anonymous timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from alivemcp.plumbing.kafka import (
     KafkaCluster,
     KafkaConnection,
     KafkaPlumbingError,
+    RunBudget,
 )
 from alivemcp.probe import Duration, LabeledObservation, Probe, ProbeParams, ProbeResult
 
@@ -132,47 +139,78 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
     async def probe(self) -> ProbeResult:
         p = self.params
         cluster = self.context.plumbing.kafka.cluster(p.cluster)
+        budget = RunBudget.for_check(self.context.timeout)
+        request = p.cluster.request_timeout
         try:
-            snapshot = await self._ensure_topic(cluster)
+            snapshot = await self._ensure_topic(cluster, budget)
             if isinstance(snapshot, ProbeResult):
                 return snapshot
-            topic = snapshot.topics[p.topic]
-            partitions = [part.partition for part in topic.partitions]
-            leaders = {part.partition: part.leader for part in topic.partitions}
-            producer = await cluster.producer()
         except KafkaAuthFailed as exc:
             return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
         except KafkaPlumbingError as exc:
             return ProbeResult.down(f"cluster unreachable: {exc}")
+        topic = snapshot.topics[p.topic]
+        partitions = [part.partition for part in topic.partitions]
+        leaders = {part.partition: part.leader for part in topic.partitions}
+        try:
+            producer = await cluster.producer(timeout=budget.step(request, share=0.4))
+        except KafkaAuthFailed as exc:
+            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
+        except KafkaPlumbingError as exc:
+            return ProbeResult.down(f"cannot start the producer: {exc}")
+        # A producer still sending to a fenced (hung) leader would wait for its next periodic
+        # metadata refresh: align it with the metadata just read.
+        await cluster.refresh_leaders(producer, p.topic, leaders, budget.step(request, share=0.2))
 
         reader_error: str | None = None
+        unread: dict[int, str] = {}
+        reader: AIOKafkaConsumer | None = None
         try:
             # Bounded: resolving positions waits on every partition leader, and a hung one
             # must not eat the time the produce half of the check needs.
-            async with asyncio.timeout(p.roundtrip_timeout):
-                reader: AIOKafkaConsumer | None = await self._ensure_reader(cluster, partitions)
+            reader, unread = await self._ensure_reader(
+                cluster, partitions, leaders, budget.step(p.roundtrip_timeout, share=0.25)
+            )
         except (KafkaError, KafkaPlumbingError, TimeoutError, OSError) as exc:
             # Reading back is the second half of the check; producing still says a lot.
             await self._drop_reader()
-            reader, reader_error = None, f"{type(exc).__name__}: {exc}"
+            reader_error = str(exc) if isinstance(exc, KafkaPlumbingError) else (
+                f"{type(exc).__name__}: {exc}"
+            )
         run_id = uuid.uuid4().hex
-        produced, failed = await self._produce_all(producer, partitions, leaders, run_id)
-        if any(not f.error.startswith("timed out") for f in failed):
+        # Whatever produce leaves, the read back keeps a little of (its messages are
+        # usually back within milliseconds of the acknowledgement).
+        produce_for = budget.step(
+            p.produce_timeout, keep=min(p.roundtrip_timeout, budget.remaining() * 0.25)
+        )
+        produced, failed = await self._produce_all(
+            cluster, producer, partitions, leaders, run_id, produce_for
+        )
+        if any(not f.error.startswith(("timed out", "not sent")) for f in failed):
             # A send that failed outright may leave the idempotent producer's sequence state
             # behind; a fresh one is cheap compared with a canary stuck on a bad producer.
             await cluster.reset_producer()
-        roundtrip = await self._read_back(reader, run_id, produced) if reader else {}
-        return self._verdict(partitions, produced, failed, roundtrip, reader_error)
+        readable = [x for x in produced if x.partition not in unread]
+        roundtrip = (
+            await self._read_back(reader, run_id, readable, budget.step(p.roundtrip_timeout))
+            if reader
+            else {}
+        )
+        unread = {x.partition: unread[x.partition] for x in produced if x.partition in unread}
+        return self._verdict(partitions, produced, failed, roundtrip, reader_error, unread)
 
     # -- topic ---------------------------------------------------------------------------------
 
-    async def _ensure_topic(self, cluster: KafkaCluster) -> ClusterMetadata | ProbeResult:
+    async def _ensure_topic(
+        self, cluster: KafkaCluster, budget: RunBudget
+    ) -> ClusterMetadata | ProbeResult:
         p = self.params
-        snapshot = await cluster.metadata([p.topic])
+        request = p.cluster.request_timeout
+        snapshot = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
         topic = snapshot.topics.get(p.topic)
         if topic is not None and topic.error_code == 0 and topic.partitions:
             if p.create_topic:
-                return await self._cover_new_brokers(cluster, snapshot)
+                return await self._cover_new_brokers(cluster, snapshot, budget)
             return snapshot
         if topic is not None and topic.error_code not in (0, _UNKNOWN_TOPIC):
             return ProbeResult.down(
@@ -202,19 +240,24 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             "cleanup.policy": "delete",
         }
         try:
-            await cluster.create_topic(p.topic, assignments=assignments, configs=configs)
+            await cluster.create_topic(
+                p.topic, assignments=assignments, configs=configs,
+                timeout=budget.step(request, share=0.3),
+            )
         except KafkaError as exc:
             return ProbeResult.down(f"cannot create canary topic {p.topic}: {exc}")
         for _ in range(20):  # leaders are elected within moments of creation
-            snapshot = await cluster.metadata([p.topic])
+            snapshot = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
             topic = snapshot.topics.get(p.topic)
             if topic and topic.partitions and all(x.leader >= 0 for x in topic.partitions):
                 return snapshot
+            if budget.remaining() < 1.0:
+                break
             await asyncio.sleep(0.25)
         return ProbeResult.down(f"canary topic {p.topic} created but its partitions have no leader")
 
     async def _cover_new_brokers(
-        self, cluster: KafkaCluster, snapshot: ClusterMetadata
+        self, cluster: KafkaCluster, snapshot: ClusterMetadata, budget: RunBudget
     ) -> ClusterMetadata:
         """Add a partition for every live broker that is nobody's preferred leader (a broker
         added to the cluster since the topic was created), so every broker stays exercised.
@@ -231,32 +274,45 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         for broker in uncovered:
             start = live.index(broker)
             assignments.append([live[(start + k) % len(live)] for k in range(rf)])
+        request = p.cluster.request_timeout
         try:
             await cluster.add_partitions(
-                p.topic, len(topic.partitions) + len(assignments), assignments
+                p.topic, len(topic.partitions) + len(assignments), assignments,
+                timeout=budget.step(request, share=0.3),
             )
-        except KafkaError:
+        except (KafkaError, KafkaPlumbingError):
             return snapshot  # e.g. no Alter permission: keep probing what exists
         for _ in range(20):
-            fresh = await cluster.metadata([p.topic])
+            fresh = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
             grown = fresh.topics.get(p.topic)
             if grown and len(grown.partitions) > len(topic.partitions) and all(
                 x.leader >= 0 for x in grown.partitions
             ):
                 return fresh
+            if budget.remaining() < 1.0:
+                break
             await asyncio.sleep(0.25)
         return snapshot
 
     # -- reader --------------------------------------------------------------------------------
 
     async def _ensure_reader(
-        self, cluster: KafkaCluster, partitions: Sequence[int]
-    ) -> AIOKafkaConsumer:
+        self,
+        cluster: KafkaCluster,
+        partitions: Sequence[int],
+        leaders: Mapping[int, int],
+        timeout: float,
+    ) -> tuple[AIOKafkaConsumer, dict[int, str]]:
+        """The reader, positioned on every partition it can be; the partitions it cannot
+        read (their leader did not answer in time), with why."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         wanted = frozenset(partitions)
         if self._reader is not None and self._reader_cluster is not cluster:
             await self._drop_reader()
         if self._reader is None:
             self._reader = await cluster.new_consumer(
+                timeout=timeout / 2,
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="latest",
@@ -265,14 +321,35 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             )
             self._reader_cluster = cluster
             self._assigned = frozenset()
+        reader = self._reader
+        tps = [TopicPartition(self.params.topic, p) for p in sorted(wanted)]
         if wanted != self._assigned:
-            tps = [TopicPartition(self.params.topic, p) for p in sorted(wanted)]
-            self._reader.assign(tps)
-            await self._reader.seek_to_end(*tps)
-            for tp in tps:  # resolve the positions now, before this run's messages exist
-                await self._reader.position(tp)
+            reader.assign(tps)
+            await reader.seek_to_end(*tps)
             self._assigned = wanted
-        return self._reader
+        # Resolve the positions now, before this run's messages exist (at once for those
+        # already known); each leader answers for its own partitions, so a hung one only
+        # costs its partitions.
+        left = max(0.0, deadline - loop.time())
+        results = await asyncio.gather(
+            *(_within(reader.position(tp), left) for tp in tps), return_exceptions=True
+        )
+        unread: dict[int, str] = {}
+        for tp, result in zip(tps, results, strict=True):
+            if not isinstance(result, BaseException):
+                continue
+            leader = leaders.get(tp.partition, -1)
+            suspicion = cluster.suspect(leader) if leader >= 0 else None
+            if suspicion is not None:
+                unread[tp.partition] = suspicion.describe()
+            elif isinstance(result, TimeoutError):
+                unread[tp.partition] = (
+                    f"leader {cluster.broker_name(leader)} did not answer ListOffsets within "
+                    f"{left:.1f}s"
+                )
+            else:
+                unread[tp.partition] = f"{type(result).__name__}: {result}"
+        return reader, unread
 
     async def _drop_reader(self) -> None:
         reader, self._reader = self._reader, None
@@ -285,25 +362,37 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
     # -- one run -------------------------------------------------------------------------------
 
     async def _produce_all(
-        self, producer: Any, partitions: Sequence[int], leaders: Mapping[int, int], run_id: str
+        self,
+        cluster: KafkaCluster,
+        producer: Any,
+        partitions: Sequence[int],
+        leaders: Mapping[int, int],
+        run_id: str,
+        timeout: float,
     ) -> tuple[list[_Produced], list[_Failed]]:
+        """One message to every partition, each with ``timeout`` of its own (in parallel).
+        A partition whose leader is a suspect (it hung and has not answered since) is not
+        written to: the send could only wait for the timeout."""
         p = self.params
 
         async def one(partition: int) -> _Produced | _Failed:
             # The broker this send goes to, as the producer sees it now (what a hung send
             # is waiting for, even if leadership moves while it waits).
             leader = _leader_seen_by(producer, p.topic, partition, leaders)
+            suspicion = cluster.suspect(leader) if leader >= 0 else None
+            if suspicion is not None:
+                return _Failed(partition, leader, f"not sent: {suspicion.describe()}")
             started = time.perf_counter()
             value = json.dumps(
                 {"run": run_id, "partition": partition, "sent_at": time.time()}
             ).encode()
             try:
-                async with asyncio.timeout(p.produce_timeout):
+                async with asyncio.timeout(timeout):
                     meta = await producer.send_and_wait(
                         p.topic, value, key=run_id.encode(), partition=partition
                     )
             except TimeoutError:
-                return _Failed(partition, leader, f"timed out after {p.produce_timeout:g}s")
+                return _Failed(partition, leader, f"timed out after {timeout:.1f}s")
             except KafkaError as exc:
                 return _Failed(partition, leader, f"{type(exc).__name__}: {exc}")
             return _Produced(partition, meta.offset, time.perf_counter() - started)
@@ -311,15 +400,22 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         results = await asyncio.gather(*(one(x) for x in partitions))
         produced = [r for r in results if isinstance(r, _Produced)]
         failed = [r for r in results if isinstance(r, _Failed)]
+        if any(f.error.startswith("timed out") for f in failed):
+            # Name the broker(s) the producer is still waiting on; they become suspects.
+            hung = cluster.blame(producer, "Produce", timeout)
+            for f in failed:
+                if f.error.startswith("timed out") and f.leader in hung:
+                    f.error += f": {hung[f.leader].name} did not answer"
         return produced, failed
 
     async def _read_back(
-        self, reader: AIOKafkaConsumer, run_id: str, produced: Sequence[_Produced]
+        self, reader: AIOKafkaConsumer, run_id: str, produced: Sequence[_Produced],
+        timeout: float,
     ) -> dict[int, float]:
         """Seconds from send to read for each partition whose message came back in time."""
         waiting = {x.partition: x for x in produced}
         seen: dict[int, float] = {}
-        deadline = time.monotonic() + self.params.roundtrip_timeout
+        deadline = time.monotonic() + timeout
         run_started = time.time() - max((x.latency for x in produced), default=0.0)
         while waiting and time.monotonic() < deadline:
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
@@ -349,11 +445,17 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         failed: Sequence[_Failed],
         roundtrip: Mapping[int, float],
         reader_error: str | None = None,
+        unread: Mapping[int, str] | None = None,
     ) -> ProbeResult:
         p = self.params
+        unread = unread or {}
         produce_max = max((x.latency for x in produced), default=0.0)
         roundtrip_max = max(roundtrip.values(), default=0.0)
-        lost = sorted(x.partition for x in produced if x.partition not in roundtrip)
+        lost = sorted(
+            x.partition
+            for x in produced
+            if x.partition not in roundtrip and x.partition not in unread
+        )
         if reader_error:
             lost = []  # nothing was read at all: said once, below
         observations = {
@@ -387,6 +489,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             "roundtrip_latency_seconds": {str(k): round(v, 4) for k, v in roundtrip.items()},
             "not_read_back": lost[:100],
             "reader_error": reader_error,
+            "unreadable": {str(k): v for k, v in sorted(unread.items())[:100]},
         }
         kw: dict[str, Any] = {
             "observations": observations, "labeled_observations": labeled, "details": details,
@@ -423,6 +526,11 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             )
         if reader_error:
             problems.append(f"cannot read the canary back: {reader_error}")
+        if unread:
+            problems.append(
+                "cannot read back "
+                + _list([f"partition {k} ({v})" for k, v in sorted(unread.items())], p.max_listed)
+            )
         if lost:
             problems.append(
                 f"{len(lost)} message(s) not read back within {p.roundtrip_timeout:g}s: "
@@ -436,6 +544,11 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             f"(max {produce_max * 1000:.0f} ms), read back in max {roundtrip_max * 1000:.0f} ms",
             **kw,
         )
+
+
+async def _within(call: Any, seconds: float) -> Any:
+    async with asyncio.timeout(seconds):
+        return await call
 
 
 def _leader_seen_by(

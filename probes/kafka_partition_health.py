@@ -11,8 +11,16 @@ DescribeConfigs for ``min.insync.replicas``) and classifies every partition:
 - under-replicated: ISR smaller than the replica set (``down`` on production clusters, where
   it pages immediately, ``degraded`` elsewhere).
 
-The reason names the partitions and the brokers missing from their ISR. For clusters the
-prober cannot reach, the alternative source reads MSK's CloudWatch metrics
+The reason names the partitions and the brokers missing from their ISR.
+
+A broker that accepts connections but answers nothing (hung: still registered, maybe still
+leading) is reported like an under-replicated partition (``down`` on production clusters,
+``degraded`` elsewhere), named with its address, and asked no more until it answers again.
+Every request gets a slice of the check's timeout, so a hung broker never turns the verdict
+into the engine's anonymous timeout; when no broker answers at all the cluster is ``down``
+with the brokers that did not answer named.
+
+For clusters the prober cannot reach, the alternative source reads MSK's CloudWatch metrics
 (``AWS/Kafka`` ``OfflinePartitionsCount``, ``UnderReplicatedPartitions``,
 ``UnderMinIsrPartitionCount``) instead.
 """
@@ -35,6 +43,8 @@ from alivemcp.plumbing.kafka import (
     KafkaConnection,
     KafkaPlumbingError,
     PartitionState,
+    RunBudget,
+    Suspicion,
 )
 from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
 
@@ -119,6 +129,10 @@ class _Findings:
     missing_topics: list[str] = field(default_factory=list)
     #: Topics whose min.insync.replicas could not be read (not checked for under-min-ISR).
     min_isr_unknown: list[str] = field(default_factory=list)
+    #: Why min.insync.replicas could not be read at all (a broker did not answer).
+    configs_error: str | None = None
+    #: Brokers that did not answer the prober (hung), as it last saw them.
+    not_answering: list[Suspicion] = field(default_factory=list)
     partitions: int = 0
     topics: int = 0
 
@@ -155,20 +169,33 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
     async def _from_brokers(self, conn: KafkaConnection) -> ProbeResult:
         p = self.params
         cluster = self.context.plumbing.kafka.cluster(conn)
+        budget = RunBudget.for_check(self.context.timeout)
+        found = _Findings()
         try:
-            snapshot = await cluster.metadata(p.topics or None)
-            selected = {
-                name: topic for name, topic in snapshot.topics.items() if self._wanted(name, topic)
-            }
-            configs = await cluster.topic_configs(
-                [n for n, t in selected.items() if t.error_code == 0]
+            # Metadata is the verdict; min.insync.replicas only refines it, so it gets what
+            # is left (and its failure is reported, not fatal).
+            snapshot = await cluster.metadata(
+                p.topics or None, timeout=budget.step(conn.request_timeout, share=0.6)
             )
         except KafkaAuthFailed as exc:
             return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
         except KafkaPlumbingError as exc:
             return ProbeResult.down(f"cluster unreachable: {exc}")
+        selected = {
+            name: topic for name, topic in snapshot.topics.items() if self._wanted(name, topic)
+        }
+        try:
+            configs = await cluster.topic_configs(
+                [n for n, t in selected.items() if t.error_code == 0],
+                timeout=budget.step(conn.request_timeout),
+            )
+        except KafkaAuthFailed as exc:
+            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
+        except KafkaPlumbingError as exc:
+            configs, found.configs_error = {}, str(exc)
+        # Brokers still registered (or bootstrap servers) that did not answer the prober.
+        found.not_answering = cluster.health.suspects()
 
-        found = _Findings()
         for name, topic in sorted(selected.items()):
             if topic.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
                 found.missing_topics.append(name)
@@ -195,6 +222,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             "under_min_isr_partitions": float(len(found.under_min_isr)),
             "under_replicated_partitions": float(len(found.under_replicated)),
             "brokers": float(len(brokers_alive)),
+            "brokers_not_answering": float(len(found.not_answering)),
         }
         details = self._details(found, brokers_alive, snapshot.controller_id)
         if p.topic_pattern and not selected and not p.topics:
@@ -257,6 +285,15 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 )
             )
             (down if self._production() else degraded).append(line)
+        if found.not_answering:
+            (down if self._production() else degraded).append(
+                _list([s.describe() for s in found.not_answering], p.max_listed)
+            )
+        if found.configs_error and found.min_isr_unknown:
+            degraded.append(
+                f"min.insync.replicas unread for {_count(len(found.min_isr_unknown), 'topic')} "
+                f"(not checked for under-min-ISR): {found.configs_error}"
+            )
         if found.missing_topics:
             down.append("topic not found: " + _list(found.missing_topics, p.max_listed))
         if p.expected_brokers is not None and len(brokers_alive) < p.expected_brokers:
@@ -304,6 +341,11 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             "under_replicated": [row(x) for x in found.under_replicated[:limit]],
             "missing_topics": found.missing_topics[:limit],
             "min_isr_unknown": found.min_isr_unknown[:limit],
+            "configs_error": found.configs_error,
+            "brokers_not_answering": [
+                {"broker": x.node_id, "address": x.address, "reason": x.reason}
+                for x in found.not_answering[:limit]
+            ],
             "production": self._production(),
         }
 

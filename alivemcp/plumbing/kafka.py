@@ -610,7 +610,8 @@ class KafkaCluster:
         self._producer: AIOKafkaProducer | None = None
         self._token_provider: MskIamTokenProvider | None = None
         self._ssl_context: ssl.SSLContext | None = None
-        self._closing: set[asyncio.Task[None]] = set()
+        #: Background work: clients closing, bootstrap servers still being judged.
+        self._closing: set[asyncio.Future[None]] = set()
         self.health = BrokerHealth()
         #: Brokers of the last metadata answer, to name brokers by id and address.
         self.brokers: dict[int, BrokerInfo] = {}
@@ -726,52 +727,70 @@ class KafkaCluster:
         return True
 
     async def _rank_bootstrap(self, servers: list[str], timeout: float) -> list[str]:
-        """Ask every bootstrap server at once; those that answered come first (fastest first),
-        so aiokafka's one-by-one bootstrap does not wait a request timeout on a hung one. A
-        server still silent well after another answered becomes a suspect."""
+        """Ask every bootstrap server at once and keep those that answered (all of them if
+        none did): aiokafka bootstraps from the servers one by one in random order, waiting a
+        whole request timeout on a hung one. A server still silent well after another
+        answered becomes a suspect (judged in the background: the caller goes on at once)."""
         if len(servers) < 2:
             return servers
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = started + timeout
         asks = {asyncio.ensure_future(self._answers(s, timeout)): s for s in servers}
         pending = set(asks)
         answered: list[str] = []
-        failed: list[str] = []
-        grace_until: float | None = None
+        until = started + timeout
+        while pending:
+            wait = until - loop.time()
+            if wait <= 0:
+                break
+            done, pending = await asyncio.wait(
+                pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                if task.result():
+                    answered.append(asks[task])
+                    self.health.answered(asks[task])
+            if answered and until == started + timeout:
+                # Healthy brokers answer within moments of each other.
+                elapsed = loop.time() - started
+                until = min(until, loop.time() + max(0.2, 2 * elapsed))
+        if pending:
+            judge = self._judge_silent(
+                {t: asks[t] for t in pending}, bool(answered), started, started + timeout
+            )
+            self._background(judge)
+        return answered or servers
+
+    async def _judge_silent(
+        self, asks: dict[asyncio.Future[bool], str], others_answered: bool, started: float,
+        deadline: float,
+    ) -> None:
+        """Bootstrap servers still asked: one silent long after another answered (a few
+        times the time a healthy one takes, at least 2 s) becomes a suspect."""
+        loop = asyncio.get_running_loop()
+        limit = min(deadline, loop.time() + 2.0)
         try:
-            while pending:
-                wait = (grace_until or deadline) - loop.time()
-                if wait <= 0:
-                    break
-                done, pending = await asyncio.wait(
-                    pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED
-                )
-                for task in done:
+            done, pending = await asyncio.wait(asks, timeout=max(0.0, limit - loop.time()))
+            for task in done:
+                if task.result():
+                    self.health.answered(asks[task])
+            if others_answered:
+                waited = loop.time() - started
+                for task in pending:
                     server = asks[task]
-                    if task.result():
-                        answered.append(server)
-                        self.health.answered(server)
-                        if grace_until is None:
-                            # A healthy broker answers within a few times the fastest one.
-                            elapsed = loop.time() - started
-                            grace_until = min(deadline, loop.time() + max(2.0, 4 * elapsed))
-                    else:
-                        failed.append(server)
+                    self._suspect(
+                        server, self._node_at(server),
+                        f"did not answer ApiVersions within {_seconds(waited)}",
+                    )
         finally:
-            for task in pending:
+            for task in asks:
                 task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        silent = [asks[task] for task in pending]
-        if answered:
-            waited = loop.time() - started
-            for server in silent:
-                self._suspect(
-                    server, self._node_at(server), f"did not answer ApiVersions within "
-                    f"{_seconds(waited)}"
-                )
-        ordered = answered + failed + silent
-        return sorted(ordered, key=lambda s: self.health.suspect(s) is not None)
+            await asyncio.gather(*asks, return_exceptions=True)
+
+    def _background(self, call: Any) -> None:
+        task = asyncio.ensure_future(call)
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def _node_at(self, address: str) -> int | None:
         return next((b.node_id for b in self.brokers.values() if b.address == address), None)
@@ -897,9 +916,7 @@ class KafkaCluster:
         return client
 
     def _close_later(self, client: Any) -> None:
-        task = asyncio.ensure_future(_close(client))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._background(_close(client))
 
     async def reset_producer(self) -> None:
         """Drop the producer (after a failed send its state is suspect). The old one is
