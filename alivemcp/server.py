@@ -12,7 +12,7 @@ from aiohttp import web
 
 from alivemcp.metrics import Metrics
 from alivemcp.status import StatusStore
-from alivemcp.statuspage import PAGE_HTML
+from alivemcp.statuspage import PAGE_HEADERS, PAGE_HTML
 
 __all__ = ["HttpServer"]
 
@@ -46,6 +46,7 @@ class HttpServer:
         app.router.add_get("/status", self._status)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        app.on_response_prepare.append(_no_sniffing)
         self._app = app
 
     async def start(self, host: str, port: int) -> None:
@@ -74,7 +75,8 @@ class HttpServer:
             await asyncio.sleep(1.0)
 
     async def _page(self, _: web.Request) -> web.Response:
-        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8")
+        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
+                            headers=PAGE_HEADERS)
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         body, content_type = await self._metrics.render(request.headers.get("Accept"))
@@ -106,3 +108,9 @@ class HttpServer:
                 status=503,
             )
         return web.json_response({"ready": True})
+
+
+async def _no_sniffing(_: web.Request, response: web.StreamResponse) -> None:
+    # /status carries text that monitored servers control: a browser must never guess it is
+    # HTML and render it. Every response says so, error pages included.
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")

@@ -21,7 +21,7 @@ import yaml
 from aiohttp import web
 from chromium_cdp import Browser, ChromiumMissingError
 
-from alivemcp.statuspage import PAGE_HTML
+from alivemcp.statuspage import CONTENT_SECURITY_POLICY, PAGE_HEADERS, PAGE_HTML
 from tests.support import DaemonProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,9 @@ async def status_server() -> AsyncIterator[StatusServer]:
     state = StatusServer()
 
     async def page(_: web.Request) -> web.Response:
-        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8")
+        # The same bytes and headers (the Content-Security-Policy) as the daemon's.
+        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
+                            headers=PAGE_HEADERS)
 
     async def status(_: web.Request) -> web.Response:
         state.requests += 1
@@ -139,10 +141,19 @@ async def status_server() -> AsyncIterator[StatusServer]:
         await runner.cleanup()
 
 
+#: Runs before the page's own script: records what the Content-Security-Policy blocked.
+RECORD_CSP_VIOLATIONS = (
+    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
     try:
         async with Browser(width=1400, height=900) as b:
+            await b.send("Page.addScriptToEvaluateOnNewDocument",
+                         {"source": RECORD_CSP_VIOLATIONS})
             yield b
     except ChromiumMissingError as exc:
         pytest.fail(str(exc))
@@ -306,6 +317,7 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
     assert len(shot) > 20_000  # a blank page compresses to a few hundred bytes
     assert browser.exceptions == []
     assert browser.console_errors == []
+    assert await browser.evaluate("window.__csp") == []  # the page lives within its CSP
 
 
 async def test_page_refreshes_itself_and_marks_stale_data(
@@ -418,4 +430,96 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
         await browser.type_text("#filter", "")
         await browser.wait_for(f"{CHECK_ROWS}.length > 10")
         await browser.screenshot(SCREENSHOTS / "statuspage-daemon.png")
+        assert await browser.evaluate("window.__csp") == []
         assert browser.exceptions == []
+        # The daemon's own headers: the page's CSP, and JSON no browser may sniff as HTML.
+        page_headers = response_headers(daemon.base_url + "/")
+        assert page_headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+        assert "connect-src 'self'" in CONTENT_SECURITY_POLICY
+        for path in ("/status", "/healthz", "/readyz", "/metrics", "/"):
+            assert response_headers(daemon.base_url + path)["X-Content-Type-Options"] == (
+                "nosniff"
+            ), path
+        assert response_headers(daemon.base_url + "/status")["Content-Type"].startswith(
+            "application/json"
+        )
+
+
+def response_headers(url: str) -> dict[str, str]:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return dict(resp.headers.items())
+
+
+@dataclass
+class HostileServer:
+    """Another origin on loopback serving a status document of its own, readable from any
+    origin (CORS *): without the page's origin check, the page would render it."""
+
+    url: str = ""
+    requests: int = 0
+
+
+@pytest.fixture
+async def hostile_server() -> AsyncIterator[HostileServer]:
+    state = HostileServer()
+
+    async def status(_: web.Request) -> web.Response:
+        state.requests += 1
+        doc = synthetic_status(3)
+        doc["checks"][0]["check"] = "all-good/trust-me"
+        return web.json_response(doc, headers={"Access-Control-Allow-Origin": "*"})
+
+    app = web.Application()
+    app.router.add_get("/status", status)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    state.url = f"http://127.0.0.1:{port}/status"
+    try:
+        yield state
+    finally:
+        await runner.cleanup()
+
+
+async def test_page_refuses_a_source_on_another_origin_and_keeps_its_own(
+    status_server: StatusServer, hostile_server: HostileServer, browser: Browser
+) -> None:
+    from urllib.parse import quote
+
+    other_port = hostile_server.url.split(":")[2].split("/")[0]
+    refused = [
+        hostile_server.url,
+        f"//127.0.0.1:{other_port}/status",            # scheme-relative
+        f"http://localhost:{other_port}/status",      # same host, other name and port
+        "javascript:alert(1)",
+    ]
+    for n, source in enumerate(refused):
+        # A query string of its own per case: a new document, not a fragment change.
+        await browser.goto(f"{status_server.url}?case={n}#source={quote(source, safe='')}")
+        await browser.wait_for("document.getElementById('updated').classList.contains('stale')")
+        updated = await browser.evaluate("document.getElementById('updated').textContent")
+        assert "refused #source: not this page's origin" in updated
+        message = await browser.evaluate("document.querySelector('#spacer .empty').textContent")
+        assert message.startswith("Not loading status from ") and source in message
+        assert await browser.evaluate(f"{PAGE}.refreshes") == 0
+    own = status_server.requests
+    await browser.evaluate("new Promise(r => setTimeout(r, 1500))")
+    assert hostile_server.requests == 0  # never fetched, not even once
+    assert status_server.requests == own  # and the page fetched nothing else instead
+    assert await browser.evaluate("document.body.textContent.includes('trust-me')") is False
+
+    # A source on the page's own origin still works, relative or absolute.
+    for n, source in enumerate(["status?view=1", status_server.url + "status"]):
+        await browser.goto(f"{status_server.url}?ok={n}#source={quote(source, safe='')}")
+        await browser.wait_for(f"{PAGE}.refreshes >= 1")
+        assert await browser.evaluate(f"{PAGE}.checks.length") == len(status_server.doc["checks"])
+        assert not await browser.evaluate(
+            "document.getElementById('updated').classList.contains('stale')"
+        )
+    assert status_server.requests >= own + 2
+    assert await browser.evaluate("window.__csp") == []
+    assert browser.exceptions == []
