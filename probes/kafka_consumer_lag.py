@@ -38,6 +38,11 @@ Verdicts (the worst partition decides; the reason names its group, topic and par
 
 A real finding beats missing information: ``down`` > ``degraded`` > ``unknown`` > ``up``.
 
+Every request gets a slice of the check's timeout: a broker that accepts connections but
+answers nothing makes what it owes ``unknown`` (the group it coordinates, the partitions it
+leads, each naming the broker and its address), never the engine's anonymous timeout, and is
+not asked again until it answers a re-test.
+
 Observations: totals over all groups, plus per-group maxima and sums as labeled observations
 (label ``group``). Per-partition series (``partition_offset_lag_messages``,
 ``partition_time_lag_seconds``; labels group, topic, partition; ``topic_*`` with labels group,
@@ -88,6 +93,7 @@ from alivemcp.plumbing.kafka import (
     KafkaCluster,
     KafkaConnection,
     KafkaPlumbingError,
+    RunBudget,
 )
 from alivemcp.probe import (
     CheckContext,
@@ -936,26 +942,33 @@ class KafkaLagReader:
     DescribeGroups per coordinator, one Metadata, one ListOffsets per partition leader and,
     for ``time_lag: fetch``, one Fetch per leader (more only when several groups of one
     partition wait at different offsets). A ``group_pattern`` adds a ListGroups per broker.
+
+    Each stage gets a slice of the run's :class:`RunBudget`: a broker that does not answer
+    costs its stage that slice, is named where its answer is missing (the group it
+    coordinates, the partitions it leads) and is not asked again until it answers a re-test.
     """
 
     def __init__(self) -> None:
         self._coordinators: dict[str, int] = {}
 
-    async def read(self, cluster: KafkaCluster, params: KafkaConsumerLagParams) -> LagSnapshot:
-        admin = await cluster.admin()
-        client = admin._client
-        timeout = cluster.conn.request_timeout
+    async def read(
+        self, cluster: KafkaCluster, params: KafkaConsumerLagParams, budget: RunBudget
+    ) -> LagSnapshot:
+        request = cluster.conn.request_timeout
+        await cluster.admin(timeout=budget.step(request, share=0.3))
         named = frozenset(params.groups)
         groups = set(named)
         if params.group_pattern is not None:
             pattern = re.compile(params.group_pattern)
-            groups.update(g for g in await cluster.list_groups() if pattern.fullmatch(g))
+            listed = await cluster.list_groups(timeout=budget.step(request, share=0.25))
+            groups.update(g for g in listed if pattern.fullmatch(g))
         ordered = sorted(groups)
+        timeout = budget.step(request, share=0.3)
         readings_list = await asyncio.gather(
-            *(self._group_offsets(client, group, timeout) for group in ordered)
+            *(self._group_offsets(cluster, group, timeout) for group in ordered)
         )
         readings = dict(zip(ordered, readings_list, strict=True))
-        await self._describe_groups(client, readings, timeout)
+        await self._describe_groups(cluster, readings, budget.step(request, share=0.2))
         wanted = params.topic_wanted()
         for reading in readings.values():
             reading.committed = {tp: o for tp, o in reading.committed.items() if wanted(tp[0])}
@@ -968,7 +981,9 @@ class KafkaLagReader:
         unreadable: dict[TopicPartition, str] = {}
         leaders: dict[TopicPartition, int] = {}
         if partitions:
-            metadata = await cluster.metadata(sorted({tp[0] for tp in partitions}))
+            metadata = await cluster.metadata(
+                sorted({tp[0] for tp in partitions}), timeout=budget.step(request, share=0.4)
+            )
             by_tp = {
                 (t.name, p.partition): p for t in metadata.topics.values() for p in t.partitions
             }
@@ -987,7 +1002,9 @@ class KafkaLagReader:
                 else:
                     leaders[tp] = part.leader
             at = time.time()
-            log_end = await self._log_ends(client, leaders, unreadable, timeout)
+            log_end = await self._log_ends(
+                cluster, leaders, unreadable, budget.step(request, share=0.6)
+            )
         snapshot = LagSnapshot(
             at=at,
             groups=present,
@@ -998,34 +1015,39 @@ class KafkaLagReader:
         )
         if params.time_lag == "fetch" and params.max_fetch_partitions > 0:
             snapshot.record_times = await self._first_unconsumed(
-                client, snapshot, leaders, params.max_fetch_partitions, timeout
+                cluster, snapshot, leaders, params.max_fetch_partitions, budget.step(request)
             )
         return snapshot
 
-    async def _send(self, client: Any, node_id: int, request: Any, timeout: float) -> Any:
-        async with asyncio.timeout(timeout):
-            return await client.send(node_id, request)
-
-    async def _coordinator(self, client: Any, group: str, timeout: float) -> int:
+    async def _coordinator(self, cluster: KafkaCluster, group: str, timeout: float) -> int:
         cached = self._coordinators.get(group)
         if cached is not None:
             return cached
-        response = await self._send(
-            client, client.get_random_node(), FindCoordinatorRequest(group, 0), timeout
+        response = await cluster.send_to(
+            await cluster.pick_node(timeout), FindCoordinatorRequest(group, 0),
+            "FindCoordinator", timeout,
         )
         if response.error_code:
             raise LagReadError(f"no coordinator: {_error_name(response.error_code)}")
         self._coordinators[group] = response.coordinator_id
         return int(response.coordinator_id)
 
-    async def _group_offsets(self, client: Any, group: str, timeout: float) -> GroupReading:
+    async def _group_offsets(
+        self, cluster: KafkaCluster, group: str, timeout: float
+    ) -> GroupReading:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         for attempt in range(2):
             try:
-                node = await self._coordinator(client, group, timeout)
-                response = await self._send(
-                    client, node, OffsetFetchRequest(group, None), timeout
+                node = await self._coordinator(cluster, group, deadline - loop.time())
+                response = await cluster.send_to(
+                    node, OffsetFetchRequest(group, None), "OffsetFetch",
+                    max(0.0, deadline - loop.time()),
                 )
             except LagReadError as exc:
+                return GroupReading(error=f"cannot read committed offsets: {exc}")
+            except KafkaPlumbingError as exc:  # the broker asked did not answer: named
+                self._coordinators.pop(group, None)
                 return GroupReading(error=f"cannot read committed offsets: {exc}")
             except (KafkaError, TimeoutError) as exc:
                 self._coordinators.pop(group, None)
@@ -1053,7 +1075,7 @@ class KafkaLagReader:
         return GroupReading(error="cannot read committed offsets: coordinator kept moving")
 
     async def _describe_groups(
-        self, client: Any, readings: dict[str, GroupReading], timeout: float
+        self, cluster: KafkaCluster, readings: dict[str, GroupReading], timeout: float
     ) -> None:
         """Membership (active consumers or not) tells Burrow's STOP from STALL; one request
         per coordinator. Failures here only make membership unknown."""
@@ -1065,9 +1087,11 @@ class KafkaLagReader:
 
         async def one(node: int, names: list[str]) -> None:
             try:
-                response = await self._send(client, node, _DescribeGroups(names), timeout)
-            except (KafkaError, TimeoutError, ValueError):  # ValueError: undecodable answer
-                return
+                response = await cluster.send_to(
+                    node, _DescribeGroups(names), "DescribeGroups", timeout
+                )
+            except (KafkaError, KafkaPlumbingError, TimeoutError, ValueError):
+                return  # ValueError: an undecodable answer
             for row in response.groups:
                 error_code, name, state, members = row[0], row[1], row[2], row[5]
                 reading = readings.get(name)
@@ -1083,7 +1107,7 @@ class KafkaLagReader:
 
     async def _log_ends(
         self,
-        client: Any,
+        cluster: KafkaCluster,
         leaders: Mapping[TopicPartition, int],
         unreadable: dict[TopicPartition, str],
         timeout: float,
@@ -1098,9 +1122,12 @@ class KafkaLagReader:
         async def one(node: int, topics: Mapping[str, list[tuple[int, int]]]) -> None:
             request = OffsetRequest(-1, 0, list(topics.items()))
             try:
-                response = await self._send(client, node, request, timeout)
-            except (KafkaError, TimeoutError) as exc:
-                why = f"broker {node}: {type(exc).__name__}"
+                response = await cluster.send_to(node, request, "ListOffsets", timeout)
+            except (KafkaError, KafkaPlumbingError, TimeoutError) as exc:
+                why = (
+                    str(exc) if isinstance(exc, KafkaPlumbingError)
+                    else f"{cluster.broker_name(node)}: {type(exc).__name__}"
+                )
                 for topic, parts in topics.items():
                     for partition, _ in parts:
                         unreadable[(topic, partition)] = why
@@ -1118,7 +1145,7 @@ class KafkaLagReader:
 
     async def _first_unconsumed(
         self,
-        client: Any,
+        cluster: KafkaCluster,
         snapshot: LagSnapshot,
         leaders: Mapping[TopicPartition, int],
         limit: int,
@@ -1159,8 +1186,8 @@ class KafkaLagReader:
         async def one(round_no: int, node: int, topics: Mapping[str, list[Any]]) -> None:
             request = FetchRequest(0, 0, _FETCH_MAX_BYTES, 0, list(topics.items()))
             try:
-                response = await self._send(client, node, request, timeout)
-            except (KafkaError, TimeoutError):
+                response = await cluster.send_to(node, request, "Fetch", timeout)
+            except (KafkaError, KafkaPlumbingError, TimeoutError):
                 return  # estimates stand in
             for topic, parts in response.topics:
                 for part in parts:
@@ -1377,7 +1404,9 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
         assert conn is not None  # the params validator guarantees it
         cluster = self.context.plumbing.kafka.cluster(conn)
         try:
-            snapshot = await self._reader.read(cluster, self.params)
+            snapshot = await self._reader.read(
+                cluster, self.params, RunBudget.for_check(self.context.timeout)
+            )
         except KafkaAuthFailed as exc:
             return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
         except KafkaPlumbingError as exc:
