@@ -93,8 +93,14 @@ class AwsSettings(BaseModel):
         "after throttling) that stops by the probe's time limit; when time runs out after an "
         "error, that error is reported, not a timeout.",
     )
-    connect_timeout: float = Field(5.0, gt=0, description="Seconds to connect.")
-    read_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a response.")
+    connect_timeout: float = Field(
+        5.0, gt=0, description="Seconds to connect, per attempt (a probe's limit can cut it)."
+    )
+    read_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds to wait for a response, per attempt (a probe's limit can cut it).",
+    )
     max_pool_connections: int = Field(50, ge=1, description="Connections per client.")
 
     def identity_key(self) -> tuple[Any, ...]:

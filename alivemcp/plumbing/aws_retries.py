@@ -303,6 +303,8 @@ async def _attempt(
             if _is_answer(exc):
                 record.last_answer = exc
             if not is_retryable(exc):
+                if record.attempts > 1:  # e.g. a 500, then a 404: say it was a retry
+                    raise _annotated(exc, record) from None
                 raise
             final = record.last_answer or exc
             if record.attempts >= max_attempts:

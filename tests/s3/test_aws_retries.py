@@ -84,6 +84,18 @@ async def test_a_4xx_answer_is_not_retried(moto: MotoServer, olap: ObjectLambdaS
     assert olap.requests_to("pii-clean") == 1
 
 
+async def test_a_500_then_a_404_reports_the_404_as_the_retry_it_was(
+    moto: MotoServer, olap: ObjectLambdaStandIn
+) -> None:
+    params = _olap_params(moto, olap, "pii-clean", TransformMode.REDACT, max_attempts=3,
+                          fail_first=1)
+    del params["seed"]
+    result = await run_check("s3_object_lambda", params)
+    assert result.status == "down" and "NoSuchKey" in result.reason
+    assert "(2 attempts in " in result.reason, result.reason
+    assert olap.requests_to("pii-clean") == 2
+
+
 async def test_a_500_then_silence_reports_the_500_not_a_timeout(
     moto: MotoServer, olap: ObjectLambdaStandIn
 ) -> None:
