@@ -39,7 +39,7 @@ EVENTS_PREFIX = "alivemcp-canary/events/"
 
 async def start(stack: DemoStack) -> None:
     moto = stack.moto
-    kwargs = {**moto.boto3_kwargs(), "config": Config(retries={"max_attempts": 1})}
+    kwargs = {**moto.boto3_kwargs(), "config": Config(retries={"total_max_attempts": 1})}
     s3 = boto3.client("s3", **kwargs)
 
     create_replicated_buckets(s3, SOURCE_BUCKET, DR_BUCKET, prefix=REPLICATION_PREFIX)
