@@ -176,7 +176,11 @@ class Daemon:
             self._reload_wanted.clear()
             if self._stopping:
                 return
-            await self.reload()
+            try:
+                await self.reload()
+            except Exception:  # the next SIGHUP must still be heard
+                self.metrics.config_loaded(False)
+                log.exception("config reload failed; keeping the running config")
 
     async def _cancel_reload(self) -> None:
         """A reload in progress is abandoned: a config still loading is never applied; one
