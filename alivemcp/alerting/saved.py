@@ -42,7 +42,7 @@ Count = Annotated[int, Field(ge=0, le=MAX_ID)]
 Timestamp = Annotated[float, Field(ge=0, le=_MAX_TIMESTAMP)]
 Text = Annotated[str, Field(max_length=_MAX_TEXT)]
 Name = Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]
-Labels = Annotated[dict[Name, Text], Field(max_length=_MAX_ITEMS)]
+Labels = Annotated[dict[Text, Text], Field(max_length=_MAX_ITEMS)]
 SeverityOrNone = Literal["", "critical", "error", "warning", "info"]
 Severity = Literal["critical", "error", "warning", "info"]
 StatusOrNone = Literal["", "up", "degraded", "down", "unknown"]
@@ -109,7 +109,7 @@ class _SavedNotification(_Record):
     created_at: Timestamp
     dedup_key: Annotated[str, Field(min_length=1, max_length=255)]
     labels: Labels = Field(default_factory=dict)
-    observations: Annotated[dict[Name, float], Field(max_length=_MAX_ITEMS)] = Field(
+    observations: Annotated[dict[Text, float], Field(max_length=_MAX_ITEMS)] = Field(
         default_factory=dict
     )
     note: Text = ""

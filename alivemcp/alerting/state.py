@@ -15,6 +15,7 @@ logged as errors and counted in metrics, so an operator learns that state was lo
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import stat
@@ -86,6 +87,18 @@ class StateStore:
 
     def load(self) -> SavedState:
         """The saved state, or an empty one. Never raises."""
+        # Parsing and validating a big state creates millions of objects; the cyclic
+        # collector would walk them all again and again meanwhile (measured: it doubles the
+        # time for 50,000 firing checks). Nothing built here is cyclic garbage.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._load()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _load(self) -> SavedState:
         try:
             top = self._read_top()
         except FileNotFoundError:
