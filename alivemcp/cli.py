@@ -116,6 +116,10 @@ def _load(path: Path) -> LoadedConfig:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    # First of all: a SIGHUP or SIGTERM while the config loads must not kill the process.
+    from alivemcp.lifecycle import hold_signals
+
+    hold_signals()
     loaded = _load(args.config)
     listen = args.listen or loaded.config.server.listen
     problem = _listen_problem(listen)

@@ -93,7 +93,11 @@ class SchedulerConfig(_Strict):
         default_factory=dict,
         description="Runs in flight at once per probe type (at least 1: 0 would never run).",
     )
-    shutdown_grace: Duration = Field(10.0, description="How long in-flight runs may finish.")
+    shutdown_grace: Duration = Field(
+        10.0, description="How long runs in flight at SIGTERM may finish (then canaries are "
+        "cleaned up: a whole stop takes up to this plus about 8 s; keep it under 20 s where "
+        "Kubernetes allows 30 s).",
+    )
 
 
 class LoggingConfig(_Strict):
@@ -150,7 +154,10 @@ class Config(_Strict):
         default_factory=SchedulerConfig, description="Concurrency limits and shutdown grace."
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Log output.")
-    data_dir: str = Field("./data", description="Where alert state is persisted.")
+    data_dir: str = Field(
+        "./data", description="Where alert state is persisted; locked by one daemon at a time "
+        "(a second daemon on the same data_dir refuses to start).",
+    )
     checks: list[CheckSpec] = Field(default_factory=list, description="The checks to run.")
     alerting: AlertingConfig = Field(
         default_factory=AlertingConfig, description="Receivers, routes and the alert policy."

@@ -80,7 +80,12 @@ class ProbeHandle:
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout)
         except asyncio.CancelledError:
+            # The run itself is cancelled (shutdown past its grace): let the probe unwind
+            # (close sockets, note its canary) before teardown can start beside it.
             task.cancel()
+            await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+            if task.done():
+                _consume(task)
             raise
         if not done:
             task.cancel()
