@@ -34,7 +34,7 @@ from typing import Any
 
 from alivemcp.plumbing._http_errors import DnsError
 
-__all__ = ["Address", "LookupThreads", "Resolver", "static_addresses", "with_port"]
+__all__ = ["Address", "LookupThreads", "Resolver", "idna_host", "static_addresses", "with_port"]
 
 #: ``(family, sockaddr)``: what ``socket.connect`` needs, without any further lookup.
 Address = tuple[int, tuple[Any, ...]]
@@ -57,6 +57,20 @@ _LOCALHOST: tuple[Address, ...] = (
     (socket.AF_INET, ("127.0.0.1", 0)),
     (socket.AF_INET6, ("::1", 0, 0, 0)),
 )
+
+
+def idna_host(host: str) -> str:
+    """``host`` in its ASCII (IDNA A-label) form; raises ValueError when it has none."""
+    if host.isascii():
+        return host
+    try:
+        import idna  # a dependency of httpx: IDNA 2008 with UTS 46 mapping, as browsers use
+    except ImportError:  # pragma: no cover - httpx is a dependency
+        return host.encode("idna").decode("ascii")
+    try:
+        return str(idna.encode(host, uts46=True).decode("ascii"))
+    except idna.IDNAError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def static_addresses(host: str) -> tuple[Address, ...] | None:

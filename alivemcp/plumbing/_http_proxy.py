@@ -18,27 +18,13 @@ import socket
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
-from alivemcp.plumbing._http_dns import Address, static_addresses, with_port
+from alivemcp.plumbing._http_dns import Address, idna_host, static_addresses, with_port
 from alivemcp.plumbing._http_errors import ClientConfigError, ProxyError
 
-__all__ = ["NoProxy", "Proxy", "ProxySettings", "idna_host", "open_tunnel"]
+__all__ = ["NoProxy", "Proxy", "ProxySettings", "open_tunnel"]
 
 _MAX_CONNECT_HEAD = 64 * 1024
 _MAX_CACHED_ROUTES = 100_000
-
-
-def idna_host(host: str) -> str:
-    """``host`` in its ASCII (IDNA A-label) form; raises ValueError when it has none."""
-    if host.isascii():
-        return host
-    try:
-        import idna  # a dependency of httpx: IDNA 2008 with UTS 46 mapping, as browsers use
-    except ImportError:  # pragma: no cover - httpx is a dependency
-        return host.encode("idna").decode("ascii")
-    try:
-        return str(idna.encode(host, uts46=True).decode("ascii"))
-    except idna.IDNAError as exc:
-        raise ValueError(str(exc)) from None
 
 
 class Proxy:

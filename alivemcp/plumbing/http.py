@@ -67,7 +67,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from alivemcp.plumbing._http_connect import connect
-from alivemcp.plumbing._http_dns import Address, Resolver, static_addresses, with_port
+from alivemcp.plumbing._http_dns import (
+    Address,
+    Resolver,
+    idna_host,
+    static_addresses,
+    with_port,
+)
 from alivemcp.plumbing._http_errors import (
     BodyTooLarge,
     ClientConfigError,
@@ -81,7 +87,7 @@ from alivemcp.plumbing._http_errors import (
     RequestTimeout,
     TlsError,
 )
-from alivemcp.plumbing._http_proxy import Proxy, ProxySettings, idna_host, open_tunnel
+from alivemcp.plumbing._http_proxy import Proxy, ProxySettings, open_tunnel
 
 if TYPE_CHECKING:
     import httpx
@@ -131,7 +137,13 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 
 class ConnectionTimings:
-    """What opening one probe's first connection took (seconds), and the certificate expiry."""
+    """What opening one probe's first connection took (seconds), and the certificate expiry.
+
+    Through a proxy, ``dns_seconds`` and ``connect_seconds`` are those of the proxy (connect
+    includes the CONNECT exchange for https targets); ``tls_seconds`` is the handshake with the
+    target through the tunnel. ``dns_seconds`` stays None when no lookup was needed (an IP
+    literal or localhost).
+    """
 
     __slots__ = ("cert_not_after", "connect_seconds", "dns_seconds", "tls_seconds")
 

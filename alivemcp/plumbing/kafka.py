@@ -714,17 +714,23 @@ class KafkaCluster:
         return options
 
     async def _answers(self, server: str, timeout: float) -> bool:
-        """Whether ``server`` (host:port) accepts a connection and answers ApiVersions (and
-        authentication) within ``timeout``."""
+        return await self._ask(server, timeout) is None
+
+    async def _ask(self, server: str, timeout: float) -> str | None:
+        """Connect to ``server`` (host:port) on a connection of its own (no client's lock)
+        and ask ApiVersions (authenticating as configured): None if it answered within
+        ``timeout``, else what went wrong."""
         host, _, port = server.rpartition(":")
         try:
             options = await self._connection_options()
             async with asyncio.timeout(timeout):
                 conn = await create_conn(host.strip("[]"), int(port), **options)
-        except (KafkaError, OSError, TimeoutError, ValueError):
-            return False
+        except TimeoutError:
+            return f"did not answer ApiVersions within {_seconds(timeout)}"
+        except (KafkaError, OSError, ValueError) as exc:
+            return f"cannot be asked: {type(exc).__name__}: {exc}"
         conn.close()
-        return True
+        return None
 
     async def _rank_bootstrap(self, servers: list[str], timeout: float) -> list[str]:
         """Ask every bootstrap server at once and keep those that answered (all of them if
@@ -1150,6 +1156,23 @@ class KafkaCluster:
         if address is not None:
             self.health.answered(address)
         return response
+
+    async def ask_every_broker(self, timeout: float) -> list[Suspicion]:
+        """Ask every broker of the last metadata answer (ApiVersions, each on a connection
+        of its own, all at once): one that does not answer within ``timeout`` becomes a
+        suspect, one that answers is one no more. Returns the current suspects.
+
+        A hung broker whose partitions still look fine in metadata (nothing was written to
+        them since it hung, or it leads them) is found this way, whichever broker the
+        other requests of the run happened to ask."""
+        brokers = list(self.brokers.values())
+        answers = await asyncio.gather(*(self._ask(b.address, timeout) for b in brokers))
+        for broker, problem in zip(brokers, answers, strict=True):
+            if problem is None:
+                self.health.answered(broker.address)
+            else:
+                self._suspect(broker.address, broker.node_id, problem)
+        return self.health.suspects()
 
     async def pick_node(self, timeout: float | None = None) -> int:
         """A broker to ask a cluster-wide question: a healthy one if any."""
