@@ -313,7 +313,9 @@ class AlertingConfig(_Strict):
         None, description="Receivers of 'probe broken' alerts (checks stuck at unknown: the "
         "prober's owners, not the target's); default: default_receivers.",
     )
-    policy: AlertPolicy = Field(default_factory=AlertPolicy, description="Policy defaults.")
+    policy: AlertPolicy = Field(
+        default_factory=lambda: AlertPolicy.model_validate({}), description="Policy defaults."
+    )
     probe_broken_severity: Severity = Field(
         "warning", description="Severity of 'probe broken' alerts."
     )
