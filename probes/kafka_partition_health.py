@@ -27,6 +27,7 @@ For clusters the prober cannot reach, the alternative source reads MSK's CloudWa
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -184,17 +185,27 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         selected = {
             name: topic for name, topic in snapshot.topics.items() if self._wanted(name, topic)
         }
-        try:
-            configs = await cluster.topic_configs(
-                [n for n, t in selected.items() if t.error_code == 0],
-                timeout=budget.step(conn.request_timeout),
-            )
-        except KafkaAuthFailed as exc:
-            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
-        except KafkaPlumbingError as exc:
-            configs, found.configs_error = {}, str(exc)
-        # Brokers still registered (or bootstrap servers) that did not answer the prober.
-        found.not_answering = cluster.health.suspects()
+        # Together (on separate connections): min.insync.replicas, and every broker asked
+        # whether it answers at all (a hung broker's partitions can still look fine).
+        step = budget.step(conn.request_timeout, share=0.5)
+        configs_or_error, suspects = await asyncio.gather(
+            cluster.topic_configs(
+                [n for n, t in selected.items() if t.error_code == 0], timeout=step
+            ),
+            cluster.ask_every_broker(step),
+            return_exceptions=True,
+        )
+        if isinstance(configs_or_error, KafkaAuthFailed):
+            return ProbeResult.unknown(f"cannot authenticate to the cluster: {configs_or_error}")
+        if isinstance(configs_or_error, KafkaPlumbingError):
+            configs, found.configs_error = {}, str(configs_or_error)
+        elif isinstance(configs_or_error, BaseException):
+            raise configs_or_error
+        else:
+            configs = configs_or_error
+        if isinstance(suspects, BaseException):
+            raise suspects
+        found.not_answering = suspects
 
         for name, topic in sorted(selected.items()):
             if topic.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION

@@ -1,4 +1,5 @@
-"""Real Kafka brokers for the Kafka tests: each started at most once per session, on first use.
+"""Real Kafka brokers for the Kafka tests, each started on first use (the shared ones once per
+session).
 
 Startup costs CPU seconds on a small machine, so the single broker and the three-broker
 cluster are session-scoped and shared; tests that pause a broker must resume it before they
@@ -29,6 +30,20 @@ async def kafka_single() -> AsyncIterator[KafkaCluster]:
 async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
     """Three combined nodes (ids 1, 2, 3): replication factor 3, min.insync.replicas 2."""
     cluster = await KafkaCluster(size=3).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+async def kafka_cluster3_unfenced() -> AsyncIterator[KafkaCluster]:
+    """Three nodes whose controllers fence a silent broker only after 10 minutes: a paused
+    broker stays registered and keeps leading its partitions for the whole test, like a
+    broker whose request threads hang while its heartbeat thread lives on."""
+    cluster = await KafkaCluster(
+        size=3, extra_properties={"broker.session.timeout.ms": "600000"}
+    ).start()
     try:
         yield cluster
     finally:

@@ -8,7 +8,6 @@ carry chosen timestamps so time lags cross thresholds without sleeping.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,11 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from alivemcp.checks import build_handle
-from alivemcp.config import load_config_text
 from alivemcp.localstack.kafka import KafkaCluster
-from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
-from alivemcp.runner import ProbeHandle
+from tests.kafka.kafka_support import Check, unique
 from tests.support import check_json, run_check
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 class Lab:
@@ -85,22 +77,9 @@ async def lab(kafka_single: KafkaCluster) -> AsyncIterator[Lab]:
         await lab.close()
 
 
-class Check:
-    """One check instance run repeatedly (window state kept), as the daemon would."""
-
-    def __init__(self, params: dict[str, Any]) -> None:
-        doc = {"checks": [{"name": "lag", "probe": "kafka_consumer_lag", "timeout": 30,
-                           "params": params}]}
-        loaded = load_config_text(yaml.safe_dump(doc), env={})
-        self.plumbing = Plumbing()
-        self.handle: ProbeHandle = build_handle(loaded.checks[0], self.plumbing)
-
-    async def run(self) -> CheckResult:
-        return await self.handle.run()
-
-    async def close(self) -> None:
-        await self.handle.teardown()
-        await self.plumbing.aclose()
+def lag_check(params: dict[str, Any]) -> Check:
+    """One lag check run repeatedly (window state kept), as the daemon would."""
+    return Check("kafka_consumer_lag", params)
 
 
 def partition_row(result: CheckResult, group: str, partition: int) -> dict[str, Any]:
@@ -126,7 +105,7 @@ async def test_stopped_group_goes_degraded_then_down_and_recovers(
     for p in (0, 1):
         await lab.produce(topic, p, 4, age=600)
     await lab.commit(group, {(topic, 0): 4, (topic, 1): 4})
-    check = Check({
+    check = lag_check({
         "cluster": {"bootstrap_servers": kafka_single.bootstrap},
         "groups": [group],
         "topics": [topic],
@@ -185,7 +164,7 @@ async def test_rewound_group_is_reported(lab: Lab, kafka_single: KafkaCluster) -
     group = unique("replayer")
     await lab.produce(topic, 0, 10)
     await lab.commit(group, {(topic, 0): 10})
-    check = Check({
+    check = lag_check({
         "cluster": {"bootstrap_servers": kafka_single.bootstrap},
         "groups": [group],
         "window": 3,
@@ -248,7 +227,7 @@ async def test_estimated_time_lag_when_not_reading_messages(
     group = unique("slow")
     await lab.produce(topic, 0, 5, age=3600)  # the timestamps must not be used
     await lab.commit(group, {(topic, 0): 5})
-    check = Check({
+    check = lag_check({
         "cluster": {"bootstrap_servers": kafka_single.bootstrap},
         "groups": [group],
         "time_lag": "estimate",
@@ -307,7 +286,7 @@ async def test_stop_versus_stall_by_membership(lab: Lab, kafka_single: KafkaClus
         enable_auto_commit=False, auto_offset_reset="earliest",
     )
     await member.start()
-    check = Check({
+    check = lag_check({
         "cluster": {"bootstrap_servers": kafka_single.bootstrap},
         "groups": [idle_a, idle_b, stuck],
         "window": 2,

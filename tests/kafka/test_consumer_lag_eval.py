@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import socket
 
 import pytest
 from pydantic import ValidationError
@@ -26,13 +25,7 @@ from probes.kafka_consumer_lag import (
     judge_partition,
     summarize,
 )
-from tests.support import run_check
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support import free_port, run_check
 
 
 def samples(*rows: tuple[int, int], step: float = 10.0) -> list[Sample]:

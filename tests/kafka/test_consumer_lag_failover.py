@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
-import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
-from alivemcp.checks import build_handle
-from alivemcp.config import load_config_text
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
+from tests.kafka.kafka_support import Check, unique
 from tests.support import run_until as until
 
 PAUSED = 2
@@ -32,7 +29,7 @@ async def group_not_on(kc: object, broker: int) -> str:
     admin = await kc.admin()  # type: ignore[attr-defined]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        group = f"lag-failover-{uuid.uuid4().hex[:8]}"
+        group = unique("lag-failover")
         try:
             if await admin.find_coordinator(group) != broker:
                 return group
@@ -44,8 +41,7 @@ async def group_not_on(kc: object, broker: int) -> str:
 async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaCluster) -> None:
     cluster = kafka_cluster3
     conn = {"bootstrap_servers": cluster.bootstrap, "request_timeout": 3}
-    suffix = uuid.uuid4().hex[:6]
-    solo, shared = f"lag-solo-{suffix}", f"lag-shared-{suffix}"
+    solo, shared = unique("lag-solo"), unique("lag-shared")
     setup = Plumbing()
     kc = setup.kafka.cluster(KafkaConnection.model_validate(conn))
     await kc.create_topic(solo, assignments={0: [PAUSED]}, configs={"min.insync.replicas": "1"})
@@ -70,12 +66,9 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
     finally:
         await committer.stop()
 
-    doc = {"checks": [{"name": "lag", "probe": "kafka_consumer_lag", "timeout": 20, "params": {
+    handle = Check("kafka_consumer_lag", {
         "cluster": conn, "groups": [group], "window": 3, "max_lag_seconds": 3600,
-    }}]}
-    plumbing = Plumbing()
-    handle = build_handle(load_config_text(yaml.safe_dump(doc), env={}).checks[0],
-                          plumbing)
+    }, timeout=20)
     try:
         for _ in range(2):  # two of the window's three samples before the broker hangs
             first = await handle.run()
@@ -114,5 +107,4 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
             (shared, "stop"), (solo, "stop")
         ]
     finally:
-        await handle.teardown()
-        await plumbing.aclose()
+        await handle.close()

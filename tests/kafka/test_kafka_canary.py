@@ -6,26 +6,18 @@ The failure scenario (a paused partition leader) runs on three brokers in
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiokafka import TopicPartition
-from support import run_check
 
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
-
-# Thresholds a busy 2-core machine always meets: latency is not what these tests check.
-RELAXED = {"produce_latency_threshold": 30, "roundtrip_latency_threshold": 30}
-
-
-def _conn(kafka: KafkaCluster) -> dict[str, Any]:
-    return {"bootstrap_servers": kafka.bootstrap}
+from tests.kafka.kafka_support import RELAXED, conn
+from tests.support import run_check
 
 
 async def test_creates_canary_topic_and_reads_back(kafka_single: KafkaCluster) -> None:
-    params = {"cluster": _conn(kafka_single), "topic": "canary-created", "retention": "30m",
+    params = {"cluster": conn(kafka_single), "topic": "canary-created", "retention": "30m",
               **RELAXED}
     result = await run_check("kafka_canary", params)
     assert result.status == Status.UP, result.reason
@@ -37,7 +29,7 @@ async def test_creates_canary_topic_and_reads_back(kafka_single: KafkaCluster) -
 
     plumbing = Plumbing()
     try:
-        kc = plumbing.kafka.cluster(KafkaConnection(**_conn(kafka_single)))
+        kc = plumbing.kafka.cluster(KafkaConnection(**conn(kafka_single)))
         configs = await kc.topic_configs(
             ["canary-created"], ["min.insync.replicas", "retention.ms", "cleanup.policy"]
         )
@@ -52,12 +44,12 @@ async def test_creates_canary_topic_and_reads_back(kafka_single: KafkaCluster) -
 
 async def test_one_message_per_partition_per_run(kafka_single: KafkaCluster) -> None:
     plumbing = Plumbing()
-    kc = plumbing.kafka.cluster(KafkaConnection(**_conn(kafka_single)))
+    kc = plumbing.kafka.cluster(KafkaConnection(**conn(kafka_single)))
     await kc.create_topic("canary-wide", partitions=4, replication_factor=1)
     tps = [TopicPartition("canary-wide", p) for p in range(4)]
     try:
         before = await kc.end_offsets(tps)
-        params = {"cluster": _conn(kafka_single), "topic": "canary-wide", **RELAXED}
+        params = {"cluster": conn(kafka_single), "topic": "canary-wide", **RELAXED}
         result = await run_check("kafka_canary", params, plumbing=plumbing, runs=3)
         assert result.status == Status.UP, result.reason
         after = await kc.end_offsets(tps)
@@ -80,7 +72,7 @@ async def test_one_message_per_partition_per_run(kafka_single: KafkaCluster) -> 
 async def test_missing_topic_without_creation_is_down(kafka_single: KafkaCluster) -> None:
     result = await run_check(
         "kafka_canary",
-        {"cluster": _conn(kafka_single), "topic": "canary-absent", "create_topic": False},
+        {"cluster": conn(kafka_single), "topic": "canary-absent", "create_topic": False},
     )
     assert result.status == Status.DOWN
     assert "canary topic canary-absent does not exist" in result.reason
@@ -89,7 +81,7 @@ async def test_missing_topic_without_creation_is_down(kafka_single: KafkaCluster
 async def test_impossible_replication_factor_is_down(kafka_single: KafkaCluster) -> None:
     result = await run_check(
         "kafka_canary",
-        {"cluster": _conn(kafka_single), "topic": "canary-rf3", "replication_factor": 3},
+        {"cluster": conn(kafka_single), "topic": "canary-rf3", "replication_factor": 3},
     )
     assert result.status == Status.DOWN
     assert "replication factor 3 > 1 live brokers" in result.reason
@@ -99,7 +91,7 @@ async def test_slow_round_trip_is_degraded(kafka_single: KafkaCluster) -> None:
     # A threshold no real round trip can meet: the degraded path, not a speed measurement.
     result = await run_check(
         "kafka_canary",
-        {"cluster": _conn(kafka_single), "topic": "canary-created",
+        {"cluster": conn(kafka_single), "topic": "canary-created",
          "produce_latency_threshold": 30, "roundtrip_latency_threshold": "0.000001s"},
     )
     assert result.status == Status.DEGRADED

@@ -12,13 +12,13 @@ from typing import Any
 
 import boto3
 import pytest
-from support import run_check
 
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
+from tests.support import run_check
 
 
 @pytest.fixture(scope="module")

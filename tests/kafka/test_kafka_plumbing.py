@@ -22,18 +22,20 @@ from aiokafka.protocol.metadata import MetadataRequest_v5
 from moto.kafka.models import KafkaBackend, kafka_backends
 from moto.kafka.responses import KafkaResponse
 from pydantic import ValidationError
-from support import run_check
 
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.localstack.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION, MotoServer
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.aws import AwsSettings
 from alivemcp.plumbing.kafka import (
+    BrokerHealth,
     KafkaConnection,
     KafkaUnreachable,
     MskIamTokenProvider,
+    RunBudget,
 )
 from alivemcp.probe import Status
+from tests.support import run_check
 
 # -- settings ---------------------------------------------------------------------------------
 
@@ -95,6 +97,39 @@ def test_password_never_shown() -> None:
     assert "hunter2-secret" not in conn.model_dump_json()
     other = KafkaConnection(**{**conn.model_dump(), "password": "different"})
     assert conn.identity_key() != other.identity_key()  # different clients per credential
+
+
+def test_run_budget_ends_before_the_check_timeout() -> None:
+    now = [100.0]
+    budget = RunBudget(RunBudget.for_check(8.0).seconds, clock=lambda: now[0])
+    assert budget.seconds == pytest.approx(6.8)  # 85% of the check's timeout
+    assert RunBudget.for_check(2.0).seconds == 1.5  # and at least half a second before it
+    assert budget.step(10.0, share=0.5) == pytest.approx(3.4)
+    assert budget.step(2.0) == 2.0
+    assert budget.step(keep=0.8) == pytest.approx(6.0)  # set aside for the steps after it
+    now[0] += 6.0
+    assert budget.step(keep=2.0) == pytest.approx(0.8)  # too little left to keep: share it
+    now[0] += 5.0
+    assert budget.remaining() == 0.0 and budget.step(5.0) == 0.0
+
+
+def test_broker_suspicion_lasts_until_an_answer_or_the_hold() -> None:
+    now = [0.0]
+    health = BrokerHealth(hold=45.0, clock=lambda: now[0])
+    first = health.hung("127.0.0.1:9092", 2, "did not answer Metadata within 2s")
+    assert first.describe() == "broker 2 (127.0.0.1:9092) did not answer Metadata within 2s"
+    now[0] = 30.0
+    # Hung again: held longer, named by what it first stopped answering.
+    again = health.hung("127.0.0.1:9092", 2, "did not answer Produce within 3s")
+    assert again.reason == "did not answer Metadata within 2s"
+    now[0] = 70.0
+    assert health.suspect("127.0.0.1:9092") is again  # 45 s after the last time it hung
+    now[0] = 76.0
+    assert health.suspect("127.0.0.1:9092") is None and health.suspects() == []
+    health.hung("127.0.0.1:9093", None, "did not answer ApiVersions within 2s")
+    assert [s.name for s in health.suspects()] == ["bootstrap server 127.0.0.1:9093"]
+    health.answered("127.0.0.1:9093")
+    assert health.suspects() == []
 
 
 def test_client_metadata_requests_never_auto_create() -> None:

@@ -17,13 +17,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from support import run_check
 
 from alivemcp.localstack.kafka import KafkaCluster, SaslSslListener
 from alivemcp.probe import Status
+from tests.kafka.kafka_support import RELAXED
+from tests.support import run_check
 
 PASSWORD = "scram-pass-8f2e1c"
-RELAXED = {"produce_latency_threshold": 30, "roundtrip_latency_threshold": 30}
 
 
 def _name(common: str) -> x509.Name:
