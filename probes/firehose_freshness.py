@@ -47,7 +47,7 @@ from alivemcp.plumbing.aws import (
     aws_error_kind,
     aws_error_summary,
 )
-from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
 
@@ -178,6 +178,15 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     summary = "Firehose stream ACTIVE, DataFreshness, error prefix and a canary record in S3"
     target_param = "stream_name"
     default_timeout = 30.0
+    observables = (
+        Observable("buffer_interval_seconds", "The destination's buffering interval."),
+        Observable("data_freshness_seconds",
+                   "CloudWatch DataFreshness: age of the oldest record not yet delivered."),
+        Observable("delivery_success_ratio", "CloudWatch DeliveryToS3.Success (1: all)."),
+        Observable("new_error_objects", "Objects that appeared under the error prefix."),
+        Observable("canary_freshness_seconds", "Put of the canary record to its object in S3."),
+        Observable("canary_pending_seconds", "Age of the canary still awaited in S3."),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -327,7 +336,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         self._error_seen_at_watermark = {
             obj["Key"] for obj in listed if obj["LastModified"] == self._error_watermark
         }
-        observations["new_error_objects_total"] = float(len(new))
+        observations["new_error_objects"] = float(len(new))
         if not new:
             return []
         new.sort(key=lambda obj: obj["LastModified"])

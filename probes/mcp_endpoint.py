@@ -65,9 +65,9 @@ Verdicts:
   refuses the client credentials, or a CA, client certificate or key file cannot be loaded.
 
 Observations (all optional, present when measured): ``connect_seconds`` (DNS + TCP connect),
-``tls_seconds``, ``tls_cert_expiry_days``, ``initialize_seconds`` (initialize or
+``tls_seconds``, ``tls_cert_expiry_seconds``, ``initialize_seconds`` (initialize or
 server/discover, excluding connection set-up), ``tools_list_seconds``, ``tools_call_seconds``,
-``total_seconds`` and ``tool_count``; plus ``mcp_server_info{protocol_version, server_name,
+``total_seconds`` and ``tools``; plus ``mcp_server_info{protocol_version, server_name,
 server_version, transport, tools_hash} 1``. ``details`` carries the same facts as strings, and
 the tool names on the first run and whenever the tools hash (sorted names + input schemas)
 changes (the reason of an ``up`` result then says so).
@@ -91,6 +91,7 @@ from alivemcp.probe import (
     CheckContext,
     Duration,
     LabeledObservation,
+    Observable,
     Probe,
     ProbeParams,
     ProbeResult,
@@ -319,6 +320,20 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
     summary: ClassVar[str] = "MCP handshake (initialize, tools/list) over any MCP transport"
     target_param: ClassVar[str | None] = "url"
     default_timeout: ClassVar[float | None] = 15.0
+    observables = (
+        Observable("total_seconds", "Duration of the whole handshake, connection included."),
+        Observable("connect_seconds", "DNS lookup plus TCP connect of the first connection."),
+        Observable("tls_seconds", "TLS handshake of the first connection."),
+        Observable("tls_cert_expiry_seconds",
+                   "Time until the server certificate expires (negative: expired)."),
+        Observable("initialize_seconds", "The server's share of the initialize request."),
+        Observable("tools_list_seconds", "The tools/list request."),
+        Observable("tools_call_seconds", "The configured tools/call request."),
+        Observable("tools", "Tools the server listed."),
+        Observable("mcp_server_info", "1, labelled with what the server says it is.",
+                   ("transport", "protocol_version", "server_name", "server_version",
+                    "tools_hash")),
+    )
 
     def __init__(self, context: CheckContext, params: McpEndpointParams) -> None:
         super().__init__(context, params)
@@ -468,7 +483,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         expiry_days: float | None = None
         if timings.cert_not_after is not None:
             expiry_days = (timings.cert_not_after - time.time()) / 86400.0
-            observations["tls_cert_expiry_days"] = expiry_days
+            observations["tls_cert_expiry_seconds"] = timings.cert_not_after - time.time()
         if "initialize" in f.phases:
             # The first request also opened the connection: report the server's share.
             observations["initialize_seconds"] = max(0.0, f.phases["initialize"] - setup)
@@ -477,7 +492,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         if "tools_call" in f.phases:
             observations["tools_call_seconds"] = f.phases["tools_call"]
         if f.tools is not None:
-            observations["tool_count"] = float(len(f.tools))
+            observations["tools"] = float(len(f.tools))
 
         status, reason = result.status, result.reason
         if status is Status.UP and f.protocol_version is not None:

@@ -26,7 +26,7 @@ from alivemcp.plumbing.aws import (
     aws_error_summary,
     aws_time_limit,
 )
-from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult
 
 __all__ = ["S3AccessPointParams", "S3AccessPointProbe"]
 
@@ -71,6 +71,10 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
     Params = S3AccessPointParams
     summary = "GetObject/HeadObject through an S3 access point ARN within a limit; 403 = drift"
     target_param = "key"
+    observables = (
+        Observable("read_latency_seconds", "The read through the access point."),
+        Observable("returned_bytes", "Bytes the read returned."),
+    )
 
     async def probe(self) -> ProbeResult:
         with aws_check_deadline(self.context.timeout):

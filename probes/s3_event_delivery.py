@@ -60,7 +60,7 @@ from alivemcp.plumbing.aws import (
     aws_error_summary,
 )
 from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
-from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["S3EventDeliveryProbe"]
 
@@ -310,6 +310,11 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
     target_param = "bucket"
     #: The 120 s delivery limit + upload, cleanup and unwinding.
     default_timeout = 135.0
+    observables = (
+        Observable("delivery_latency_seconds", "Upload of the canary to its event arriving."),
+        Observable("end_to_end_latency_seconds",
+                   "Upload of the canary to the worker's marker for it."),
+    )
 
     def __init__(self, context: Any, params: S3EventDeliveryParams) -> None:
         super().__init__(context, params)

@@ -35,7 +35,7 @@ from alivemcp.plumbing.aws import (
     aws_error_summary,
     aws_time_limit,
 )
-from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult
 
 __all__ = ["CanarySeed", "S3ObjectLambdaParams", "S3ObjectLambdaProbe"]
 
@@ -146,6 +146,10 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
     Params = S3ObjectLambdaParams
     summary = "GetObject through an Object Lambda access point; raw PII back = failed open"
     default_timeout = 15.0
+    observables = (
+        Observable("transform_latency_seconds", "The read through the Object Lambda."),
+        Observable("returned_bytes", "Bytes the transformed read returned."),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -55,7 +55,7 @@ from alivemcp.plumbing.aws import (
     aws_time_limit,
 )
 from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
-from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult
 
 __all__ = ["S3ReplicationLagProbe"]
 
@@ -153,6 +153,10 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
     target_param = "source_bucket"
     #: SLA (45 s) + grace (15 s) + time to write, clean up and unwind.
     default_timeout = 80.0
+    observables = (
+        Observable("replication_lag_seconds",
+                   "Write of the canary to the source to its arrival in the destination."),
+    )
 
     def __init__(self, context: Any, params: S3ReplicationLagParams) -> None:
         super().__init__(context, params)

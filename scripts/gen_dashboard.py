@@ -124,11 +124,11 @@ PANELS: list[Panel] = [
           unit="s", description="connect, TLS, initialize and tools/list as a real MCP client "
           "sees them."),
     Panel("TLS certificates expiring soonest", "bargauge",
-          [Query(f"bottomk(10, alivemcp_probe_tls_cert_expiry_days{{{SEL}}})", "{{check}}",
+          [Query(f"bottomk(10, alivemcp_probe_tls_cert_expiry_seconds{{{SEL}}})", "{{check}}",
                  instant=True)],
-          unit="d", thresholds=[(None, "red"), (14, "yellow"), (30, "green")]),
+          unit="s", thresholds=[(None, "red"), (14 * 86400, "yellow"), (30 * 86400, "green")]),
     Panel("Tools advertised", "timeseries",
-          [Query(f"alivemcp_probe_tool_count{{{SEL}}}", "{{check}}")], width=12,
+          [Query(f"alivemcp_probe_tools{{{SEL}}}", "{{check}}")], width=12,
           description="A sudden change is schema drift (the tool list changed)."),
     Panel("MCP endpoint latency, slowest 10", "timeseries",
           [Query(f"topk(10, alivemcp_probe_total_seconds{{{SEL}}})", "{{check}}")],
@@ -187,7 +187,7 @@ PANELS: list[Panel] = [
           "DataFreshness) and the canary record's measured end-to-end time."),
     Panel("Firehose delivery success and errors", "timeseries",
           [Query(f"alivemcp_probe_delivery_success_ratio{{{SEL}}}", "{{check}} success ratio"),
-           Query(f"alivemcp_probe_new_error_objects_total{{{SEL}}}",
+           Query(f"alivemcp_probe_new_error_objects{{{SEL}}}",
                  "{{check}} new error objects")],
           description="Objects newly written under the error prefixes are records Firehose "
           "could not deliver or transform."),

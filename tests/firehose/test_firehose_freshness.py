@@ -150,7 +150,7 @@ async def test_new_error_objects_are_down_once(moto: MotoServer) -> None:
         assert "3 new object(s) under the error prefix (processing-failed)" in result.reason
         assert result.details and result.details["new_error_objects"]["count"] == 3
         assert set(result.details["new_error_objects"]["sample_keys"]) == set(keys)
-        assert result.observations["new_error_objects_total"] == 3
+        assert result.observations["new_error_objects"] == 3
         again = await handle.run()
         assert again.status == "up", again.reason  # seen ones do not re-alert
         write_error_objects(moto, 1, kind="format-conversion-failed")

@@ -66,7 +66,7 @@ def test_cli_verdicts(tmp_path: Path, lab: ServerProcess, sdk_stateful: ServerPr
     for target in (sdk_stateful.url, sdk_legacy_sse.url, npm_streamable.url):
         row = results[f"fleet/{target}"]
         assert row["status"] == "up", row["reason"]
-        assert row["observations"]["tool_count"] >= 2
+        assert row["observations"]["tools"] >= 2
     assert results["auth-env"]["status"] == "up", results["auth-env"]["reason"]
     assert results["auth-wrong"]["status"] == "down"
     assert "credentials rejected" in results["auth-wrong"]["reason"]

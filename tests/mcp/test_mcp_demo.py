@@ -29,7 +29,7 @@ async def test_demo_mcp_checks_are_up(tmp_path: Path) -> None:
             result = await handle.run()
             await handle.teardown()
             assert result.status == "up", (check.name, result.reason)
-            assert result.observations["tool_count"] == 2
+            assert result.observations["tools"] == 2
     finally:
         await plumbing.aclose()
         await stack.close()

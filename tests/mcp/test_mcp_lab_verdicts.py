@@ -72,7 +72,7 @@ async def test_up_result_carries_timings_facts_and_info(lab: ServerProcess) -> N
     for name in ("connect_seconds", "initialize_seconds", "tools_list_seconds",
                  "total_seconds"):
         assert obs[name] >= 0, name
-    assert obs["tool_count"] == 2
+    assert obs["tools"] == 2
     details = result.details or {}
     assert details["protocol_version"] == "2025-11-25"
     assert details["server_name"] == "alivemcp-lab"
@@ -142,7 +142,7 @@ async def test_tls_expiring_certificate_is_degraded(lab_tls_expiring: ServerProc
     trusted = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file})
     assert trusted.status == "degraded", trusted.reason
     assert "TLS certificate expires in" in trusted.reason
-    assert 2 < trusted.observations["tls_cert_expiry_days"] <= 3
+    assert 2 * 86400 < trusted.observations["tls_cert_expiry_seconds"] <= 3 * 86400
     assert trusted.observations["tls_seconds"] > 0
     relaxed = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file,
                                                "tls_expiry_days": 1})

@@ -19,7 +19,7 @@ def _details(result: Any) -> dict[str, Any]:
 def _facts(result: Any) -> tuple[str, str | None, str | None, int | None]:
     details = result.details or {}
     return (result.status, details.get("transport"), details.get("protocol_version"),
-            int(result.observations["tool_count"]) if "tool_count" in result.observations
+            int(result.observations["tools"]) if "tools" in result.observations
             else None)
 
 
@@ -83,7 +83,7 @@ async def test_npm_reference_server_streamable(npm_streamable: ServerProcess) ->
     assert result.status == "up", result.reason
     assert _details(result)["transport"] == "streamable_http"
     assert _details(result)["delete_status"] == 200
-    assert result.observations["tool_count"] >= 10
+    assert result.observations["tools"] >= 10
 
 
 async def test_npm_reference_server_legacy_sse(npm_sse: ServerProcess) -> None:

@@ -76,7 +76,7 @@ def synthetic_status(n: int = N_CHECKS, seed: int = 7) -> dict[str, Any]:
             "last_run": None if status == "pending" else now - rng.uniform(0, 60),
             "duration_seconds": None if status == "pending" else history[-1][1],
             "observations": {} if status == "pending" else {
-                "total_seconds": history[-1][1], "tool_count": 12,
+                "total_seconds": history[-1][1], "tools": 12,
             },
             "history": history,
         })
