@@ -1,10 +1,28 @@
 """Fixed-rate scheduling of checks on APScheduler, with stable spreading and concurrency limits.
 
-Each check is an APScheduler interval job anchored on its own stable offset within the
-interval (a hash of its name), so checks that share an interval are spread evenly and stay on
-their grid: APScheduler's ``jitter`` only ever delays and accumulates drift. ``max_instances=1``
-means a check never overlaps itself; a global semaphore and per-probe-type semaphores keep slow
-probe types from starving fast ones.
+Steady state: each check runs on its own grid, ``offset + k * interval`` in Unix time, where the
+offset is a hash of its name. Checks that share an interval are spread evenly, and a check runs
+at the same moments in every process (restarts, replicas). APScheduler's ``jitter`` would only
+ever delay and accumulate drift. ``max_instances=1`` means a check never overlaps itself; a
+global semaphore and per-probe-type semaphores keep slow probe types from starving fast ones.
+
+First runs: a check added at start-up (or by a reload: new and changed checks alike; unchanged
+checks keep their schedule) runs once soon, without waiting up to a whole interval for its
+first grid point. The first runs of the checks added together are spread evenly over a start
+window of ``len(batch) / FIRST_RUNS_PER_SECOND`` seconds, at least ``MIN_START_WINDOW`` and at
+most the check's interval: a handful of checks start within 2 s, 2,000 within 2 s, 50,000 at
+60 s within 50 s, at about 1,000 first runs a second (or the steady rate, if that is higher),
+never all at once. A check's place in the window is a second stable hash of its name, independent
+of its grid offset, so the window fills evenly. A check whose next grid point falls inside its
+window simply starts at that grid point. After an extra first run, a check rejoins its grid at
+the first grid point at least half an interval later: it never runs twice back to back, and the
+gap from its first run to its second is between half an interval and one and a half. Lateness
+(the ``alivemcp_scheduler_lateness_seconds`` histogram and each result's lateness) is measured
+against the planned time of the run, the first-run time included.
+
+Jobs enter APScheduler shortly (``FEED_AHEAD`` seconds) before their first run rather than all at
+once: inserting 50,000 jobs takes seconds of CPU, which would block the event loop at start-up
+and make the earliest first runs late.
 
 Shutdown: APScheduler's asyncio executor cancels every job task it still holds when it shuts
 down, and cannot wait for them. So a job only launches the run in a task the scheduler owns and
@@ -26,7 +44,8 @@ from datetime import UTC, datetime
 import structlog
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.interval import IntervalTrigger
+from apscheduler.schedulers.base import STATE_RUNNING
+from apscheduler.triggers.base import BaseTrigger
 
 from alivemcp.config import SchedulerConfig
 from alivemcp.metrics import Metrics
@@ -34,9 +53,22 @@ from alivemcp.results import CheckResult
 from alivemcp.runner import ProbeHandle
 from alivemcp.status import StatusStore
 
-__all__ = ["ScheduledCheck", "Scheduler", "stable_offset"]
+__all__ = [
+    "FIRST_RUNS_PER_SECOND",
+    "MIN_START_WINDOW",
+    "ScheduledCheck",
+    "Scheduler",
+    "plan_first_runs",
+    "stable_offset",
+    "start_window",
+]
 
 log = structlog.get_logger("alivemcp.scheduler")
+
+FIRST_RUNS_PER_SECOND = 1000.0  # how fast a batch of new checks gets its first runs
+MIN_START_WINDOW = 2.0  # seconds: a few checks still spread a little
+FEED_AHEAD = 2.0  # seconds: a job enters APScheduler this long before its first run
+FEED_STEP = 0.5  # seconds between two feeds of a batch into APScheduler
 
 
 def stable_offset(name: str, interval: float) -> float:
@@ -45,16 +77,89 @@ def stable_offset(name: str, interval: float) -> float:
     return int.from_bytes(digest, "big") / 2**64 * interval
 
 
+def start_fraction(name: str) -> float:
+    """Where in a start window a check's first run goes, in [0, 1): stable, and independent of
+    its grid offset (a salted hash), so the checks whose grid point falls inside the window do
+    not leave a hole in it."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8, person=b"alivemcp-start").digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def start_window(checks: int) -> float:
+    """Seconds over which the first runs of ``checks`` checks added together are spread (each
+    check's own window is also capped at its interval)."""
+    return max(MIN_START_WINDOW, checks / FIRST_RUNS_PER_SECOND)
+
+
 @dataclass(slots=True)
 class ScheduledCheck:
+    name: str
     handle: ProbeHandle
     interval: float
     offset: float
     fingerprint: object
+    first_run: float | None = None  # an extra first run off the grid, when one was planned
+
+    def grid_at_or_after(self, moment: float) -> float:
+        """The check's first grid point at or after ``moment``."""
+        return moment + ((self.offset - moment) % self.interval)
+
+    def next_after(self, previous_run: float) -> float:
+        """The run after one planned at ``previous_run``: the first grid point at least half an
+        interval later (the next grid point when the previous run was on the grid)."""
+        return self.grid_at_or_after(previous_run + self.interval / 2)
+
+    def plan_first_run(self, now: float, window: float) -> float:
+        """When the check first runs if added at ``now`` with a start window of ``window``:
+        its next grid point if that falls inside its window, else a point in the window."""
+        span = min(window, self.interval)
+        grid = self.grid_at_or_after(now)
+        if grid <= now + span:
+            self.first_run = None
+            return grid
+        self.first_run = now + start_fraction(self.name) * span
+        return self.first_run
 
     def planned_before(self, now: float) -> float:
-        """The latest grid point at or before ``now``."""
-        return now - ((now - self.offset) % self.interval)
+        """The planned time of a run starting at ``now``: the latest scheduled point at or
+        before ``now``, the extra first run included."""
+        grid = now - ((now - self.offset) % self.interval)
+        first = self.first_run
+        if first is not None and first <= now and grid < first + self.interval / 2:
+            return first
+        return grid
+
+
+FirstRunPlan = list[tuple[float, ScheduledCheck]]  # (first run, check), earliest first
+
+
+def plan_first_runs(entries: list[ScheduledCheck], now: float) -> FirstRunPlan:
+    """First-run times of checks added together at ``now``, earliest first."""
+    window = start_window(len(entries))
+    plan = [(entry.plan_first_run(now, window), entry) for entry in entries]
+    plan.sort(key=lambda item: item[0])
+    return plan
+
+
+class _GridTrigger(BaseTrigger):
+    """A check's schedule after its first run (which the job is given as ``next_run_time``)."""
+
+    __slots__ = ("_check",)
+
+    def __init__(self, check: ScheduledCheck) -> None:
+        self._check = check
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime:
+        if previous_fire_time is None:
+            moment = self._check.grid_at_or_after(now.timestamp())
+        else:
+            moment = self._check.next_after(previous_fire_time.timestamp())
+        return datetime.fromtimestamp(moment, UTC)
+
+    def __str__(self) -> str:
+        return f"grid[interval={self._check.interval:g}s, offset={self._check.offset:.3f}s]"
 
 
 class Scheduler:
@@ -77,6 +182,10 @@ class Scheduler:
         self._per_type: dict[str, asyncio.Semaphore] = {}
         self._type_limits: dict[str, int] = dict(config.per_probe_type)
         self._stopping = False
+        self._started = False
+        self._arrivals: list[ScheduledCheck] = []  # added, first run not planned yet
+        self._planning_soon = False
+        self._feeders: set[asyncio.Task[None]] = set()
 
     @property
     def checks(self) -> Mapping[str, ScheduledCheck]:
@@ -84,6 +193,8 @@ class Scheduler:
 
     def start(self) -> None:
         self._aps.start()
+        self._started = True
+        self._plan_arrivals()
 
     def alive(self) -> bool:
         return bool(self._aps.running) and not self._stopping
@@ -95,27 +206,71 @@ class Scheduler:
         self._per_type.clear()
 
     def add(self, handle: ProbeHandle, fingerprint: object) -> None:
+        """Schedule a check. Its first run is planned with the others added at the same time:
+        at start(), or, once started, as soon as the caller yields to the event loop (a reload
+        adds all its checks in one go, so they share one start window)."""
         name = handle.info.name
         interval = handle.context.interval
-        offset = stable_offset(name, interval)
-        entry = ScheduledCheck(handle, interval, offset, fingerprint)
+        if name in self._checks:  # replaced in place: the old schedule goes first
+            self.remove(name)
+        entry = ScheduledCheck(name, handle, interval, stable_offset(name, interval), fingerprint)
         self._checks[name] = entry
-        # Anchor the grid on a point in the past: APScheduler computes the first run as the next
-        # grid point after the moment the job really enters its store (at start(), for jobs
-        # added before), so a slow start never makes the first runs late.
-        anchor = entry.planned_before(time.time())
+        self._arrivals.append(entry)
+        if self._started and not self._planning_soon:
+            self._planning_soon = True
+            asyncio.get_running_loop().call_soon(self._plan_arrivals)
+
+    def _plan_arrivals(self) -> None:
+        self._planning_soon = False
+        batch = [entry for entry in self._arrivals if self._checks.get(entry.name) is entry]
+        self._arrivals = []
+        if not batch or self._stopping:
+            return
+        plan = plan_first_runs(batch, time.time())
+        fed = self._feed(plan, 0)
+        if fed < len(plan):
+            feeder = asyncio.create_task(self._feed_later(plan, fed), name="alivemcp-feed")
+            self._feeders.add(feeder)
+            feeder.add_done_callback(self._feeders.discard)
+
+    async def _feed_later(self, plan: FirstRunPlan, fed: int) -> None:
+        while fed < len(plan):
+            due_in = plan[fed][0] - FEED_AHEAD - time.time()
+            await asyncio.sleep(max(FEED_STEP, due_in))
+            fed = self._feed(plan, fed)
+
+    def _feed(self, plan: FirstRunPlan, fed: int) -> int:
+        """Hand APScheduler the planned checks whose first run is less than ``FEED_AHEAD``
+        away; returns how many of ``plan`` it has now."""
+        horizon = time.time() + FEED_AHEAD
+        # Paused while adding, APScheduler recomputes its next wake-up once for the lot
+        # instead of once per job (each add would schedule a pass over the due jobs).
+        pause = self._aps.state == STATE_RUNNING
+        if pause:
+            self._aps.pause()
+        try:
+            while fed < len(plan) and plan[fed][0] <= horizon:
+                first_run, entry = plan[fed]
+                fed += 1
+                if self._checks.get(entry.name) is entry and not self._stopping:
+                    self._add_job(entry, first_run)
+        finally:
+            if pause:
+                self._aps.resume()
+        return fed
+
+    def _add_job(self, entry: ScheduledCheck, first_run: float) -> None:
         self._aps.add_job(
             self._launch,
-            IntervalTrigger(
-                seconds=interval, start_date=datetime.fromtimestamp(anchor, UTC), timezone=UTC
-            ),
-            args=[name],
-            id=name,
-            name=name,
+            _GridTrigger(entry),
+            args=[entry.name],
+            id=entry.name,
+            name=entry.name,
             max_instances=1,
             coalesce=True,
-            misfire_grace_time=max(1, int(interval / 2)),
+            misfire_grace_time=max(1, int(entry.interval / 2)),
             replace_existing=True,
+            next_run_time=datetime.fromtimestamp(first_run, UTC),
         )
 
     def remove(self, name: str) -> ScheduledCheck | None:
@@ -201,6 +356,8 @@ class Scheduler:
         their result, runs still waiting for a concurrency slot are dropped, and whatever is
         left at the end of the grace is cancelled."""
         self._stopping = True
+        for feeder in self._feeders:
+            feeder.cancel()
         # Job tasks APScheduler queued but never started are cancelled by its shutdown and it
         # logs each as "Error running job": expected at shutdown, not worth a traceback.
         logging.getLogger("apscheduler.executors").setLevel(logging.CRITICAL)

@@ -1,11 +1,15 @@
-"""Scheduler behaviour in process: stable spreading, no overlap, per-type limits, readiness."""
+"""Scheduler behaviour in process: stable spreading, first runs, no overlap, per-type limits,
+readiness."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+from collections import Counter
 from pathlib import Path
 
+import pytest
 import yaml
 
 from alivemcp.checks import build_handle
@@ -13,7 +17,15 @@ from alivemcp.config import SchedulerConfig, load_config_text
 from alivemcp.metrics import Metrics
 from alivemcp.plumbing import Plumbing
 from alivemcp.results import CheckResult
-from alivemcp.scheduler import Scheduler, stable_offset
+from alivemcp.scheduler import (
+    FIRST_RUNS_PER_SECOND,
+    MIN_START_WINDOW,
+    ScheduledCheck,
+    Scheduler,
+    plan_first_runs,
+    stable_offset,
+    start_window,
+)
 from alivemcp.status import StatusStore
 
 
@@ -25,6 +37,75 @@ def test_offsets_are_stable_and_spread() -> None:
     for o in offsets:
         buckets[min(5, int(o // 10))] += 1
     assert min(buckets) > 120  # roughly even: ~167 per 10 s bucket
+
+
+def entries(count: int, interval: float) -> list[ScheduledCheck]:
+    """Scheduled checks as the scheduler plans them (planning reads names and intervals only,
+    so they share one real handle)."""
+    doc = {"checks": [{"name": "shared", "probe": "test_static", "interval": interval}]}
+    handle = build_handle(load_config_text(yaml.safe_dump(doc), env={}).checks[0], Plumbing())
+    names = [f"check-{i}" for i in range(count)]
+    return [ScheduledCheck(name, handle, interval, stable_offset(name, interval), None)
+            for name in names]
+
+
+def most_in_any_tenth_of_a_second(moments: list[float]) -> int:
+    return max(Counter(int(m * 10) for m in moments).values())
+
+
+def test_start_window_grows_with_the_number_of_checks() -> None:
+    assert start_window(1) == start_window(2000) == MIN_START_WINDOW == 2.0
+    assert start_window(10_000) == 10.0
+    assert start_window(50_000) == 50_000 / FIRST_RUNS_PER_SECOND == 50.0
+
+
+def test_first_runs_are_spread_over_the_start_window() -> None:
+    for count, interval in ((20, 60.0), (2000, 60.0), (50_000, 60.0), (50_000, 30.0)):
+        now = time.time()
+        window = min(start_window(count), interval)
+        plan = plan_first_runs(entries(count, interval), now)
+        firsts = [first for first, _ in plan]
+        assert firsts == sorted(firsts)
+        assert now <= firsts[0] and firsts[-1] <= now + window, (count, interval)
+        # ~FIRST_RUNS_PER_SECOND (or the steady rate where the window is the whole interval):
+        # a tenth of a second holds about a hundred, never a herd.
+        expected = max(FIRST_RUNS_PER_SECOND, count / interval) / 10
+        assert most_in_any_tenth_of_a_second(firsts) <= max(10, 1.5 * expected), (count,
+                                                                                  interval)
+        for first, entry in plan:
+            if entry.first_run is None:  # its grid point falls inside the window: no extra run
+                assert abs((first - entry.offset) % interval) < 1e-6 or \
+                    abs((first - entry.offset) % interval - interval) < 1e-6
+            else:
+                assert entry.first_run == first
+
+
+def test_first_run_positions_are_stable() -> None:
+    now = time.time()
+    one = [(round(first - now, 6), entry.name) for first, entry in
+           plan_first_runs(entries(200, 60.0), now)]
+    two = [(round(first - now, 6), entry.name) for first, entry in
+           plan_first_runs(entries(200, 60.0), now)]
+    assert one == two
+
+
+def test_after_an_extra_first_run_a_check_rejoins_its_grid_no_sooner_than_half_an_interval(
+) -> None:
+    for entry in entries(500, 10.0):
+        now = 1_700_000_000.0 + entry.offset / 3
+        first = entry.plan_first_run(now, 2.0)
+        second = entry.next_after(first)
+        third = entry.next_after(second)
+        assert ((second - entry.offset) / 10.0) % 1 == pytest.approx(0, abs=1e-6) or \
+            ((second - entry.offset) / 10.0) % 1 == pytest.approx(1, abs=1e-6)
+        assert third - second == pytest.approx(10.0, abs=1e-6)
+        if entry.first_run is None:  # it started on its grid
+            assert second - first == pytest.approx(10.0, abs=1e-6)
+        else:
+            assert 5.0 <= second - first < 15.0
+            # The planned time of each run (lateness is measured against it).
+            assert entry.planned_before(first + 0.2) == first
+            assert entry.planned_before(second + 0.2) == pytest.approx(second)
 
 
 async def run_scheduler(checks: list[dict], seconds: float, config: SchedulerConfig) -> tuple[
@@ -75,3 +156,17 @@ async def test_a_check_never_overlaps_itself(tmp_path: Path) -> None:
     spans = sorted((r.started_at, r.finished_at) for r in results)
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end - 0.01
+
+
+async def test_every_check_has_a_first_result_within_the_start_window(tmp_path: Path) -> None:
+    log = tmp_path / "starts.txt"
+    checks = [{"name": f"c{i}", "probe": "test_static", "interval": 60,
+               "params": {"record_to": str(log)}} for i in range(20)]
+    started = time.time()
+    store, results = await run_scheduler(checks, MIN_START_WINDOW + 0.5, SchedulerConfig())
+    assert sorted(r.check.name for r in results) == sorted(f"c{i}" for i in range(20))
+    assert store.ready()
+    starts = [float(x) for x in log.read_text().split()]
+    assert max(starts) <= started + MIN_START_WINDOW + 0.3
+    # Lateness is measured against the planned first run, not the grid point before it.
+    assert max(r.lateness_seconds for r in results) < 0.25
