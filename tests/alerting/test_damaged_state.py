@@ -64,8 +64,9 @@ def daemon_config(tmp: Path, pd: StandIn, checks: list[str], down: set[str]) -> 
     specs = [file_check(tmp, name, "down" if name in down else "up") for name in checks]
     return write_config(tmp, specs, {
         "group_wait": 0, "group_interval": 0,
-        # No storm grouping: each check's own trigger is what the tests look for.
-        "receivers": [pd.receiver("pd", group_threshold=1000)],
+        # No storm grouping: each check's own trigger is what the tests look for. A generous
+        # timeout: on a busy machine a 1 s one could time out an accepted event and repeat it.
+        "receivers": [pd.receiver("pd", group_threshold=1000, timeout=10)],
         "default_receivers": ["pd"],
     })
 

@@ -56,9 +56,11 @@ def test_error_bodies_quoting_parts_of_secrets_are_redacted_everywhere(tmp_path:
         api = file_check(tmp_path, "api", "down")
         config = write_config(tmp_path, [api], {
             "group_wait": 0, "group_interval": 0,
+            # A generous timeout: on a busy machine a 1 s timeout could turn the scripted
+            # answers into timeouts and retries.
             "receivers": [
-                slack.receiver("slack"), pd.receiver("pd"),
-                hook.receiver("hook", url=hook_url,
+                slack.receiver("slack", timeout=10), pd.receiver("pd", timeout=10),
+                hook.receiver("hook", url=hook_url, timeout=10,
                               headers={"Authorization": f"Bearer {BEARER}", "X-Api-Key": API_KEY}),
             ],
             "default_receivers": ["slack", "hook", "pd"],
