@@ -55,6 +55,14 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
             metrics = r.read().decode()
         for name in names:
             assert f'alivemcp_check_up{{check="{name}"' in metrics, name
+        # Every probe type's series together, as Prometheus' own linter sees them: names,
+        # units, types and help text (a bad name here fails CI, not a user's dashboard).
+        lint = subprocess.run(["promtool", "check", "metrics"], input=metrics,
+                              capture_output=True, text=True, timeout=60)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        assert "process_resident_memory_bytes" in metrics
+        assert "python_gc_collections_total" in metrics
+        assert "Probe observation" not in metrics  # every observation has real help text
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0, log_path.read_text()[-4000:]
     finally:
