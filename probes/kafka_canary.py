@@ -152,6 +152,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         topic = snapshot.topics[p.topic]
         partitions = [part.partition for part in topic.partitions]
         leaders = {part.partition: part.leader for part in topic.partitions}
+        in_sync = {part.partition: part.isr for part in topic.partitions}
         try:
             producer = await cluster.producer(timeout=budget.step(request, share=0.4))
         except KafkaAuthFailed as exc:
@@ -186,6 +187,8 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         produced, failed = await self._produce_all(
             cluster, producer, partitions, leaders, run_id, produce_for
         )
+        if any(f.error.startswith("timed out") for f in failed):
+            await _explain_timeouts(cluster, failed, in_sync, budget.step(2.0, share=0.3))
         if any(not f.error.startswith(("timed out", "not sent")) for f in failed):
             # A send that failed outright may leave the idempotent producer's sequence state
             # behind; a fresh one is cheap compared with a canary stuck on a bad producer.
@@ -400,12 +403,6 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         results = await asyncio.gather(*(one(x) for x in partitions))
         produced = [r for r in results if isinstance(r, _Produced)]
         failed = [r for r in results if isinstance(r, _Failed)]
-        if any(f.error.startswith("timed out") for f in failed):
-            # Name the broker(s) the producer is still waiting on; they become suspects.
-            hung = cluster.blame(producer, "Produce", timeout)
-            for f in failed:
-                if f.error.startswith("timed out") and f.leader in hung:
-                    f.error += f": {hung[f.leader].name} did not answer"
         return produced, failed
 
     async def _read_back(
@@ -544,6 +541,33 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             f"(max {produce_max * 1000:.0f} ms), read back in max {roundtrip_max * 1000:.0f} ms",
             **kw,
         )
+
+
+async def _explain_timeouts(
+    cluster: KafkaCluster,
+    failed: Sequence[_Failed],
+    in_sync: Mapping[int, Sequence[int]],
+    timeout: float,
+) -> None:
+    """Say who a produce that timed out was waiting on. With acks=all the leader answers
+    only once every in-sync replica has the message, so a hung follower stalls partitions
+    led by healthy brokers until it drops out of the ISR: the leader and the in-sync
+    replicas are asked directly (a silent one becomes a suspect) and the silent one named."""
+    timed_out = [f for f in failed if f.error.startswith("timed out")]
+    asked = {f.leader for f in timed_out if f.leader >= 0}
+    asked.update(r for f in timed_out for r in in_sync.get(f.partition, ()))
+    checked = await cluster.ask_brokers(sorted(asked), timeout)
+    for f in timed_out:
+        leader = checked.get(f.leader)
+        if leader is not None:
+            f.error += f": {leader.name} did not answer"
+            continue
+        silent = [
+            s.name for r in in_sync.get(f.partition, ()) if r != f.leader
+            for s in [checked.get(r)] if s is not None
+        ]
+        if silent:
+            f.error += f": waiting for in-sync replica {', '.join(silent)}, which did not answer"
 
 
 async def _within(call: Any, seconds: float) -> Any:

@@ -1038,16 +1038,22 @@ class KafkaLagReader:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         for attempt in range(2):
+            remembered = group in self._coordinators
             try:
                 node = await self._coordinator(cluster, group, deadline - loop.time())
+                left = max(0.0, deadline - loop.time())
+                # A coordinator remembered from an earlier run may have moved off a hung
+                # broker since: it gets half the time, so a fresh lookup still fits.
                 response = await cluster.send_to(
                     node, OffsetFetchRequest(group, None), "OffsetFetch",
-                    max(0.0, deadline - loop.time()),
+                    left / 2 if remembered and attempt == 0 else left,
                 )
             except LagReadError as exc:
                 return GroupReading(error=f"cannot read committed offsets: {exc}")
             except KafkaPlumbingError as exc:  # the broker asked did not answer: named
                 self._coordinators.pop(group, None)
+                if attempt == 0 and remembered:
+                    continue
                 return GroupReading(error=f"cannot read committed offsets: {exc}")
             except (KafkaError, TimeoutError) as exc:
                 self._coordinators.pop(group, None)

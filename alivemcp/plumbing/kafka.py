@@ -588,6 +588,9 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 #: How often suspect brokers are asked again in the background.
 RETEST_EVERY = 3.0
+#: Of a step's time, the share spent waiting for the answer; the rest is for asking the
+#: brokers it was waiting on whether they answer at all (who hung, or only waited).
+_WAIT_SHARE = 0.8
 
 
 class KafkaCluster:
@@ -615,6 +618,7 @@ class KafkaCluster:
         self.health = BrokerHealth()
         #: Brokers of the last metadata answer, to name brokers by id and address.
         self.brokers: dict[int, BrokerInfo] = {}
+        self._addresses: dict[int, str] = {}
         self._retest: asyncio.Task[None] | None = None
 
     # -- building clients ---------------------------------------------------------------------
@@ -805,16 +809,17 @@ class KafkaCluster:
         """Start ``client`` within ``timeout``; on running out, name the broker(s) it was
         waiting on and close it in the background (closing may wait on them too)."""
         steering = _steering(client)
-        bound = asyncio.timeout(timeout)
+        bound = asyncio.timeout(None if timeout is None else timeout * _WAIT_SHARE)
         try:
             async with bound:
                 await client.start()
         except BaseException as exc:
             if bound.expired():
+                assert timeout is not None
                 self._close_later(client)
                 stuck = steering.stuck() if steering is not None else []
-                assert timeout is not None
-                raise KafkaBrokerTimeout(self._blame(stuck, steering, what, timeout)) from exc
+                reason = await self._blame(stuck, what, timeout * _WAIT_SHARE, timeout)
+                raise KafkaBrokerTimeout(reason) from exc
             with contextlib.suppress(Exception):
                 await _close(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
@@ -984,15 +989,19 @@ class KafkaCluster:
 
     # -- hung brokers ---------------------------------------------------------------------------
 
+    def _address(self, node_id: int, steering: _Steering | None = None) -> str | None:
+        """Where a broker listens: the client's view, else any metadata answer seen (a
+        fenced broker drops out of metadata, not out of the reasons)."""
+        address = steering.address(node_id) if steering is not None else None
+        return address or self._addresses.get(node_id)
+
     def broker_name(self, node_id: int) -> str:
-        """``broker 2 (10.0.0.7:9092)``, from the last metadata answer."""
-        broker = self.brokers.get(node_id)
-        return broker_name(node_id, broker.address if broker else None)
+        """``broker 2 (10.0.0.7:9092)``."""
+        return broker_name(node_id, self._address(node_id))
 
     def suspect(self, node_id: int) -> Suspicion | None:
         """Why this broker is being avoided, if it is (it did not answer recently)."""
-        broker = self.brokers.get(node_id)
-        return self.health.suspect(broker.address) if broker else None
+        return self.health.suspect(self._address(node_id))
 
     def _suspect(self, address: str, node_id: int | None, reason: str) -> Suspicion:
         suspicion = self.health.hung(address, node_id, reason)
@@ -1016,48 +1025,32 @@ class KafkaCluster:
                 if result is True:
                     self.health.answered(suspicion.address)
 
-    def _blame(
-        self, stuck: Sequence[int], steering: _Steering | None, what: str, seconds: float
+    async def _blame(
+        self, stuck: Sequence[int], what: str, waited: float, timeout: float
     ) -> str:
-        """Mark the brokers a step was waiting on as suspects; the sentence naming them."""
-        named = []
-        for node_id in stuck:
-            address = steering.address(node_id) if steering else None
-            broker = self.brokers.get(node_id)
-            address = address or (broker.address if broker else None)
-            if address is None:
-                named.append(f"broker {node_id} did not answer {what} within {_seconds(seconds)}")
-                continue
-            named.append(
-                self._suspect(
-                    address, node_id, f"did not answer {what} within {_seconds(seconds)}"
-                ).describe()
-            )
-        if not named:
-            return f"{self.conn.describe()}: {what}: no answer within {_seconds(seconds)}"
-        return f"{self.conn.describe()}: " + "; ".join(named)
-
-    def blame(self, client: Any, what: str, seconds: float) -> dict[int, Suspicion]:
-        """After a step on ``client`` (a client of this cluster) ran out of time: the brokers
-        it is still waiting on, now suspects."""
-        steering = _steering(client)
-        if steering is None:
-            return {}
-        found: dict[int, Suspicion] = {}
-        for node_id in steering.stuck():
-            address = steering.address(node_id)
-            if address is not None:
-                found[node_id] = self._suspect(
-                    address, node_id, f"did not answer {what} within {_seconds(seconds)}"
-                )
-        return found
+        """Why a step ran out of time, naming the brokers it was waiting on. Waiting on a
+        broker does not make it the culprit (a leader waits for its followers, a broker for
+        the controller): each is asked directly, with what is left of ``timeout``, and only
+        one that does not answer that either becomes a suspect."""
+        head = f"{self.conn.describe()}: {what}: no answer within {_seconds(waited)}"
+        if not stuck:
+            return head
+        checked = await self.ask_brokers(stuck, max(0.0, timeout - waited))
+        silent = [s.describe() for s in checked.values() if s is not None]
+        if silent:
+            return f"{head}: " + "; ".join(silent)
+        waiting = ", ".join(self.broker_name(n) for n in stuck)
+        if len(checked) < len(stuck):
+            return f"{head} (waiting on {waiting})"
+        return f"{head} (waiting on {waiting}, which answer{'s' if len(stuck) == 1 else ''} " \
+            "otherwise)"
 
     async def _bounded(self, call: Any, client: Any, what: str, timeout: float | None) -> Any:
         """Await ``call`` (a request made through ``client``) within ``timeout``; running out
         raises :class:`KafkaBrokerTimeout` naming the broker(s) still owing an answer."""
         if timeout is None:
             return await self._guard(call)
-        bound = asyncio.timeout(timeout)
+        bound = asyncio.timeout(timeout * _WAIT_SHARE)
         try:
             async with bound:
                 return await self._guard(call)
@@ -1066,7 +1059,8 @@ class KafkaCluster:
                 raise
             steering = _steering(client)
             stuck = steering.stuck() if steering is not None else []
-            raise KafkaBrokerTimeout(self._blame(stuck, steering, what, timeout)) from exc
+            reason = await self._blame(stuck, what, timeout * _WAIT_SHARE, timeout)
+            raise KafkaBrokerTimeout(reason) from exc
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -1093,7 +1087,7 @@ class KafkaCluster:
             if left <= 0:
                 break
             attempt = left if index == len(nodes) - 1 else min(per_attempt, left)
-            address = steering.address(node_id)
+            address = self._address(node_id, steering)
             skipped = steering.skipped(node_id)
             if skipped is not None:
                 failures.append(f"{skipped.describe()} (skipped)")
@@ -1147,31 +1141,40 @@ class KafkaCluster:
             async with asyncio.timeout(seconds):
                 response = await admin._client.send(node_id, request, group=group)
         except (TimeoutError, RequestTimedOutError) as exc:
-            address = steering.address(node_id)
+            address = self._address(node_id, steering)
             reason = f"did not answer {what} within {_seconds(seconds)}"
             if address is None:
                 raise KafkaBrokerTimeout(f"broker {node_id} {reason}") from exc
             raise KafkaBrokerTimeout(self._suspect(address, node_id, reason).describe()) from exc
-        address = steering.address(node_id)
+        address = self._address(node_id, steering)
         if address is not None:
             self.health.answered(address)
         return response
 
-    async def ask_every_broker(self, timeout: float) -> list[Suspicion]:
-        """Ask every broker of the last metadata answer (ApiVersions, each on a connection
-        of its own, all at once): one that does not answer within ``timeout`` becomes a
-        suspect, one that answers is one no more. Returns the current suspects.
-
-        A hung broker whose partitions still look fine in metadata (nothing was written to
-        them since it hung, or it leads them) is found this way, whichever broker the
-        other requests of the run happened to ask."""
-        brokers = list(self.brokers.values())
-        answers = await asyncio.gather(*(self._ask(b.address, timeout) for b in brokers))
-        for broker, problem in zip(brokers, answers, strict=True):
+    async def ask_brokers(
+        self, node_ids: Iterable[int], timeout: float
+    ) -> dict[int, Suspicion | None]:
+        """Ask brokers directly (ApiVersions, each on a connection of its own, all at once):
+        one that does not answer within ``timeout`` becomes a suspect, one that answers is
+        one no more. Per broker: its suspicion, or None if it answered."""
+        targets = [(n, self._address(n)) for n in dict.fromkeys(node_ids)]
+        known = [(n, a) for n, a in targets if a is not None]
+        answers = await asyncio.gather(*(self._ask(a, timeout) for _, a in known))
+        found: dict[int, Suspicion | None] = {}
+        for (node_id, address), problem in zip(known, answers, strict=True):
             if problem is None:
-                self.health.answered(broker.address)
+                self.health.answered(address)
+                found[node_id] = None
             else:
-                self._suspect(broker.address, broker.node_id, problem)
+                found[node_id] = self._suspect(address, node_id, problem)
+        return found
+
+    async def ask_every_broker(self, timeout: float) -> list[Suspicion]:
+        """Ask every broker of the last metadata answer (:meth:`ask_brokers`); the current
+        suspects. A hung broker whose partitions still look fine in metadata (nothing was
+        written to them since it hung, or it leads them) is found this way, whichever broker
+        the other requests of the run happened to ask."""
+        await self.ask_brokers(list(self.brokers), timeout)
         return self.health.suspects()
 
     async def pick_node(self, timeout: float | None = None) -> int:
@@ -1191,6 +1194,7 @@ class KafkaCluster:
         response = await self._guard(self._send_any(request, "Metadata", timeout))
         snapshot = _parse_metadata(response)
         self.brokers = dict(snapshot.brokers)
+        self._addresses.update({n: b.address for n, b in snapshot.brokers.items()})
         for suspicion in self.health.suspects():  # a bootstrap server is a broker after all
             if suspicion.node_id is None:
                 suspicion.node_id = self._node_at(suspicion.address)
