@@ -85,8 +85,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from alivemcp.plumbing._http_proxy import idna_host
-from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, ClientConfigError
+from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, ClientConfigError, idna_host
 from alivemcp.probe import (
     CheckContext,
     Duration,

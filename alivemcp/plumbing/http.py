@@ -113,6 +113,7 @@ __all__ = [
     "RequestTimeout",
     "Resolver",
     "TlsError",
+    "idna_host",
     "read_capped",
 ]
 

@@ -23,6 +23,7 @@ from alivemcp.plumbing.http import (
     ConnectionClosed,
     HttpError,
     HttpResponse,
+    InvalidRequest,
     ProbeSession,
     ProtocolError,
     RequestTimeout,
@@ -92,7 +93,7 @@ def encode(message: Mapping[str, Any]) -> bytes:
 
 def _describe(exc: HttpError) -> str:
     """One sentence for a client-side failure; never includes request headers."""
-    if isinstance(exc, ProtocolError):
+    if isinstance(exc, ProtocolError) and not isinstance(exc, InvalidRequest):
         return f"malformed HTTP response: {exc}"
     return str(exc)
 
