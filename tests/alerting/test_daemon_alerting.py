@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from alivemcp.alerting.state import STATE_FILE
+from tests.alerting.daemon_support import file_check, log_events, per_key, set_state, write_config
 from tests.alerting.stand_ins import HANG, Answer, StandIn, rate_limited
-from tests.alerting.test_delivery import per_key
 from tests.support import REPO, DaemonProcess
 
 
@@ -37,39 +37,6 @@ def pd() -> Iterator[StandIn]:
 def hook() -> Iterator[StandIn]:
     with StandIn("webhook") as server:
         yield server
-
-
-def set_state(path: Path, status: str, reason: str = "") -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{status}\n{reason}\n" if reason else f"{status}\n")
-    tmp.replace(path)  # atomic: the probe never reads a half-written file
-
-
-def write_config(tmp: Path, checks: list[dict[str, Any]], alerting: dict[str, Any]) -> Path:
-    path = tmp / "alivemcp.yaml"
-    doc = {"logging": {"format": "json"}, "data_dir": str(tmp / "data"),
-           "defaults": {"interval": 0.5}, "checks": checks, "alerting": alerting}
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def file_check(tmp: Path, name: str, status: str = "up", **extra: Any) -> dict[str, Any]:
-    state = tmp / f"{name.replace('/', '_')}.state"
-    set_state(state, status)
-    return {"name": name, "probe": "test_file", "params": {"path": str(state)}, **extra}
-
-
-def log_events(d: DaemonProcess, event: str) -> list[dict[str, Any]]:
-    out = []
-    for line in d.logs().splitlines():
-        if line.startswith("{"):
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if row.get("event") == event:
-                out.append(row)
-    return out
 
 
 def status_of(d: DaemonProcess, name: str) -> dict[str, Any]:

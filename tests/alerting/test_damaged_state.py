@@ -23,10 +23,9 @@ import pytest
 
 import tests.support
 from alivemcp.alerting.state import MAX_STATE_BYTES, STATE_FILE
+from tests.alerting.daemon_support import file_check, log_events, per_key, set_state, write_config
 from tests.alerting.engine_support import check, running
 from tests.alerting.stand_ins import Answer, StandIn
-from tests.alerting.test_daemon_alerting import file_check, log_events, set_state, write_config
-from tests.alerting.test_delivery import per_key
 from tests.support import DaemonProcess
 
 

@@ -15,16 +15,10 @@ import structlog
 from alivemcp.alerting.config import AlertingConfig
 from alivemcp.alerting.manager import send_test_notification
 from alivemcp.alerting.receivers.webhook import signature
+from tests.alerting.daemon_support import per_key
 from tests.alerting.engine_support import check, fast, running
 from tests.alerting.stand_ins import HANG, Answer, StandIn, rate_limited
 from tests.support import cli
-
-
-def per_key(events: list[dict]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = defaultdict(list)
-    for e in events:
-        out[e["dedup_key"]].append(e["event_action"])
-    return dict(out)
 
 
 async def test_slack_rate_limit_errors_and_hang_then_recovery(tmp_path: Path) -> None:

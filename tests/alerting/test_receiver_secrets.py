@@ -14,8 +14,8 @@ from pathlib import Path
 
 from alivemcp.alerting.secrets import looks_secret, secret_parts_of_url
 from alivemcp.alerting.state import STATE_FILE
+from tests.alerting.daemon_support import file_check, log_events, write_config
 from tests.alerting.stand_ins import Answer, StandIn
-from tests.alerting.test_daemon_alerting import file_check, log_events, write_config
 from tests.support import DaemonProcess, cli
 
 SLACK_TOKEN = "XXXXsecretXXXX"  # the stand-in's webhook path: /services/T000/B000/<this>

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 from alivemcp.alerting.state import STATE_FILE
+from tests.alerting.daemon_support import per_key
 from tests.alerting.engine_support import check, fast, running
 from tests.alerting.stand_ins import Answer, StandIn
-from tests.alerting.test_delivery import per_key
 
 
 def pd_config(pd: StandIn) -> dict:
