@@ -486,9 +486,13 @@ class _Steering:
     nor reuses a connection to a suspect while another broker is healthy.
     """
 
-    def __init__(self, client: AIOKafkaClient, health: BrokerHealth) -> None:
+    def __init__(
+        self, client: AIOKafkaClient, health: BrokerHealth, bootstrap: Sequence[str] = ()
+    ) -> None:
         self.client = client
         self.health = health
+        #: The servers this client bootstraps from.
+        self.bootstrap = list(bootstrap)
         #: Brokers this client is opening a connection to right now (with a count of callers).
         self.connecting: Counter[Any] = Counter()
         self._get_conn = client._get_conn
@@ -817,8 +821,12 @@ class KafkaCluster:
             if bound.expired():
                 assert timeout is not None
                 self._close_later(client)
-                stuck = steering.stuck() if steering is not None else []
-                reason = await self._blame(stuck, what, timeout * _WAIT_SHARE, timeout)
+                waited = timeout * _WAIT_SHARE
+                if steering is not None and not steering.nodes():  # still bootstrapping
+                    reason = await self._blame_bootstrap(steering.bootstrap, what, waited, timeout)
+                else:
+                    stuck = steering.stuck() if steering is not None else []
+                    reason = await self._blame(stuck, what, waited, timeout)
                 raise KafkaBrokerTimeout(reason) from exc
             with contextlib.suppress(Exception):
                 await _close(client)
@@ -836,9 +844,10 @@ class KafkaCluster:
         options = await self.client_options()
         servers = _split_servers(options["bootstrap_servers"])
         rank_for = self.conn.request_timeout if timeout is None else timeout / 2
-        options["bootstrap_servers"] = ",".join(await self._rank_bootstrap(servers, rank_for))
+        ranked = await self._rank_bootstrap(servers, rank_for)
+        options["bootstrap_servers"] = ",".join(ranked)
         client = make(**options)
-        _Steering(_inner_client(client), self.health)
+        _Steering(_inner_client(client), self.health, ranked)
         left = None if deadline is None else max(0.0, deadline - loop.time())
         return await self._start(client, what, left)
 
@@ -1025,6 +1034,25 @@ class KafkaCluster:
                 if result is True:
                     self.health.answered(suspicion.address)
 
+    async def _blame_bootstrap(
+        self, servers: Sequence[str], what: str, waited: float, timeout: float
+    ) -> str:
+        """Why bootstrapping ran out of time: the servers asked directly (with what is left of
+        ``timeout``); a silent one is named, and a suspect."""
+        head = f"{self.conn.describe()}: {what}: no Kafka answer within {_seconds(waited)}"
+        answers = await asyncio.gather(
+            *(self._ask(s, max(0.0, timeout - waited)) for s in servers)
+        )
+        silent = []
+        for server, problem in zip(servers, answers, strict=True):
+            if problem is None:
+                self.health.answered(server)
+            else:
+                silent.append(self._suspect(server, self._node_at(server), problem).describe())
+        if silent:
+            return f"{head}: " + "; ".join(silent)
+        return f"{head} (bootstrapping from {', '.join(servers)})"
+
     async def _blame(
         self, stuck: Sequence[int], what: str, waited: float, timeout: float
     ) -> str:
@@ -1032,7 +1060,7 @@ class KafkaCluster:
         broker does not make it the culprit (a leader waits for its followers, a broker for
         the controller): each is asked directly, with what is left of ``timeout``, and only
         one that does not answer that either becomes a suspect."""
-        head = f"{self.conn.describe()}: {what}: no answer within {_seconds(waited)}"
+        head = f"{self.conn.describe()}: {what}: no Kafka answer within {_seconds(waited)}"
         if not stuck:
             return head
         checked = await self.ask_brokers(stuck, max(0.0, timeout - waited))
