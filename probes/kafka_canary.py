@@ -348,7 +348,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             elif isinstance(result, TimeoutError):
                 unread[tp.partition] = (
                     f"leader {cluster.broker_name(leader)} did not answer ListOffsets within "
-                    f"{left:.1f}s"
+                    f"{round(left, 1):g}s"
                 )
             else:
                 unread[tp.partition] = f"{type(result).__name__}: {result}"
@@ -395,7 +395,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                         p.topic, value, key=run_id.encode(), partition=partition
                     )
             except TimeoutError:
-                return _Failed(partition, leader, f"timed out after {timeout:.1f}s")
+                return _Failed(partition, leader, f"timed out after {round(timeout, 1):g}s")
             except KafkaError as exc:
                 return _Failed(partition, leader, f"{type(exc).__name__}: {exc}")
             return _Produced(partition, meta.offset, time.perf_counter() - started)

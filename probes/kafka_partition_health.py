@@ -15,10 +15,11 @@ The reason names the partitions and the brokers missing from their ISR.
 
 A broker that accepts connections but answers nothing (hung: still registered, maybe still
 leading) is reported like an under-replicated partition (``down`` on production clusters,
-``degraded`` elsewhere), named with its address, and asked no more until it answers again.
-Every request gets a slice of the check's timeout, so a hung broker never turns the verdict
-into the engine's anonymous timeout; when no broker answers at all the cluster is ``down``
-with the brokers that did not answer named.
+``degraded`` elsewhere), named with its address: every broker is asked directly on each run,
+and other requests avoid a silent one until it answers again. Every request gets a slice of
+the check's timeout, so a hung broker never turns the verdict into the engine's anonymous
+timeout; when no broker answers at all the cluster is ``down`` with the brokers that did not
+answer named.
 
 For clusters the prober cannot reach, the alternative source reads MSK's CloudWatch metrics
 (``AWS/Kafka`` ``OfflinePartitionsCount``, ``UnderReplicatedPartitions``,
@@ -173,8 +174,8 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         budget = RunBudget.for_check(self.context.timeout)
         found = _Findings()
         try:
-            # Metadata is the verdict; min.insync.replicas only refines it, so it gets what
-            # is left (and its failure is reported, not fatal).
+            # Metadata is the verdict; min.insync.replicas only refines it, so it gets part
+            # of what is left (and its failure is reported, not fatal).
             snapshot = await cluster.metadata(
                 p.topics or None, timeout=budget.step(conn.request_timeout, share=0.6)
             )
