@@ -45,6 +45,7 @@ from alivemcp.plumbing.kafka import (
     KafkaConnection,
     KafkaPlumbingError,
     RunBudget,
+    close_quietly,
 )
 from alivemcp.probe import Duration, LabeledObservation, Probe, ProbeParams, ProbeResult
 
@@ -358,9 +359,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         reader, self._reader = self._reader, None
         self._assigned = frozenset()
         if reader is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(10):
-                    await reader.stop()
+            await close_quietly(reader)
 
     # -- one run -------------------------------------------------------------------------------
 

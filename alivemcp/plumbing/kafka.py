@@ -65,6 +65,7 @@ __all__ = [
     "Suspicion",
     "TopicState",
     "broker_name",
+    "close_quietly",
 ]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL"]
@@ -1434,11 +1435,26 @@ def _parse_metadata(response: Any) -> ClusterMetadata:
     )
 
 
-async def _close(client: Any) -> None:
+async def close_quietly(client: Any, timeout: float = 10.0) -> None:
+    """Stop an aiokafka client within ``timeout``, whatever it raises.
+
+    aiokafka's consumer can raise a CancelledError of its own while stopping (a fetch task
+    cancelled during its back-off after a failed fetch, frequent while a broker is avoided):
+    that one is swallowed; a cancellation of the caller itself is not.
+    """
     closer = getattr(client, "stop", None) or client.close
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(10):
+    task = asyncio.current_task()
+    try:
+        async with asyncio.timeout(timeout):
             await closer()
+    except asyncio.CancelledError:
+        if task is None or task.cancelling():
+            raise
+    except Exception:  # closing is best effort: the client is discarded anyway
+        pass
+
+
+_close = close_quietly
 
 
 class KafkaClients:
