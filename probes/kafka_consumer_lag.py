@@ -1070,7 +1070,10 @@ class KafkaLagReader:
             if code == _GROUP_AUTHORIZATION_FAILED:
                 return GroupReading(error="not authorized to read the group's offsets")
             if code:
-                return GroupReading(error=f"cannot read committed offsets: {_error_name(code)}")
+                return GroupReading(
+                    error=f"cannot read committed offsets: {cluster.broker_name(node)} answered "
+                    f"{_error_name(code)}"
+                )
             committed: dict[TopicPartition, int] = {}
             for topic, parts in response.topics:
                 for part in parts:
