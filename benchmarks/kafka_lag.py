@@ -181,8 +181,8 @@ async def bench(args: argparse.Namespace) -> None:
         obs = result.observations
         print(f"last verdict: {result.status.value}: {result.reason[:160]}")
         print(
-            f"evaluated {obs['partitions_total']:.0f} group-partitions, "
-            f"{obs['partitions_lagging_total']:.0f} lagging, "
+            f"evaluated {obs['partitions']:.0f} group-partitions, "
+            f"{obs['lagging_partitions']:.0f} lagging, "
             f"max time lag {obs.get('max_time_lag_seconds', float('nan')):.1f}s"
         )
         cold, warm = durations[0], durations[1:]

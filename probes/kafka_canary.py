@@ -47,7 +47,7 @@ from alivemcp.plumbing.kafka import (
     RunBudget,
     close_quietly,
 )
-from alivemcp.probe import Duration, LabeledObservation, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, LabeledObservation, Observable, Probe, ProbeParams, ProbeResult
 
 __all__ = ["KafkaCanaryParams", "KafkaCanaryProbe"]
 
@@ -127,6 +127,17 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
     Params = KafkaCanaryParams
     summary = "Produce to every partition of a canary topic (acks=all) and read it back"
     default_timeout = 30.0
+    observables = (
+        Observable("partitions", "Partitions the run covered."),
+        Observable("partitions_failed", "Canary partitions whose produce failed."),
+        Observable("produce_latency_max_seconds", "Slowest acks=all produce of the run."),
+        Observable("roundtrip_latency_max_seconds", "Slowest produce-to-read-back of the run."),
+        Observable("messages_not_read_back", "Canary messages produced but not read back."),
+        Observable("produce_latency_seconds", "acks=all produce to one partition.",
+                   ("partition",)),
+        Observable("roundtrip_latency_seconds", "Produce to read-back on one partition.",
+                   ("partition",)),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -10,7 +10,7 @@ by interpolating over a table of (log-end offset, time) points the probe keeps b
 (extrapolating with the table's write rate below its first point, or, with no writes seen,
 reporting the lower bound "at least since the first point"). Lagging partitions whose time
 lag is not known yet (first run, nothing readable) are counted in
-``partitions_time_lag_unknown_total`` and judged on their offset lag alone.
+``time_lag_unknown_partitions`` and judged on their offset lag alone.
 
 Each partition also keeps a window of its last ``window`` samples (committed offset, log-end
 offset), evaluated like Burrow:
@@ -99,6 +99,7 @@ from alivemcp.probe import (
     CheckContext,
     Duration,
     LabeledObservation,
+    Observable,
     Probe,
     ProbeParams,
     ProbeResult,
@@ -793,11 +794,11 @@ def summarize(
 
     times = [v.time_lag for v in verdicts if v.time_lag is not None]
     observations = {
-        "groups_total": float(len(per_group)),
-        "partitions_total": float(len(verdicts)),
-        "partitions_lagging_total": float(sum(1 for v in verdicts if v.offset_lag > 0)),
-        "partitions_degraded_total": float(sum(1 for v in verdicts if v.status == Status.DEGRADED)),
-        "partitions_down_total": float(sum(1 for v in verdicts if v.status == Status.DOWN)),
+        "groups": float(len(per_group)),
+        "partitions": float(len(verdicts)),
+        "lagging_partitions": float(sum(1 for v in verdicts if v.offset_lag > 0)),
+        "degraded_partitions": float(sum(1 for v in verdicts if v.status == Status.DEGRADED)),
+        "down_partitions": float(sum(1 for v in verdicts if v.status == Status.DOWN)),
         "max_offset_lag_messages": float(max((v.offset_lag for v in verdicts), default=0)),
         "sum_offset_lag_messages": float(sum(v.total_lag for v in verdicts)),
     }
@@ -805,7 +806,7 @@ def summarize(
         observations["max_time_lag_seconds"] = max(times)
     # Lagging partitions whose time lag could not be read or estimated yet (the maximum
     # above does not cover them).
-    observations["partitions_time_lag_unknown_total"] = float(
+    observations["time_lag_unknown_partitions"] = float(
         sum(1 for v in verdicts if v.time_lag is None)
     )
 
@@ -1396,6 +1397,32 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
         "windows; brokers or MSK CloudWatch metrics"
     )
     default_timeout: ClassVar[float | None] = 30.0
+    observables = (
+        Observable("groups", "Consumer groups evaluated."),
+        Observable("partitions", "Group-partitions evaluated."),
+        Observable("lagging_partitions", "Group-partitions with any offset lag."),
+        Observable("degraded_partitions", "Group-partitions judged degraded (e.g. falling "
+                   "behind, lag over max_lag_seconds)."),
+        Observable("down_partitions", "Group-partitions judged down (stopped, stalled)."),
+        Observable("time_lag_unknown_partitions",
+                   "Lagging group-partitions whose time lag is not known yet."),
+        Observable("max_offset_lag_messages", "Largest offset lag of any group-partition."),
+        Observable("sum_offset_lag_messages", "Offset lag summed over all group-partitions."),
+        Observable("max_time_lag_seconds", "Largest time lag of any group-partition."),
+        Observable("group_max_offset_lag_messages", "Largest offset lag in the group.",
+                   ("group",)),
+        Observable("group_sum_offset_lag_messages", "Offset lag summed over the group.",
+                   ("group",)),
+        Observable("group_max_time_lag_seconds", "Largest time lag in the group.", ("group",)),
+        Observable("partition_offset_lag_messages", "Offset lag of one group-partition.",
+                   ("group", "topic", "partition")),
+        Observable("partition_time_lag_seconds", "Time lag of one group-partition.",
+                   ("group", "topic", "partition")),
+        Observable("topic_offset_lag_messages",
+                   "Offset lag of one group's topic (CloudWatch source).", ("group", "topic")),
+        Observable("topic_time_lag_seconds",
+                   "Time lag of one group's topic (CloudWatch source).", ("group", "topic")),
+    )
 
     def __init__(self, context: CheckContext, params: KafkaConsumerLagParams) -> None:
         super().__init__(context, params)

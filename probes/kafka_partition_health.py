@@ -48,7 +48,7 @@ from alivemcp.plumbing.kafka import (
     RunBudget,
     Suspicion,
 )
-from alivemcp.probe import Duration, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["CloudWatchPartitionSource", "KafkaPartitionHealthParams", "KafkaPartitionHealthProbe"]
 
@@ -150,6 +150,16 @@ class _Findings:
 class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
     Params = KafkaPartitionHealthParams
     summary = "Under-replicated, under-min-ISR and offline partitions (brokers or CloudWatch)"
+    observables = (
+        Observable("partitions", "Partitions the run covered."),
+        Observable("topics", "Topics the run covered."),
+        Observable("offline_partitions", "Partitions without a leader."),
+        Observable("under_min_isr_partitions",
+                   "Partitions with fewer in-sync replicas than min.insync.replicas."),
+        Observable("under_replicated_partitions", "Partitions missing an in-sync replica."),
+        Observable("brokers", "Brokers registered and answering."),
+        Observable("brokers_not_answering", "Registered brokers that did not answer."),
+    )
 
     def _production(self) -> bool:
         if self.params.production is not None:

@@ -116,7 +116,7 @@ async def test_stopped_group_goes_degraded_then_down_and_recovers(
         first = await check.run()
         assert first.status == Status.UP, first.reason
         assert first.observations["max_offset_lag_messages"] == 0
-        assert first.observations["partitions_total"] == 2
+        assert first.observations["partitions"] == 2
 
         # The consumers stop; the producer goes on. The first unconsumed message is 120 s old.
         await lab.produce(topic, 0, 3, age=120)
@@ -146,7 +146,7 @@ async def test_stopped_group_goes_degraded_then_down_and_recovers(
         assert (row["offset_lag"], row["state"], row["status"]) == (6, "stop", "down")
         assert fourth.observations["max_offset_lag_messages"] == 6
         assert fourth.observations["sum_offset_lag_messages"] == 6
-        assert fourth.observations["partitions_down_total"] == 1
+        assert fourth.observations["down_partitions"] == 1
         assert fourth.details is not None
         assert fourth.details["groups"][group]["status"] == "down"
 

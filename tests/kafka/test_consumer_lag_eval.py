@@ -342,7 +342,7 @@ def test_estimate_lower_bound_and_unknown_count() -> None:
     first = ev.evaluate(snapshot(1000.0, {"g": {("t", 0): 1}}, {("t", 0): 3}))
     result = summarize(first, per_partition_metrics=False, thresholds=ev.thresholds)
     assert first.verdicts[0].time_lag is None  # first sighting: nothing known yet
-    assert result.observations["partitions_time_lag_unknown_total"] == 1
+    assert result.observations["time_lag_unknown_partitions"] == 1
     later = ev.evaluate(snapshot(1090.0, {"g": {("t", 0): 1}}, {("t", 0): 3}))
     (verdict,) = later.verdicts
     assert (verdict.time_lag, verdict.time_lag_source) == (90.0, "at least")

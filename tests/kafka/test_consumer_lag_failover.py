@@ -89,14 +89,14 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
             assert blind.duration_seconds < 20
             # The healthy partition is still judged: its third sample makes it stopped, and
             # that finding outranks the unknown one (which is counted, and in the details).
-            assert blind.observations["partitions_total"] == 1
+            assert blind.observations["partitions"] == 1
             assert blind.observations["sum_offset_lag_messages"] == 2
             assert blind.status == Status.DEGRADED, blind.reason
             assert f"{shared}[0]: no commits over the last 3 runs" in blind.reason
             assert "1 more problem(s)" in blind.reason
         back = await until(
             handle.run,
-            lambda r: not problems(r) and r.observations["partitions_total"] == 2,
+            lambda r: not problems(r) and r.observations["partitions"] == 2,
             "lag after the broker resumed",
         )
         # Never committed again: with its two samples from before the gap kept, the solo
