@@ -75,9 +75,12 @@ class ConfigSecrets:
         elif isinstance(obj, Mapping):
             is_headers = key is not None and key.lower().endswith("headers")
             for k, v in obj.items():
-                if is_headers and isinstance(v, str):
+                if is_headers and isinstance(v, str | SecretStr):
+                    # Header values are secrets (X-Api-Key...) unless the header is a standard
+                    # public one; short values ("json", "café") would redact ordinary words.
+                    text = v.get_secret_value() if isinstance(v, SecretStr) else v
                     if str(k).lower() not in _PUBLIC_HEADERS:
-                        self._add(v, _MIN_HEADER_SECRET)
+                        self._add(text, _MIN_HEADER_SECRET)
                 else:
                     self.add_model(v, str(k))
         elif isinstance(obj, list | tuple | set | frozenset):

@@ -32,3 +32,17 @@ def moto(moto_server: MotoServer) -> Iterator[MotoServer]:
     """The shared moto server, reset to empty before each test."""
     moto_server.reset()
     yield moto_server
+
+
+@pytest.fixture(autouse=True)
+def _registered_secrets_per_test() -> Iterator[None]:
+    """Secrets a config registers live as long as the process: in a daemon that is right, but
+    in one pytest process a secret from one test would redact text in the next."""
+    from alivemcp import redact
+
+    known, by_prefix = set(redact._known), {k: list(v) for k, v in redact._by_prefix.items()}
+    yield
+    redact._known.clear()
+    redact._known.update(known)
+    redact._by_prefix.clear()
+    redact._by_prefix.update(by_prefix)
