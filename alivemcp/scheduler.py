@@ -7,18 +7,21 @@ ever delay and accumulate drift. ``max_instances=1`` means a check never overlap
 global semaphore and per-probe-type semaphores keep slow probe types from starving fast ones.
 
 First runs: a check added at start-up (or by a reload: new and changed checks alike; unchanged
-checks keep their schedule) runs once soon, without waiting up to a whole interval for its
-first grid point. The first runs of the checks added together are spread evenly over a start
-window of ``len(batch) / FIRST_RUNS_PER_SECOND`` seconds, at least ``MIN_START_WINDOW`` and at
-most the check's interval: a handful of checks start within 2 s, 2,000 within 2 s, 50,000 at
-60 s within 50 s, at about 1,000 first runs a second (or the steady rate, if that is higher),
-never all at once. A check's place in the window is a second stable hash of its name, independent
-of its grid offset, so the window fills evenly. A check whose next grid point falls inside its
-window simply starts at that grid point. After an extra first run, a check rejoins its grid at
-the first grid point at least half an interval later: it never runs twice back to back, and the
-gap from its first run to its second is between half an interval and one and a half. Lateness
-(the ``alivemcp_scheduler_lateness_seconds`` histogram and each result's lateness) is measured
-against the planned time of the run, the first-run time included.
+checks keep their schedule) runs once soon, without waiting up to a whole interval for its first
+grid point. The first runs of the checks added together are spread evenly over a start window of
+``len(batch) / FIRST_RUNS_PER_SECOND`` seconds, at least ``MIN_START_WINDOW`` and at most the
+check's interval: a handful of checks start within 2 s, 2,000 within 2 s, 50,000 at 60 s within
+50 s, at about 1,000 first runs a second (or the steady rate, if that is higher), never all at
+once. (Checks with an interval under 2 s simply start on their grid.) A check's place in the
+window is a second stable hash of its name, independent of its grid offset, so the window fills
+evenly. A check whose next grid point falls inside its window simply starts at that grid point.
+After an extra first run, a check rejoins its grid at the first grid point at least half an
+interval later: it never runs twice back to back, and the gap from its first run to its second
+is between half an interval and one and a half. Lateness (the
+``alivemcp_scheduler_lateness_seconds`` histogram and each result's lateness) is measured
+against the planned time of the run, the first-run time included. A changed check whose old run
+is still in flight when its new first run comes skips that first run (never two runs of a name
+at once) and rejoins its grid as above.
 
 Jobs enter APScheduler shortly (``FEED_AHEAD`` seconds) before their first run rather than all at
 once: inserting 50,000 jobs takes seconds of CPU, which would block the event loop at start-up
@@ -244,6 +247,8 @@ class Scheduler:
     def _feed(self, plan: FirstRunPlan, fed: int) -> int:
         """Hand APScheduler the planned checks whose first run is less than ``FEED_AHEAD``
         away; returns how many of ``plan`` it has now."""
+        if self._stopping:
+            return len(plan)
         horizon = time.time() + FEED_AHEAD
         # Paused while adding, APScheduler recomputes its next wake-up once for the lot
         # instead of once per job (each add would schedule a pass over the due jobs).
@@ -254,7 +259,7 @@ class Scheduler:
             while fed < len(plan) and plan[fed][0] <= horizon:
                 first_run, entry = plan[fed]
                 fed += 1
-                if self._checks.get(entry.name) is entry and not self._stopping:
+                if self._checks.get(entry.name) is entry:
                     self._add_job(entry, first_run)
         finally:
             if pause:
