@@ -107,6 +107,19 @@ def check_json(config_path: str | Path, *only: str, env: dict[str, str] | None =
     return proc.returncode, results
 
 
+def write_daemon_config(path: Path, checks: list[dict[str, Any]], **top: Any) -> Path:
+    """A daemon config at ``path``: JSON logs, ``data_dir`` beside it, the given checks."""
+    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
+           "checks": checks, **top}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def run_times(path: Path) -> list[float]:
+    """Start times a ``test_static`` check with ``record_to`` wrote, one per run."""
+    return [float(x) for x in path.read_text().split()] if path.exists() else []
+
+
 def free_port() -> int:
     import socket
 

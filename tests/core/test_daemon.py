@@ -8,27 +8,16 @@ import signal
 import time
 from pathlib import Path
 
-import yaml
-
-from tests.support import DaemonProcess
+from tests.support import DaemonProcess, run_times, write_daemon_config
 
 SECRET = "hunter2-very-secret-token"
 
 
-def write_config(path: Path, checks: list[dict], **top: object) -> Path:
-    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
-           "checks": checks, **top}
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def run_times(path: Path) -> list[float]:
-    return [float(x) for x in path.read_text().split()] if path.exists() else []
 
 
 def test_bad_probes_leave_the_daemon_healthy_and_other_checks_on_time(tmp_path: Path) -> None:
     ticks = tmp_path / "ticks.txt"
-    config = write_config(
+    config = write_daemon_config(
         tmp_path / "c.yaml",
         [
             {"name": "good", "probe": "test_static", "interval": 0.5,
@@ -89,7 +78,7 @@ def test_reload_refuses_a_bad_file_and_keeps_running_then_applies_a_good_one(
 ) -> None:
     state = tmp_path / "state.txt"
     state.write_text("up\n")
-    config = write_config(
+    config = write_daemon_config(
         tmp_path / "c.yaml", [{"name": "a", "probe": "test_file", "interval": 0.3,
                                "params": {"path": str(state)}}]
     )
@@ -102,7 +91,7 @@ def test_reload_refuses_a_bad_file_and_keeps_running_then_applies_a_good_one(
         assert "checks[0].intervall: unknown field; did you mean 'interval'?" in d.logs()
         state.write_text("degraded\nfile says degraded\n")
         d.wait_for(lambda: d.status_of("a").get("status") == "degraded", what="old config runs on")
-        write_config(
+        write_daemon_config(
             config,
             [{"name": "a", "probe": "test_file", "interval": 0.3, "params": {"path": str(state)}},
              {"name": "b", "probe": "test_static", "interval": 0.3}],
@@ -117,7 +106,7 @@ def test_reload_refuses_a_bad_file_and_keeps_running_then_applies_a_good_one(
 
 
 def test_secrets_never_reach_status_metrics_or_logs(tmp_path: Path) -> None:
-    config = write_config(
+    config = write_daemon_config(
         tmp_path / "c.yaml",
         [{"name": "leaky", "probe": "test_static", "interval": 0.3,
           "params": {"reason": "token=abc123def456 and", "secret_in_reason": "${TOKEN}"}}],

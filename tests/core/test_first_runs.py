@@ -10,8 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from alivemcp.scheduler import FIRST_RUNS_PER_SECOND, MIN_START_WINDOW, stable_offset
-from tests.core.test_daemon import run_times, write_config
-from tests.support import DaemonProcess
+from tests.support import DaemonProcess, run_times, write_daemon_config
 
 # How late a run may start on this shared 2-core machine without the test calling it a bug.
 SLACK = 1.0
@@ -36,7 +35,7 @@ def test_every_check_runs_within_the_start_window_then_on_its_grid(tmp_path: Pat
     interval = 10.0
     names = [f"c{i:02d}" for i in range(20)]
     logs = {name: tmp_path / f"{name}.txt" for name in names}
-    config = write_config(tmp_path / "c.yaml",
+    config = write_daemon_config(tmp_path / "c.yaml",
                           [static_check(name, interval, logs[name]) for name in names])
     with DaemonProcess(config) as d:
         healthy = time.time()
@@ -63,7 +62,7 @@ def test_every_check_runs_within_the_start_window_then_on_its_grid(tmp_path: Pat
 def test_two_thousand_first_runs_are_spread_not_a_herd(tmp_path: Path) -> None:
     count, interval = 2000, 60.0
     starts = tmp_path / "starts.txt"
-    config = write_config(tmp_path / "c.yaml",
+    config = write_daemon_config(tmp_path / "c.yaml",
                           [static_check(f"c{i}", interval, starts) for i in range(count)])
     with DaemonProcess(config) as d:
         window = max(MIN_START_WINDOW, count / FIRST_RUNS_PER_SECOND)
@@ -87,13 +86,13 @@ def test_a_reload_runs_new_and_changed_checks_soon_and_leaves_the_others_alone(
     interval = 60.0
     kept, changed = tmp_path / "kept.txt", tmp_path / "changed.txt"
     added = {f"new{i}": tmp_path / f"new{i}.txt" for i in range(10)}
-    config = write_config(tmp_path / "c.yaml", [
+    config = write_daemon_config(tmp_path / "c.yaml", [
         static_check("kept", interval, kept),
         static_check("changed", interval, changed, reason="before"),
     ])
     with DaemonProcess(config) as d:
         d.wait_for(lambda: pending(d) == 0, timeout=1.5 * interval, what="first results")
-        write_config(config, [
+        write_daemon_config(config, [
             static_check("kept", interval, kept),
             static_check("changed", interval, changed, reason="after"),
             *(static_check(name, interval, path) for name, path in added.items()),

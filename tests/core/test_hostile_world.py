@@ -15,20 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import DaemonProcess, check_json, cli
+from tests.support import DaemonProcess, check_json, cli, write_daemon_config
 
 KEY = "k3y-from-the-environment-0042"
 QUERY_KEY = "qk-in-the-target-url-9931"
 
-
-def write_config(path: Path, checks: list[dict[str, Any]], **top: Any) -> Path:
-    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
-           "checks": checks, **top}
-    path.write_text(yaml.safe_dump(doc))
-    return path
 
 
 # -- target strings --------------------------------------------------------------------------
@@ -125,7 +118,7 @@ def test_target_strings_cannot_break_metrics_status_or_logs(
         deep = {"d": deep}
     details = {"\udc80key": "x" * 300_000, "deep": deep, "many": list(range(5000)),
                "nan": "NaN", "ctl": "\u001b[31mred\u0000"}
-    config = write_config(tmp_path / "c.yaml", [
+    config = write_daemon_config(tmp_path / "c.yaml", [
         {"name": "mcp", "probe": "mcp_endpoint", "interval": 1, "timeout": 0.9,
          "params": {"url": surrogate_server + "/mcp"}},
         {"name": "hostile", "probe": "test_hostile", "interval": 0.5,
@@ -161,7 +154,7 @@ def test_target_strings_cannot_break_metrics_status_or_logs(
 
 def test_secrets_in_params_and_target_urls_never_leave(tmp_path: Path, echo_server: str) -> None:
     data = tmp_path / "data"
-    config = write_config(
+    config = write_daemon_config(
         tmp_path / "c.yaml",
         [{"name": "echo", "probe": "mcp_endpoint", "interval": 1, "timeout": 0.9,
           "params": {"headers": {"X-Api-Key": "${MCP_HEADER_VALUE}"}},
@@ -234,7 +227,7 @@ def test_validate_refuses_with_one_clear_line(tmp_path: Path, case: str) -> None
 
 def test_targets_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "targets.txt").write_bytes(b"ok\n\xff\xfe\n")
-    path = write_config(tmp_path / "c.yaml", [
+    path = write_daemon_config(tmp_path / "c.yaml", [
         {"name": "a", "probe": "test_static", "targets_file": "targets.txt"}])
     proc = cli("validate", str(path))
     assert proc.returncode == 2 and "checks[0].targets_file" in proc.stderr, proc.stderr
@@ -242,7 +235,7 @@ def test_targets_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None
 
 
 def test_reload_onto_bad_configs_is_refused_and_the_old_config_runs_on(tmp_path: Path) -> None:
-    good = write_config(tmp_path / "c.yaml", [
+    good = write_daemon_config(tmp_path / "c.yaml", [
         {"name": "a", "probe": "test_static", "interval": 0.3}])
     good_text = good.read_bytes()
     with DaemonProcess(good) as d:

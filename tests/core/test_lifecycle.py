@@ -25,7 +25,7 @@ from alivemcp.daemon import STOP_OVERHEAD_SECONDS
 from alivemcp.metrics import Metrics
 from alivemcp.plumbing import Plumbing
 from alivemcp.results import CheckResult
-from alivemcp.scheduler import Scheduler, stable_offset
+from alivemcp.scheduler import MIN_START_WINDOW, Scheduler, stable_offset, start_fraction
 from alivemcp.status import StatusStore
 from tests.support import ALIVEMCP, REPO, DaemonProcess, free_port, subprocess_env
 
@@ -172,21 +172,32 @@ def test_a_run_longer_than_the_grace_is_cancelled_at_the_grace(tmp_path: Path) -
     assert "runs cancelled at the end of the shutdown grace" in d.logs()
 
 
-def two_close_names(interval: float) -> tuple[str, str]:
-    """Two check names whose grid points are 0.3-0.8 s apart (first, then second)."""
-    offsets = {f"c{i}": stable_offset(f"c{i}", interval) for i in range(2000)}
-    for a, oa in offsets.items():
-        for b, ob in offsets.items():
-            if 0.3 < ob - oa < 0.8 and oa > 0.5 and ob < interval - 0.5:
+def two_close_names() -> tuple[str, str]:
+    """Two check names whose first runs are 0.3-0.8 s apart in a start window (first, then
+    second)."""
+    starts = {f"c{i}": MIN_START_WINDOW * start_fraction(f"c{i}") for i in range(200)}
+    for a, sa in starts.items():
+        for b, sb in starts.items():
+            if 0.3 < sb - sa < 0.8:
                 return a, b
     raise AssertionError("no two names close enough")
+
+
+def clear_of_grid_points(names: tuple[str, ...], interval: float, clear: float) -> float:
+    """Seconds to wait until no grid point of ``names`` falls within the next ``clear`` s."""
+    now = time.time()
+    offsets = [stable_offset(name, interval) for name in names]
+    for delay in [0.0, *sorted((o - now) % interval + 0.01 for o in offsets)]:
+        if all((o - now - delay) % interval >= clear for o in offsets):
+            return delay
+    raise AssertionError("grid points too close together")
 
 
 async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_started_one(
     tmp_path: Path,
 ) -> None:
     interval = 6.0
-    first, second = two_close_names(interval)
+    first, second = two_close_names()
     checks = [{"name": name, "probe": "test_sleepy", "interval": interval, "timeout": 5,
                "params": {"seconds": 2.5, "markers": str(tmp_path / name)}}
               for name in (first, second)]
@@ -200,6 +211,9 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
     store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
     for check in loaded.checks:
         scheduler.add(build_handle(check, plumbing), check.fingerprint())
+    # Start when neither grid point is near: both get an extra first run in the start window,
+    # in the order of their start fractions (see two_close_names).
+    await asyncio.sleep(clear_of_grid_points((first, second), interval, MIN_START_WINDOW + 0.5))
     scheduler.start()
     deadline = time.monotonic() + interval + 2
     while marker(tmp_path / first, "started") is None:
@@ -208,7 +222,7 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
     started = marker(tmp_path / first, "started")
     assert started is not None
     # Past the second check's grid point: its run is launched and waits for the slot.
-    gap = stable_offset(second, interval) - stable_offset(first, interval)
+    gap = MIN_START_WINDOW * (start_fraction(second) - start_fraction(first))
     await asyncio.sleep(max(0.0, started + gap + 0.3 - time.time()))
     assert marker(tmp_path / second, "started") is None
     await scheduler.stop(10)
