@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +122,19 @@ def write_daemon_config(path: Path, checks: list[dict[str, Any]], **top: Any) ->
 def run_times(path: Path) -> list[float]:
     """Start times a ``test_static`` check with ``record_to`` wrote, one per run."""
     return [float(x) for x in path.read_text().split()] if path.exists() else []
+
+
+@contextlib.contextmanager
+def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real threaded HTTP server on a free loopback port; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def free_port() -> int:

@@ -61,28 +61,7 @@ BACKOFF_BASE = 0.1
 THROTTLED_BACKOFF_BASE = 0.5
 #: No single backoff is longer than this.
 BACKOFF_CAP = 5.0
-#: Codes retried whatever their HTTP status (botocore's transient and throttling codes).
-_RETRYABLE_CODES = frozenset(
-    {
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
-        "InternalError",
-        "ServiceUnavailable",
-        "SlowDown",
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "LimitExceededException",
-        "EC2ThrottledException",
-    }
-)
+#: botocore's throttling codes: retried with the longer backoff.
 _THROTTLING_CODES = frozenset(
     {
         "SlowDown",
@@ -99,6 +78,14 @@ _THROTTLING_CODES = frozenset(
         "EC2ThrottledException",
     }
 )
+#: Codes retried whatever their HTTP status: throttling plus botocore's transient codes.
+_RETRYABLE_CODES = _THROTTLING_CODES | {
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "PriorRequestNotComplete",
+    "InternalError",
+    "ServiceUnavailable",
+}
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import DaemonProcess, check_json, cli, write_daemon_config
+from tests.support import DaemonProcess, check_json, cli, serve_http, write_daemon_config
 
 KEY = "k3y-from-the-environment-0042"
 QUERY_KEY = "qk-in-the-target-url-9931"
@@ -81,25 +80,16 @@ class _EchoAnswers(BaseHTTPRequestHandler):
         pass
 
 
-def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture
 def surrogate_server() -> Iterator[str]:
-    yield from _serve(_McpAnswers)
+    with serve_http(_McpAnswers) as url:
+        yield url
 
 
 @pytest.fixture
 def echo_server() -> Iterator[str]:
-    yield from _serve(_EchoAnswers)
+    with serve_http(_EchoAnswers) as url:
+        yield url
 
 
 def _scrape_ok(d: DaemonProcess) -> str:

@@ -175,7 +175,9 @@ async def test_retries_that_outlast_the_limit_stop_with_the_error() -> None:
                      result.reason)
     assert took is not None, result.reason
     seconds = int(took[1]) / 1000 if took[1] else float(took[2])
-    assert seconds < 2.0, result.reason  # it stopped by the limit
+    # It stopped by the limit (all ten attempts' backoff would take over 8 s); the margin is
+    # for a loaded machine, where the cut of the attempt in flight lands a little late.
+    assert seconds < 2.5, result.reason
 
 
 @pytest.mark.parametrize("value", [0, 11, -1])

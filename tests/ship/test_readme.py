@@ -7,16 +7,15 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from alivemcp.config import load_config_text
-from tests.support import free_port, subprocess_env
+from tests.support import free_port, serve_http, subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -70,14 +69,8 @@ class _Health(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def health_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(_Health) as url:
+        yield url
 
 
 def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server: str) -> None:
