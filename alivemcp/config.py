@@ -420,8 +420,8 @@ def _resolve_checks(
                               "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)")
             elif label in owners:
                 errors.append(f"{where}: {owners[label]} already carries a label {label!r} "
-                              f"(a {spec.probe} check's series would have it twice, and "
-                              "Prometheus rejects the whole scrape); rename it")
+                              "(this check's series would have it twice, and Prometheus "
+                              "rejects the whole scrape); rename it")
         interval = spec.interval or config.defaults.interval
         if interval < MIN_INTERVAL_SECONDS:
             where = f"{path}.interval" if spec.interval else "defaults.interval"
