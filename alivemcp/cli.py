@@ -39,6 +39,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`alivemcp probes --schema | head`): as other Unix tools do,
+        # stop quietly. stdout is pointed at /dev/null so the interpreter's final flush of
+        # the broken pipe cannot print a traceback either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13  # as if killed by SIGPIPE
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import DaemonProcess, cli, free_port
+from tests.support import ALIVEMCP, REPO, DaemonProcess, cli, free_port, subprocess_env
 
 MANY_ERRORS = """\
 defaults: {interval: soon}
@@ -148,3 +149,13 @@ def test_a_probe_held_to_its_declared_labels(tmp_path: Path) -> None:
         status, text = d.get("/metrics")
         assert status == 200 and 'team="a"' in text
         assert d.stop() == 0
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    # `alivemcp probes --schema | head`: the reader leaves early; the command stops quietly.
+    proc = subprocess.run(
+        f"{' '.join(ALIVEMCP)} probes --schema | head -c 10", shell=True, capture_output=True,
+        text=True, env=subprocess_env(), cwd=REPO, timeout=60,
+    )
+    assert proc.stdout == '{\n  "$defs"'[:10]
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
