@@ -166,7 +166,9 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         leaders = {part.partition: part.leader for part in topic.partitions}
         in_sync = {part.partition: part.isr for part in topic.partitions}
         try:
-            producer = await cluster.producer(timeout=budget.step(request, share=0.4))
+            # Bootstrap plus InitProducerId, which waits for the KRaft controller to hand out
+            # producer ids: during a controller failover that takes longer than one request.
+            producer = await cluster.producer(timeout=budget.step(2 * request, share=0.5))
         except KafkaAuthFailed as exc:
             return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
         except KafkaPlumbingError as exc:
