@@ -19,7 +19,6 @@ from alivemcp import __version__
 from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config
 from alivemcp.logging import configure_logging
 from alivemcp.probe import Status
-from alivemcp.redact import register_secrets_in
 
 __all__ = ["main"]
 
@@ -114,9 +113,8 @@ def _run_async(coro_fn: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def _load(path: Path) -> LoadedConfig:
-    loaded = load_config(path)
-    register_secrets_in(loaded.config)
-    return loaded
+    # Loading registers the config's secrets for redaction (alivemcp.config does it once).
+    return load_config(path)
 
 
 # -- run ---------------------------------------------------------------------------------------

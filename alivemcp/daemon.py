@@ -35,7 +35,6 @@ from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
 from alivemcp.logging import configure_logging
 from alivemcp.metrics import Metrics
 from alivemcp.plumbing import Plumbing
-from alivemcp.redact import register_secrets_in
 from alivemcp.results import CheckResult
 from alivemcp.runner import ProbeHandle
 from alivemcp.scheduler import Scheduler
@@ -203,7 +202,6 @@ class Daemon:
                 log.error("config reload refused; keeping the running config",
                           errors=exc.errors, source=exc.source)
                 return False
-            register_secrets_in(loaded.config)
             configure_logging(loaded.config.logging.level, loaded.config.logging.format)
             if loaded.config.server.listen != self._loaded.config.server.listen:
                 log.warning("server.listen changed: takes effect on restart")

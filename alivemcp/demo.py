@@ -20,7 +20,6 @@ from alivemcp.config import load_config
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.localstack.stack import DemoStack
 from alivemcp.logging import configure_logging
-from alivemcp.redact import register_secrets_in
 
 __all__ = ["DEMO_PARTS", "run_demo"]
 
@@ -72,7 +71,6 @@ async def run_demo(args: argparse.Namespace) -> int:
         os.environ.update(stack.env)
         os.environ["DEMO_LISTEN"] = args.listen
         loaded = load_config(config_path)
-        register_secrets_in(loaded.config)
         from alivemcp.daemon import Daemon
 
         daemon = Daemon(loaded, config_path, args.listen)

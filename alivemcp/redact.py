@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import SecretStr
 
 __all__ = [
     "REDACTED",
@@ -19,7 +19,6 @@ __all__ = [
     "redact",
     "redact_text",
     "register_secret",
-    "register_secrets_in",
 ]
 
 REDACTED = "[REDACTED]"
@@ -90,21 +89,6 @@ def _replace_known(text: str) -> str:
         return text
     out.append(text[start:])
     return "".join(out)
-
-
-def register_secrets_in(obj: Any) -> None:
-    """Walk a config object and register every ``SecretStr`` value in it."""
-    if isinstance(obj, SecretStr):
-        register_secret(obj.get_secret_value())
-    elif isinstance(obj, BaseModel):
-        for name in type(obj).model_fields:
-            register_secrets_in(getattr(obj, name))
-    elif isinstance(obj, Mapping):
-        for value in obj.values():
-            register_secrets_in(value)
-    elif isinstance(obj, list | tuple | set | frozenset):
-        for value in obj:
-            register_secrets_in(value)
 
 
 def redact_text(text: str) -> str:
