@@ -71,3 +71,8 @@ def deny_reads_policy(bucket: str) -> str:
 def object_lambda_aws(moto: MotoServer, stand_in: ObjectLambdaStandIn) -> dict[str, Any]:
     """The probe's ``aws:`` block for reads through Object Lambda ARNs served by the stand-in."""
     return moto.aws_params(endpoint_url=stand_in.endpoint_url, resolve_all_to=LOOPBACK)
+
+
+#: The bucket the Object Lambda stand-in reads from.
+BACKING = "raw-docs"
+

@@ -8,7 +8,6 @@ Requests are counted where they land (the stand-in, the failing endpoint), so
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,22 +18,12 @@ from alivemcp.localstack.moto import MotoServer
 from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
 from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
 from tests.s3.failing_aws import closed_port, failing_endpoint
-from tests.s3.olap_support import LOOPBACK, object_lambda_aws, s3
+from tests.s3.olap_support import BACKING, LOOPBACK, object_lambda_aws
 from tests.support import run_check
 
-BACKING = "raw-docs"
 KEY = "canary/object-lambda.txt"
 ACCESS_POINT_ARN = "arn:aws:s3:us-east-1:123456789012:accesspoint/mcp-tenant-a"
 
-
-@pytest.fixture
-def olap(moto: MotoServer) -> Iterator[ObjectLambdaStandIn]:
-    s3(moto).create_bucket(Bucket=BACKING)
-    stand_in = ObjectLambdaStandIn(moto).start()
-    try:
-        yield stand_in
-    finally:
-        stand_in.stop()
 
 
 def _olap_params(moto: MotoServer, olap: ObjectLambdaStandIn, name: str, mode: TransformMode,

@@ -7,32 +7,20 @@ that signing scope and reads the original through a presigned URL from moto.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
 from probes.s3_object_lambda import DEFAULT_PII_SAMPLES
-from tests.s3.olap_support import object_lambda_aws, s3
+from tests.s3.olap_support import BACKING, object_lambda_aws, s3
 from tests.support import check_json, run_check
 
-BACKING = "raw-docs"
 KEY = "canary/object-lambda.txt"
 MARKERS = ["[SSN REDACTED]", "[EMAIL REDACTED]", "[PHONE REDACTED]", "[CARD REDACTED]"]
 
-
-@pytest.fixture
-def olap(moto: MotoServer) -> Iterator[ObjectLambdaStandIn]:
-    s3(moto).create_bucket(Bucket=BACKING)
-    stand_in = ObjectLambdaStandIn(moto).start()
-    try:
-        yield stand_in
-    finally:
-        stand_in.stop()
 
 
 def _params(moto: MotoServer, olap: ObjectLambdaStandIn, name: str, mode: TransformMode,

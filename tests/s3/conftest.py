@@ -1,0 +1,22 @@
+"""Fixtures shared by the S3 tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from alivemcp.localstack.moto import MotoServer
+from alivemcp.localstack.object_lambda import ObjectLambdaStandIn
+from tests.s3.olap_support import BACKING, s3
+
+
+@pytest.fixture
+def olap(moto: MotoServer) -> Iterator[ObjectLambdaStandIn]:
+    """The Object Lambda stand-in in front of moto, with the backing bucket made."""
+    s3(moto).create_bucket(Bucket=BACKING)
+    stand_in = ObjectLambdaStandIn(moto).start()
+    try:
+        yield stand_in
+    finally:
+        stand_in.stop()
