@@ -22,20 +22,41 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from alivemcp.durations import Duration
+from alivemcp.errors import ErrorKind, ProbeError
 
 if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
+    from alivemcp.verdict import SEVERITY, Findings, status_for, worst
 
 __all__ = [
+    "SEVERITY",
     "CheckContext",
     "Duration",
+    "ErrorKind",
+    "Findings",
     "LabeledObservation",
     "Observable",
     "Probe",
+    "ProbeError",
     "ProbeParams",
     "ProbeResult",
     "Status",
+    "status_for",
+    "worst",
 ]
+
+#: Names this contract re-exports from :mod:`alivemcp.verdict`, which itself builds on the
+#: classes below; they are loaded on first access (PEP 562) so neither import order cycles.
+_VERDICT_EXPORTS = frozenset({"SEVERITY", "Findings", "status_for", "worst"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _VERDICT_EXPORTS:
+        from alivemcp import verdict
+
+        return getattr(verdict, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 OBSERVATION_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
