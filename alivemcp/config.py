@@ -34,6 +34,7 @@ from pydantic import (
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
 from alivemcp.durations import Duration, parse_duration
+from alivemcp.history.config import HistoryConfig
 from alivemcp.metrics import OBSERVATION_PREFIX, engine_label_owners
 from alivemcp.probe import ProbeParams
 from alivemcp.registry import ProbeTypeError, Registry, registry
@@ -155,12 +156,16 @@ class Config(_Strict):
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Log output.")
     data_dir: str = Field(
-        "./data", description="Where alert state is persisted; locked by one daemon at a time "
+        "./data", description="Where alert state and history are kept; locked by one daemon at a time "
         "(a second daemon on the same data_dir refuses to start).",
     )
     checks: list[CheckSpec] = Field(default_factory=list, description="The checks to run.")
     alerting: AlertingConfig = Field(
         default_factory=AlertingConfig, description="Receivers, routes and the alert policy."
+    )
+    history: HistoryConfig = Field(
+        default_factory=HistoryConfig,
+        description="Uptime history, incidents and latency kept in data_dir/history.sqlite.",
     )
 
     @field_validator("checks", mode="before")

@@ -31,11 +31,12 @@ from alivemcp.alerting.manager import AlertManager
 from alivemcp.checks import build_handle, check_info
 from alivemcp.config import ConfigError, LoadedConfig, load_config, split_listen
 from alivemcp.datadir import DataDirInUseError, DataDirLock
+from alivemcp.history import HistoryStore
 from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
 from alivemcp.logging import configure_logging
 from alivemcp.metrics import Metrics
+from alivemcp.pipeline import ResultConsumer, ResultPipeline
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
 from alivemcp.runner import ProbeHandle
 from alivemcp.scheduler import Scheduler
 from alivemcp.server import HttpServer
@@ -49,6 +50,7 @@ log = structlog.get_logger("alivemcp.daemon")
 #: plus this overhead. Teardowns and the alert flush run side by side, each within 3 s.
 TEARDOWN_SECONDS = 3.0
 ALERT_FLUSH_SECONDS = 3.0
+HISTORY_FLUSH_SECONDS = 3.0
 #: Beyond the grace: a reload in progress 1 s to cancel, runs cut at the end of the grace 2 s
 #: to unwind, teardowns and flush 3 s, requests being answered 1 s, closing clients ~1 s.
 STOP_OVERHEAD_SECONDS = 8.0
@@ -71,8 +73,18 @@ class Daemon:
             Path(loaded.config.data_dir),
             self.metrics.registry,
         )
+        history = loaded.config.history
+        self.history = (
+            HistoryStore(loaded.config.data_dir, history, self.metrics.registry)
+            if history.enabled else None
+        )
+        consumers: list[ResultConsumer] = [self.store, self.alerts]
+        if self.history is not None:
+            consumers.append(self.history)
+            self.metrics.checks.set_uptime_source(history.metrics_window, self.history.live_uptime)
+        self.pipeline = ResultPipeline(consumers, self.metrics.registry)
         self.scheduler = Scheduler(
-            self.store, self.metrics, self._on_result, loaded.config.scheduler
+            self.store, self.metrics, self.pipeline, loaded.config.scheduler
         )
         self.server = HttpServer(
             self.store,
@@ -80,6 +92,7 @@ class Daemon:
             self.scheduler.alive,
             lambda: self._loaded is not None,
             self.alerts.firing_alerts,
+            self.history,
         )
         self._data_dir_lock = DataDirLock(loaded.config.data_dir)
         self._stop = asyncio.Event()
@@ -136,6 +149,8 @@ class Daemon:
         host, port = split_listen(self._listen)
         await self.server.start(host, port)
         await self.alerts.start()
+        if self.history is not None:
+            self.history.start()
         if self._stop.is_set():
             return
         self._apply(self._loaded)
@@ -163,7 +178,8 @@ class Daemon:
         # Canary clean-up (of running checks, and of those a cancelled reload was retiring)
         # and the alert flush (results of the last runs) are independent: side by side.
         await asyncio.gather(
-            _teardown_all(handles), *self._retiring, self.alerts.stop(grace=ALERT_FLUSH_SECONDS)
+            _teardown_all(handles), *self._retiring, self.alerts.stop(grace=ALERT_FLUSH_SECONDS),
+            *([self.history.stop(HISTORY_FLUSH_SECONDS)] if self.history is not None else []),
         )
         await self.plumbing.aclose()
         await self.server.stop()
@@ -205,6 +221,14 @@ class Daemon:
             configure_logging(loaded.config.logging.level, loaded.config.logging.format)
             if loaded.config.server.listen != self._loaded.config.server.listen:
                 log.warning("server.listen changed: takes effect on restart")
+            if loaded.config.history.enabled != self._loaded.config.history.enabled:
+                log.warning("history.enabled changed: takes effect on restart")
+            if loaded.config.data_dir != self._loaded.config.data_dir:
+                log.warning("data_dir changed: takes effect on restart")
+            if self.history is not None:
+                self.history.reconfigure(loaded.config.history)
+                self.metrics.checks.set_uptime_source(loaded.config.history.metrics_window,
+                                                      self.history.live_uptime)
             old_teardowns = self._apply(loaded)
             self.scheduler.configure_limits(loaded.config.scheduler)
             self.alerts.reconfigure(
@@ -231,32 +255,15 @@ class Daemon:
                 removed = self.scheduler.remove(name)
                 if removed is not None:
                     retired.append(removed.handle)
-        self.store.set_checks(check_info(c) for c in loaded.checks)
+        infos = [check_info(c) for c in loaded.checks]
+        self.store.set_checks(infos)
+        if self.history is not None:
+            self.history.set_checks(infos)
         for check in loaded.checks:
             if check.name not in self.scheduler.checks:
                 self.scheduler.add(build_handle(check, self.plumbing), check.fingerprint())
         self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
         return retired
-
-    # -- results -----------------------------------------------------------------------------
-
-    def _on_result(self, result: CheckResult) -> None:
-        previous = self.store.get(result.check.name)
-        before = previous.last.status if previous and previous.last else None
-        self.store.record(result)
-        if before is not result.status:
-            log.info(
-                "check status changed",
-                check=result.check.name,
-                probe=result.check.probe_type,
-                status=result.status.value,
-                previous=before.value if before else None,
-                reason=result.reason,
-            )
-        try:
-            self.alerts.observe(result)
-        except Exception:
-            log.exception("alerting failed to observe a result", check=result.check.name)
 
 
 def settle_heap() -> None:

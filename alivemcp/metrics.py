@@ -12,7 +12,7 @@ import asyncio
 import functools
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import prometheus_client
 from prometheus_client import (
@@ -69,6 +69,9 @@ ENGINE_METRIC_NAMES = frozenset(
 )
 
 
+#: check name, window → (up_ratio, available_ratio); None when no decided runs.
+UptimeSource = Callable[[str, str], tuple[float | None, float | None]]
+
 _CHECK_FAMILIES = (
     ("alivemcp_check_up", "gauge", "1 when the check's last run was up."),
     ("alivemcp_check_status", "gauge", "State set of the check's last status: 1 for the current."),
@@ -87,6 +90,7 @@ CHECK_IDENTITY_LABELS = ("check", "probe")
 CHECK_SERIES_LABELS = {
     "alivemcp_check_status": "status",
     "alivemcp_check_runs_total": "result",
+    "alivemcp_check_uptime_ratio": "window",
 }
 _STATUS_LABEL = CHECK_SERIES_LABELS["alivemcp_check_status"]
 _RESULT_LABEL = CHECK_SERIES_LABELS["alivemcp_check_runs_total"]
@@ -119,6 +123,11 @@ class CheckExposition:
     def __init__(self, store: StatusStore) -> None:
         self._store = store
         self._labels: dict[str, tuple[CheckInfo, str]] = {}
+        self._uptime: tuple[str, UptimeSource] | None = None
+
+    def set_uptime_source(self, window: str | None, source: UptimeSource) -> None:
+        """Export uptime over ``window`` per check (history.metrics_window; None: off)."""
+        self._uptime = None if window is None else (window, source)
 
     def _labels_for(self, info: CheckInfo) -> str:
         cached = self._labels.get(info.name)
@@ -137,6 +146,8 @@ class CheckExposition:
         last_run: list[str] = []
         since: list[str] = []
         observed: dict[str, list[str]] = {}
+        uptime: list[str] = []
+        available: list[str] = []
         names = set()
         for state in self._store.states():
             labels = self._labels_for(state.info)
@@ -180,6 +191,14 @@ class CheckExposition:
                     f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} "
                     f"{float(item.value)!r}\n"
                 )
+            if self._uptime is not None:
+                window, source = self._uptime
+                up_ratio, available_ratio = source(state.info.name, window)
+                if up_ratio is not None and available_ratio is not None:
+                    uptime.append(f'alivemcp_check_uptime_ratio{{{labels},window="{window}"}} '
+                                  f"{up_ratio!r}\n")
+                    available.append(f"alivemcp_check_availability_ratio{{{labels},"
+                                     f'window="{window}"}} {available_ratio!r}\n')
         for stale in set(self._labels) - names:
             del self._labels[stale]
         out: list[str] = []
@@ -187,6 +206,13 @@ class CheckExposition:
             _CHECK_FAMILIES, (up, status, duration, runs, last_run, since), strict=True
         ):
             _family(out, family, kind, doc, lines, openmetrics)
+        if self._uptime is not None:
+            _family(out, "alivemcp_check_uptime_ratio", "gauge",
+                    "Share of decided runs (unknown excluded) that were up over the window "
+                    "(history.metrics_window).", uptime, openmetrics)
+            _family(out, "alivemcp_check_availability_ratio", "gauge",
+                    "Share of decided runs (unknown excluded) that were up or degraded over "
+                    "the window (history.metrics_window).", available, openmetrics)
         helps = _observable_help()
         for name, lines in observed.items():
             doc = helps.get(name) or f"{name} as reported by a probe that does not declare it."

@@ -1,4 +1,5 @@
-"""The HTTP server: /metrics, /status, /healthz, /readyz and the status page at /."""
+"""The HTTP server: /metrics, /status, /healthz, /readyz, the status page at /, and the
+history API and badges (:mod:`alivemcp.api`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
+from alivemcp.api import add_api_routes
+from alivemcp.history import HistoryStore
 from alivemcp.metrics import Metrics
 from alivemcp.status import StatusStore
 from alivemcp.statuspage import PAGE_HEADERS, PAGE_HTML
@@ -30,6 +33,7 @@ class HttpServer:
         scheduler_alive: Callable[[], bool],
         config_loaded: Callable[[], bool],
         firing_alerts: Callable[[], list[dict[str, Any]]] | None = None,
+        history: HistoryStore | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -46,6 +50,7 @@ class HttpServer:
         app.router.add_get("/status", self._status)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        add_api_routes(app, store, history)
         app.on_response_prepare.append(_no_sniffing)
         self._app = app
 

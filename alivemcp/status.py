@@ -12,10 +12,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
 
 __all__ = ["CheckState", "StatusStore"]
+
+log = structlog.get_logger("alivemcp.daemon")
 
 HISTORY = 20
 _STATUS_CODES = {Status.UP: 0, Status.DEGRADED: 1, Status.DOWN: 2, Status.UNKNOWN: 3}
@@ -54,6 +58,9 @@ class CheckState:
 
 
 class StatusStore:
+    #: As a consumer of the results pipeline.
+    name = "status"
+
     def __init__(self) -> None:
         self._states: dict[str, CheckState] = {}
         self._history: dict[str, _History] = {}
@@ -92,6 +99,19 @@ class StatusStore:
         self._states[result.check.name] = new
         self._history[result.check.name].push(result)
         return new
+
+    def consume(self, result: CheckResult) -> None:
+        previous = self._states.get(result.check.name)
+        before = previous.last.status if previous and previous.last else None
+        if self.record(result) is not None and before is not result.status:
+            log.info(
+                "check status changed",
+                check=result.check.name,
+                probe=result.check.probe_type,
+                status=result.status.value,
+                previous=before.value if before else None,
+                reason=result.reason,
+            )
 
     def states(self) -> list[CheckState]:
         # list() of a dict's values is one C-level call: safe against concurrent replacement

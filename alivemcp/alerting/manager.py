@@ -66,6 +66,9 @@ class _Check:
 
 
 class AlertManager:
+    #: As a consumer of the results pipeline.
+    name = "alerting"
+
     def __init__(
         self,
         config: AlertingConfig,
@@ -165,6 +168,10 @@ class AlertManager:
                         undelivered=left)
 
     # -- feeding -----------------------------------------------------------------------------
+
+    def consume(self, result: CheckResult) -> None:
+        """As a consumer of the results pipeline."""
+        self.observe(result)
 
     def observe(self, result: CheckResult) -> None:
         """Called for every finished run; must not block."""

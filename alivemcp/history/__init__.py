@@ -1,0 +1,12 @@
+"""History: uptime, incidents and latency per check, kept for months in one SQLite file.
+
+Runs are rolled up as they are written into minute, hour and day buckets (counts by status
+and a mergeable latency summary), so the file's size depends on checks x buckets, not on how
+often checks run. See :mod:`alivemcp.history.writer` for the write path and its fault
+handling, :mod:`alivemcp.history.queries` for windows and their exact meaning.
+"""
+
+from alivemcp.history.config import HistoryConfig
+from alivemcp.history.store import HistoryStore, HistoryUnavailable
+
+__all__ = ["HistoryConfig", "HistoryStore", "HistoryUnavailable"]
