@@ -365,7 +365,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             if self._credentials is not None:
                 try:
                     token = await self._credentials.token(
-                        self.context.plumbing.http.httpx, timeout=deadline - loop.time())
+                        self.context.plumbing.http, timeout=deadline - loop.time())
                 except TokenUnavailable as exc:
                     return ProbeResult.unknown(f"cannot authenticate: {exc}")
                 headers["Authorization"] = f"Bearer {token}"

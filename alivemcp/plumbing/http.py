@@ -9,8 +9,15 @@ Two kinds of user:
   closed when the run ends, as it must be for a fleet of distinct hosts probed every minute.
   It records DNS, TCP connect and TLS handshake times separately and the server certificate's
   expiry.
-* Everything else (alerting webhooks, OAuth token endpoints): :attr:`HttpClients.httpx`, one
-  shared ``httpx.AsyncClient``.
+* One-off requests whose whole answer is small (an OAuth token endpoint, a health URL):
+  :meth:`HttpClients.fetch`, the same client for one request, body read whole under a cap.
+* The alerting receivers: :attr:`HttpClients.httpx`, one shared ``httpx.AsyncClient`` (the
+  engine's own deliveries; probes never use it).
+
+Failures are :class:`~alivemcp.errors.ProbeError` subclasses (:mod:`._http_errors`): each
+class carries its :class:`~alivemcp.errors.ErrorKind` (``dns``, ``connect``, ``tls``,
+``timeout``, ``protocol``...) and, once it leaves the request, its ``target`` (``host:port``).
+This module is the one place that turns socket, TLS and parsing failures into them.
 
 Why not aiohttp on the hot path: measured on the 2-core benchmark machine
 (``benchmarks/mcp_probe.py``), aiohttp spends most of a probe's CPU building request and
@@ -62,6 +69,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
@@ -93,6 +101,7 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "DEFAULT_FETCH_BODY_BYTES",
     "DEFAULT_MAX_BODY_BYTES",
     "MAX_HEAD_BYTES",
     "USER_AGENT",
@@ -102,6 +111,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionTimings",
     "DnsError",
+    "Fetched",
     "Headers",
     "HttpClients",
     "HttpError",
@@ -120,6 +130,8 @@ __all__ = [
 USER_AGENT = "alivemcp/0.1"
 #: Default cap on one response body (a large tools/list is ~1 MB).
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Default cap on a body read by :meth:`HttpClients.fetch` (token endpoints, health URLs).
+DEFAULT_FETCH_BODY_BYTES = 1024 * 1024
 #: Cap on a response's status line plus headers.
 MAX_HEAD_BYTES = 64 * 1024
 _MAX_CHUNK_LINE = 4096
@@ -154,6 +166,18 @@ class ConnectionTimings:
         self.tls_seconds: float | None = None
         #: Unix time the server certificate expires (verified TLS only).
         self.cert_not_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A whole answer from :meth:`HttpClients.fetch`."""
+
+    status: int
+    headers: Headers
+    body: bytes
+    #: From the start of the request to the last byte of the body (connection included).
+    seconds: float
+    timings: ConnectionTimings
 
 
 class Headers(dict[str, str]):
@@ -490,7 +514,11 @@ class _RequestContext:
         self._response: HttpResponse | None = None
 
     async def __aenter__(self) -> HttpResponse:
-        self._response = await self._session._send(*self._args)
+        try:
+            self._response = await self._session._send(*self._args)
+        except HttpError as exc:
+            self._blame(exc)
+            raise
         return self._response
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
@@ -498,6 +526,17 @@ class _RequestContext:
         response = self._response
         if response is not None:
             self._session._release(response, ok=exc is None)
+        if isinstance(exc, HttpError):
+            self._blame(exc)
+
+    def _blame(self, exc: HttpError) -> None:
+        """Name the request's target (``host:port``, never the path or credentials) on an
+        error raised while serving it, unless an inner request already did."""
+        if exc.target:
+            return
+        target = self._session._targets.get(self._args[1])
+        if target is not None:
+            exc.target = _authority(target)
 
 
 class ProbeSession:
@@ -864,9 +903,42 @@ class HttpClients:
             proxies=self.proxy_settings(proxy),
         )
 
+    async def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        max_body_bytes: int = DEFAULT_FETCH_BODY_BYTES,
+        verify: bool = True,
+        ca_file: str | None = None,
+        proxy: str | None = None,
+    ) -> Fetched:
+        """One request on a connection of its own, its body read whole, the connection closed.
+
+        For small, infrequent exchanges (an OAuth token endpoint, a health URL): the answer is
+        returned whatever its status (the caller judges it); a failure below HTTP raises an
+        :class:`HttpError` (a :class:`~alivemcp.errors.ProbeError` carrying its kind), a body
+        over ``max_body_bytes`` a :class:`BodyTooLarge`. ``timeout`` (seconds) covers the
+        lookup, connect, TLS and the whole body; no redirect is followed.
+        """
+        session = self.probe_session(verify=verify, ca_file=ca_file, proxy=proxy,
+                                     max_body_bytes=max_body_bytes)
+        started = time.perf_counter()
+        try:
+            async with session.request(method, url, timeout=timeout, headers=headers,
+                                       body=body) as response:
+                data = await read_capped(response)
+            return Fetched(response.status, response.headers, data,
+                           time.perf_counter() - started, session.timings)
+        finally:
+            await session.aclose()
+
     @property
     def httpx(self) -> httpx.AsyncClient:
-        """One shared httpx client for low-volume users (alerting, OAuth token endpoints).
+        """One shared httpx client for the alerting receivers (low volume, the engine's own).
 
         Callers pass their own per-request ``timeout=``; the client default is 10 s.
         """

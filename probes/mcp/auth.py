@@ -1,20 +1,25 @@
 """Credentials for the MCP probe: static headers and OAuth2 client credentials.
 
 Token endpoint failures are the prober's own problem (its configuration or its identity
-provider), so they raise :class:`TokenUnavailable`, which the probe reports as ``unknown``.
-A token is cached per check until shortly before it expires.
+provider), so they raise :class:`TokenUnavailable`, a ``ProbeError`` of kind ``auth``, which the
+probe reports as ``unknown``. The request goes through the HTTP plumbing
+(:meth:`~alivemcp.plumbing.http.HttpClients.fetch`): proxies from the environment, a 64 KiB
+cap on the answer, no redirects. A token is cached per check until shortly before it expires.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
-import httpx
 from pydantic import Field, SecretStr
 
+from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing.http import BodyTooLarge, HttpClients, HttpError, RequestTimeout
 from alivemcp.probe import ProbeParams
 
 __all__ = ["BearerChallenge", "ClientCredentials", "OAuthParams", "TokenUnavailable",
@@ -41,8 +46,17 @@ class OAuthParams(ProbeParams):
     timeout: float = Field(10.0, gt=0, description="Seconds allowed for the token request.")
 
 
-class TokenUnavailable(Exception):
-    """The token endpoint failed or refused the client: the probe cannot authenticate."""
+class TokenUnavailable(ProbeError):
+    """The token endpoint failed or refused the client: the probe cannot authenticate.
+
+    Kind ``auth`` whatever the cause (a refused client, an identity provider that is down):
+    the prober's own credentials could not be had, which says nothing about the MCP server.
+    ``code`` is the OAuth ``error`` the endpoint gave, if any. Never carries the secret.
+    """
+
+    def __init__(self, token_url: str, detail: str, *, code: str | None = None) -> None:
+        super().__init__(ErrorKind.AUTH, target=token_url, operation="OAuth token request",
+                         detail=detail, code=code)
 
 
 class ClientCredentials:
@@ -59,7 +73,7 @@ class ClientCredentials:
     def forget(self) -> None:
         self._token = None
 
-    async def token(self, client: httpx.AsyncClient, *, timeout: float | None = None) -> str:
+    async def token(self, http: HttpClients, *, timeout: float | None = None) -> str:
         """A valid access token; ``timeout`` caps the token request (the check's budget)."""
         now = time.monotonic()
         if self._token is not None and now < self._expires_at - _RENEW_MARGIN_SECONDS:
@@ -76,36 +90,35 @@ class ClientCredentials:
             value = getattr(params, key)
             if value:
                 form[key] = value
-        where = params.token_url
+        url = params.token_url
+        budget = params.timeout if timeout is None else max(0.05, min(params.timeout, timeout))
         try:
-            budget = params.timeout if timeout is None else max(0.05, min(params.timeout, timeout))
-            response = await client.post(
-                params.token_url, data=form, timeout=budget,
-                headers={"Accept": "application/json"},
+            response = await http.fetch(
+                "POST", url, timeout=budget, body=urlencode(form).encode(),
+                headers={"Accept": "application/json",
+                         "Content-Type": "application/x-www-form-urlencoded"},
+                max_body_bytes=_MAX_TOKEN_RESPONSE,
             )
-        except httpx.TimeoutException as exc:
-            raise TokenUnavailable(f"token endpoint {where} timed out") from exc
-        except httpx.HTTPError as exc:
+        except RequestTimeout as exc:
+            raise TokenUnavailable(url, f"no answer within {budget:.3g}s") from exc
+        except BodyTooLarge as exc:
+            raise TokenUnavailable(url, f"answered more than {exc.limit} bytes") from exc
+        except HttpError as exc:
+            # The plumbing's sentence names the failure (DNS, connect, TLS...), never the form.
+            raise TokenUnavailable(url, f"unreachable: {exc}") from exc
+        if response.status != 200:
+            error = _oauth_error(response.body)
             raise TokenUnavailable(
-                f"token endpoint {where} unreachable: {type(exc).__name__}"
-            ) from exc
-        body = response.content[:_MAX_TOKEN_RESPONSE]
-        if response.status_code != 200:
-            error = _oauth_error(body)
-            raise TokenUnavailable(
-                f"token endpoint {where} answered HTTP {response.status_code}"
-                + (f" ({error})" if error else "")
-            )
+                url, f"answered HTTP {response.status}" + (f" ({error})" if error else ""),
+                code=error)
         try:
-            payload = response.json()
+            payload = json.loads(response.body)
             token = payload["access_token"]
             lifetime = float(payload.get("expires_in") or _DEFAULT_TOKEN_LIFETIME)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise TokenUnavailable(
-                f"token endpoint {where} answered without a usable access_token"
-            ) from exc
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise TokenUnavailable(url, "answered without a usable access_token") from exc
         if not isinstance(token, str) or not token:
-            raise TokenUnavailable(f"token endpoint {where} answered an empty access_token")
+            raise TokenUnavailable(url, "answered an empty access_token")
         self._token = token
         self._expires_at = time.monotonic() + lifetime
         self.fetches += 1
