@@ -3,10 +3,13 @@
     python scripts/gen_dashboard.py            # rewrite the dashboard
     python scripts/gen_dashboard.py --check    # exit 1 if it is out of date
 
-Panels are described here once (title, queries, unit) and laid out on Grafana's 24-column
-grid. Every query uses only metrics alivemcp exports (tests/ship/test_dashboard.py checks the
-names against a real daemon's /metrics and the probes' observation names, and evaluates every
-query in a real Prometheus).
+Panels are described here once (title, queries) and laid out on Grafana's 24-column grid.
+Probe observations (``alivemcp_probe_<name>``) are looked up in the probe types' ``observables``
+declarations: rendering fails when a panel queries one that no built-in probe declares, a
+panel's unit defaults to the unit its observations' names carry (``_seconds``, ``_bytes``), and
+a panel without its own description shows their declared help. Every query uses only metrics
+alivemcp exports (tests/ship/test_dashboard.py checks the names against a real daemon's /metrics
+and evaluates every query in a real Prometheus).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import generated_file
+from probe_observables import declared_observables, unit_of
+
+from alivemcp.metrics import OBSERVATION_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "deploy" / "grafana" / "alivemcp-dashboard.json"
@@ -41,7 +47,8 @@ class Panel:
     title: str
     kind: str  # stat | timeseries | table | bargauge | row
     queries: list[Query] = field(default_factory=list)
-    unit: str = "short"
+    #: Grafana unit; None: the one the panel's observations share (see _unit), else "short".
+    unit: str | None = None
     width: int = 12
     height: int = 8
     description: str = ""
@@ -121,26 +128,24 @@ PANELS: list[Panel] = [
            for name, label in (("connect", "connect"), ("tls", "TLS"),
                                ("initialize", "initialize"), ("tools_list", "tools/list"),
                                ("total", "total"))],
-          unit="s", description="connect, TLS, initialize and tools/list as a real MCP client "
-          "sees them."),
+          description="connect, TLS, initialize and tools/list as a real MCP client sees them."),
     Panel("TLS certificates expiring soonest", "bargauge",
           [Query(f"bottomk(10, alivemcp_probe_tls_cert_expiry_seconds{{{SEL}}})", "{{check}}",
                  instant=True)],
-          unit="s", thresholds=[(None, "red"), (14 * 86400, "yellow"), (30 * 86400, "green")]),
+          thresholds=[(None, "red"), (14 * 86400, "yellow"), (30 * 86400, "green")]),
     Panel("Tools advertised", "timeseries",
           [Query(f"alivemcp_probe_tools{{{SEL}}}", "{{check}}")], width=12,
           description="A sudden change is schema drift (the tool list changed)."),
     Panel("MCP endpoint latency, slowest 10", "timeseries",
-          [Query(f"topk(10, alivemcp_probe_total_seconds{{{SEL}}})", "{{check}}")],
-          unit="s"),
+          [Query(f"topk(10, alivemcp_probe_total_seconds{{{SEL}}})", "{{check}}")]),
 
     row("Kafka / MSK"),
     Panel("Canary produce latency (worst partition)", "timeseries",
           [Query(f"alivemcp_probe_produce_latency_max_seconds{{{SEL}}}", "{{check}} produce"),
            Query(f"alivemcp_probe_roundtrip_latency_max_seconds{{{SEL}}}",
                  "{{check}} round trip")],
-          unit="s", width=8, description="acks=all produce to every partition of the canary "
-          "topic, and the time until the canary is read back."),
+          width=8, description="acks=all produce to every partition of the canary topic, and "
+          "the time until the canary is read back."),
     Panel("Canary partitions failing", "timeseries",
           [Query(f"alivemcp_probe_partitions_failed{{{SEL}}}", "{{check}} failed"),
            Query(f"alivemcp_probe_messages_not_read_back{{{SEL}}}", "{{check}} not read back")],
@@ -155,7 +160,7 @@ PANELS: list[Panel] = [
     Panel("Consumer group time lag (worst partition)", "timeseries",
           [Query(f"max by (check, group) (alivemcp_probe_group_max_time_lag_seconds{{{SEL}}})",
                  "{{check}} {{group}}")],
-          unit="s", description="Age of the oldest message a group has not consumed."),
+          description="Age of the oldest message a group has not consumed."),
     Panel("Consumer group offset lag", "timeseries",
           [Query(f"max by (check, group) "
                  f"(alivemcp_probe_group_max_offset_lag_messages{{{SEL}}})",
@@ -164,27 +169,26 @@ PANELS: list[Panel] = [
     row("S3"),
     Panel("Replication lag (canary)", "timeseries",
           [Query(f"alivemcp_probe_replication_lag_seconds{{{SEL}}}", "{{check}}")],
-          unit="s", width=8, description="Time from the canary's PUT in the source bucket "
-          "to its appearance in the destination bucket (the check's `sla` param marks it "
-          "degraded, 45 s by default).",
+          width=8, description="Time from the canary's PUT in the source bucket to its "
+          "appearance in the destination bucket (the check's `sla` param marks it degraded, "
+          "45 s by default).",
           thresholds=[(None, "green"), (45, "yellow")]),
     Panel("Event delivery latency", "timeseries",
           [Query(f"alivemcp_probe_delivery_latency_seconds{{{SEL}}}", "{{check}}")],
-          unit="s", width=8, description="Upload to the ObjectCreated event arriving on the "
-          "canary queue."),
+          width=8, description="Upload to the ObjectCreated event arriving on the canary queue."),
     Panel("Object Lambda / access point reads", "timeseries",
           [Query(f"alivemcp_probe_transform_latency_seconds{{{SEL}}}",
                  "{{check}} Object Lambda"),
            Query(f"alivemcp_probe_read_latency_seconds{{{SEL}}}", "{{check}} access point")],
-          unit="s", width=8),
+          width=8),
 
     row("Firehose"),
     Panel("Firehose data freshness", "timeseries",
           [Query(f"alivemcp_probe_data_freshness_seconds{{{SEL}}}", "{{check}} metric"),
            Query(f"alivemcp_probe_canary_freshness_seconds{{{SEL}}}", "{{check}} canary"),
            Query(f"alivemcp_probe_canary_pending_seconds{{{SEL}}}", "{{check}} canary pending")],
-          unit="s", description="Age of the oldest record not yet delivered (CloudWatch "
-          "DataFreshness) and the canary record's measured end-to-end time."),
+          description="Age of the oldest record not yet delivered (CloudWatch DataFreshness) "
+          "and the canary record's measured end-to-end time."),
     Panel("Firehose delivery success and errors", "timeseries",
           [Query(f"alivemcp_probe_delivery_success_ratio{{{SEL}}}", "{{check}} success ratio"),
            Query(f"alivemcp_probe_new_error_objects{{{SEL}}}",
@@ -246,6 +250,40 @@ PANELS: list[Panel] = [
 ]
 
 
+#: Observation unit (from the name's suffix) -> Grafana unit.
+_GRAFANA_UNITS = {"seconds": "s", "bytes": "bytes"}
+_OBSERVATION = re.compile(re.escape(OBSERVATION_PREFIX) + r"([a-z0-9_]+)")
+
+
+def _observations(panel: Panel) -> list[str]:
+    """Observation names the panel's queries use, in order of appearance."""
+    found = [m.group(1) for q in panel.queries for m in _OBSERVATION.finditer(q.expr)]
+    return list(dict.fromkeys(found))
+
+
+def _declared_help() -> dict[str, str]:
+    """Every observation a built-in probe declares -> its help (the first declaration wins)."""
+    helps: dict[str, str] = {}
+    for declared in declared_observables().values():
+        for observable in declared:
+            helps.setdefault(observable.name, observable.help)
+    return helps
+
+
+def _unit(panel: Panel) -> str:
+    if panel.unit is not None:
+        return panel.unit
+    units = {unit_of(name) for name in _observations(panel)}
+    only = units.pop() if len(units) == 1 else None
+    return _GRAFANA_UNITS.get(only or "", "short")
+
+
+def _description(panel: Panel, helps: dict[str, str]) -> str:
+    if panel.description:
+        return panel.description
+    return " ".join(f"{name}: {helps[name]}" for name in _observations(panel))
+
+
 def _thresholds(steps: list[tuple[float | None, str]] | None, colour: str | None) -> dict[str, Any]:
     if steps is None:
         steps = [(None, colour or "green")]
@@ -270,7 +308,8 @@ def _targets(panel: Panel) -> list[dict[str, Any]]:
     return out
 
 
-def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
+def _panel_json(panel: Panel, panel_id: int, x: int, y: int,
+                helps: dict[str, str]) -> dict[str, Any]:
     grid = {"h": panel.height, "w": panel.width, "x": x, "y": y}
     if panel.kind == "row":
         return {"type": "row", "title": panel.title, "id": panel_id, "gridPos": grid,
@@ -282,13 +321,14 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         "gridPos": grid,
         "datasource": DS,
         "targets": _targets(panel),
-        "fieldConfig": {"defaults": {"unit": panel.unit,
+        "fieldConfig": {"defaults": {"unit": _unit(panel),
                                      "thresholds": _thresholds(panel.thresholds, panel.colour)},
                         "overrides": []},
         "options": {},
     }
-    if panel.description:
-        body["description"] = panel.description
+    description = _description(panel, helps)
+    if description:
+        body["description"] = description
     if panel.kind == "stat":
         body["fieldConfig"]["defaults"]["color"] = {"mode": "fixed",
                                                     "fixedColor": panel.colour or "green"}
@@ -326,6 +366,12 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
 
 
 def _layout(panels: list[Panel]) -> list[dict[str, Any]]:
+    helps = _declared_help()
+    undeclared = [(p.title, name) for p in panels for name in _observations(p)
+                  if name not in helps]
+    if undeclared:
+        raise LookupError("panels query observations no built-in probe declares: " + ", ".join(
+            f"{OBSERVATION_PREFIX}{name} ({title})" for title, name in undeclared))
     out = []
     x = y = 0
     line_height = 0
@@ -333,7 +379,7 @@ def _layout(panels: list[Panel]) -> list[dict[str, Any]]:
         if panel.kind == "row" or x + panel.width > 24:
             y += line_height
             x, line_height = 0, 0
-        out.append(_panel_json(panel, panel_id, x, y))
+        out.append(_panel_json(panel, panel_id, x, y, helps))
         if panel.kind == "row":
             y += panel.height
             continue

@@ -6,15 +6,13 @@ observations and IAM needs, and the metrics alivemcp exports.
 
 Nothing here is written by hand twice: field descriptions come from the pydantic models'
 ``Field(description=...)``, probe summaries and verdict rules from the probe classes, metric
-help texts from the metric objects, observation names from the probe modules' source (a probe
-only emits them at run time, so they are read from the code without running it), IAM actions
-from ``deploy/iam/<probe>.json``.
+help texts from the metric objects, observations from each probe class's ``observables``
+declaration (``scripts/probe_observables.py``), IAM actions from ``deploy/iam/<probe>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as dt
 import enum
 import inspect
@@ -23,165 +21,40 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import generated_file
+from probe_observables import REPO, builtin_entry_points, declared_observables, unit_of
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from alivemcp.probe import Observable
 
 OUTPUT = REPO / "docs" / "reference.md"
 IAM_DIR = REPO / "deploy" / "iam"
-BUILTIN_MODULE_PREFIX = "probes."
 
-__all__ = ["main", "probe_observations", "render"]
-
-
-# -- observation names, read from the probe modules' source ------------------------------------
+__all__ = ["builtin_entry_points", "main", "probe_observations", "render"]
 
 
-def _string_keys(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.Dict):
-        return [k.value for k in node.keys if isinstance(k, ast.Constant)
-                and isinstance(k.value, str)]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
-        return [kw.arg for kw in node.keywords if kw.arg]
-    return []
+# -- observations, from the probe classes' declarations ----------------------------------------
 
 
-_UNIT_SUFFIX = re.compile(r"_(seconds|bytes|total|ratio|days|messages)$")
+def probe_observations() -> dict[str, list[str]]:
+    """Probe type -> sorted names of the observations it declares."""
+    return {name: sorted(o.name for o in declared)
+            for name, declared in declared_observables().items()}
 
 
-def _is_obs_name(node: ast.AST) -> bool:
-    return isinstance(node, ast.Name) and "obs" in node.id.lower()
-
-
-def observation_names_in_source(source: str) -> set[str]:
-    """Names a module puts into observations: ``observations = {...}``, ``obs["x"] = ...``,
-    ``observations={...}`` keyword arguments, ``LabeledObservation("x", ...)``."""
-    found: set[str] = set()
-    tree = ast.parse(source)
-    constants = _constant_assignments(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if _is_obs_name(target) and node.value is not None:
-                    found.update(_string_keys(node.value))
-                if (isinstance(target, ast.Subscript) and _is_obs_name(target.value)
-                        and isinstance(target.slice, ast.Constant)
-                        and isinstance(target.slice.value, str)):
-                    found.add(target.slice.value)
-        elif isinstance(node, ast.Call):
-            for kw in node.keywords:
-                if kw.arg == "observations":
-                    found.update(_string_keys(kw.value))
-            # A dict of unit-suffixed names handed on positionally (to a helper that merges
-            # it into the observations later).
-            for arg in node.args:
-                keys = _string_keys(arg) if isinstance(arg, ast.Dict) else []
-                if keys and all(_UNIT_SUFFIX.search(k) for k in keys):
-                    found.update(keys)
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-            if name == "LabeledObservation":
-                first = node.args[0] if node.args else next(
-                    (kw.value for kw in node.keywords if kw.arg == "name"), None)
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    found.add(first.value)
-                elif isinstance(first, ast.JoinedStr):
-                    found.update(_expand_fstring(first, constants))
-            if (isinstance(func, ast.Attribute) and func.attr in {"update", "setdefault"}
-                    and _is_obs_name(func.value) and node.args):
-                found.update(_string_keys(node.args[0]))
-                if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                    found.add(node.args[0].value)
-    return {n for n in found if re.fullmatch(r"[a-z_][a-z0-9_]*", n)}
-
-
-def _constant_assignments(tree: ast.AST) -> dict[str, set[str]]:
-    """Every string constant assigned to each plain name in the module (for f-string names
-    such as ``f"{scope}_offset_lag_messages"``)."""
-    values: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            options = [node.value]
-            if isinstance(node.value, ast.IfExp):
-                options = [node.value.body, node.value.orelse]
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    for option in options:
-                        if isinstance(option, ast.Constant) and isinstance(option.value, str):
-                            values.setdefault(target.id, set()).add(option.value)
-    return values
-
-
-def _expand_fstring(node: ast.JoinedStr, constants: dict[str, set[str]]) -> set[str]:
-    results = {""}
-    for part in node.values:
-        if isinstance(part, ast.Constant):
-            results = {r + str(part.value) for r in results}
-        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-              and part.value.id in constants):
-            results = {r + c for r in results for c in constants[part.value.id]}
-        else:
-            return set()  # not resolvable from the source alone
-    return results
-
-
-def _module_files(module: str, probes_dir: Path) -> list[Path]:
-    """The module's file plus the files of ``probes.*`` modules it imports (one level)."""
-    root = probes_dir.parent
-    path = root / Path(*module.split("."))
-    files = [path.with_suffix(".py")] if path.with_suffix(".py").exists() else []
-    if path.is_dir():
-        files += sorted(path.glob("*.py"))
-    extra: list[Path] = []
-    for file in files:
-        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level and node.module:
-                names = [f"probes.{node.module}"]
-            for name in names:
-                if not name.startswith("probes.") or name == module:
-                    continue
-                sub = root / Path(*name.split("."))
-                if sub.with_suffix(".py").exists():
-                    extra.append(sub.with_suffix(".py"))
-                elif sub.is_dir():
-                    extra += sorted(sub.glob("*.py"))
-    seen: dict[Path, None] = dict.fromkeys([*files, *extra])
-    return list(seen)
-
-
-def builtin_entry_points() -> dict[str, str]:
-    """Probe type -> ``module:Class`` for the built-ins (pyproject's entry points)."""
-    import tomllib
-
-    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    group = data["project"]["entry-points"]["alivemcp.probes"]
-    return {name: target for name, target in sorted(group.items())
-            if target.startswith(BUILTIN_MODULE_PREFIX)}
-
-
-def probe_observations(probes_dir: Path = REPO / "probes") -> dict[str, list[str]]:
-    """Probe type -> sorted observation names its code can emit."""
-    out: dict[str, list[str]] = {}
-    for name, target in builtin_entry_points().items():
-        module = target.split(":")[0]
-        names: set[str] = set()
-        for file in _module_files(module, probes_dir):
-            names |= observation_names_in_source(file.read_text(encoding="utf-8"))
-        out[name] = sorted(names)
-    return out
+def observations_table(declared: Sequence[Observable]) -> list[str]:
+    """One row per declared observation: name, unit (its suffix), extra labels, meaning."""
+    lines = ["| observation | unit | extra labels | meaning |", "|---|---|---|---|"]
+    for o in declared:
+        labels = ", ".join(f"`{label}`" for label in o.labels) or "none"
+        lines.append(f"| `{o.name}` | {unit_of(o.name)} | {labels} | {_cell(o.help)} |")
+    return [*lines, ""]
 
 
 # -- type and default rendering ----------------------------------------------------------------
@@ -355,7 +228,6 @@ def probes_section() -> list[str]:
     from alivemcp.registry import registry
 
     reg = registry()
-    observations = probe_observations()
     lines = ["## Probe types", ""]
     builtins = builtin_entry_points()
     # Blocks many probe types embed are described once, at the end of this section.
@@ -386,10 +258,10 @@ def probes_section() -> list[str]:
             facts.append(f"at most {cls.max_concurrency} runs in flight")
         if facts:
             lines += ["Engine facts: " + "; ".join(facts) + ".", ""]
-        obs = observations.get(name, [])
-        if obs:
-            lines += ["Observations (gauges `alivemcp_probe_<name>`, labels `check`, `probe`, "
-                      "the check's labels): " + ", ".join(f"`{o}`" for o in obs) + ".", ""]
+        if cls.observables:
+            lines += ["Observations (gauges `alivemcp_probe_<observation>` with labels `check`, "
+                      "`probe`, the check's labels and the extra labels below):", ""]
+            lines += observations_table(cls.observables)
         actions = _iam_actions(name)
         if actions is None:
             lines += ["IAM: none (no AWS calls).", ""]
