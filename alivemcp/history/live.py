@@ -70,6 +70,14 @@ class LiveWindows:
         counts[at + 1] += degraded
         counts[at + 2] += down
 
+    def forget(self, check_id: int) -> None:
+        """Clear a check's counts (its id was freed and may be given to a new check)."""
+        if check_id >= len(self._last_hour):
+            return
+        base = check_id * _STRIDE
+        self._counts[base:base + _STRIDE] = array("I", bytes(4 * _STRIDE))
+        self._last_hour[check_id] = self._last_day[check_id] = -(2**62)
+
     def window(self, check_id: int, window: str, now: float) -> tuple[int, int, int]:
         """(up, degraded, down) over ``window`` (a key of :data:`LIVE_WINDOWS`)."""
         if check_id >= len(self._last_hour):

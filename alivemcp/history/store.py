@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from alivemcp.history import queries, schema
 from alivemcp.history.config import HistoryConfig
 from alivemcp.history.live import LIVE_WINDOWS
-from alivemcp.history.writer import HistoryWriter
+from alivemcp.history.writer import FAULT_REASONS, HistoryWriter
 from alivemcp.results import CheckInfo, CheckResult
 
 __all__ = ["FLUSH_WAIT_SECONDS", "HistoryStore", "HistoryUnavailable"]
@@ -58,7 +58,7 @@ class HistoryStore:
 
     def reconfigure(self, config: HistoryConfig) -> None:
         self.config = config
-        self.writer.retention = config.retention
+        self.writer.set_retention(config.retention)
 
     def start(self) -> None:
         self.writer.start()
@@ -67,11 +67,12 @@ class HistoryStore:
         await asyncio.to_thread(self.writer.stop, timeout)
 
     async def flush(self, timeout: float = FLUSH_WAIT_SECONDS) -> bool:
-        """Wait until results observed so far are written; False on timeout."""
+        """Wait until results observed so far are written; False on timeout, and at once
+        while writes are failing (a reader then gets what the file has, without waiting)."""
         marker = self.writer.marker()
         deadline = time.monotonic() + timeout
         while not self.writer.reached(marker):
-            if time.monotonic() > deadline:
+            if self.writer.failing() or time.monotonic() > deadline:
                 return False
             await asyncio.sleep(0.005)
         return True
@@ -144,7 +145,7 @@ class _HistoryCollector(Collector):
         errors = CounterMetricFamily("alivemcp_history_write_errors",
                                      "Failed history writes or opens, by reason.",
                                      labels=["reason"])
-        for reason in ("disk_full", "unwritable", "corrupt", "locked", "io", "other"):
+        for reason in FAULT_REASONS:
             errors.add_metric([reason], float(stats.errors.get(reason, 0)))
         yield errors
         yield CounterMetricFamily("alivemcp_history_results_written",
@@ -153,7 +154,7 @@ class _HistoryCollector(Collector):
         yield CounterMetricFamily("alivemcp_history_results_dropped",
                                   "Results dropped because history could not be written for "
                                   "too long (the in-memory queue was full).",
-                                  value=float(stats.dropped_results))
+                                  value=float(stats.dropped))
         yield GaugeMetricFamily("alivemcp_history_pending_results",
                                 "Results waiting to be written.", value=float(writer.pending()))
         yield GaugeMetricFamily("alivemcp_history_last_batch_seconds",
