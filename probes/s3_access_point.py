@@ -16,17 +16,25 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field, field_validator
 
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_check_deadline,
-    aws_error_kind,
-    aws_error_summary,
+    aws_settings_field,
     aws_time_limit,
 )
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import (
+    Duration,
+    ErrorKind,
+    Findings,
+    Observable,
+    Probe,
+    ProbeError,
+    ProbeParams,
+    ProbeResult,
+    Status,
+)
 
 __all__ = ["S3AccessPointParams", "S3AccessPointProbe"]
 
@@ -35,9 +43,7 @@ _READ_CHUNK = 64 * 1024
 
 
 class S3AccessPointParams(ProbeParams):
-    aws: AwsSettings = Field(
-        default_factory=AwsSettings, description="AWS identity, region and endpoint to read as."
-    )
+    aws: AwsSettings = aws_settings_field()
     access_point_arn: str = Field(
         description="Access point ARN used as the bucket, e.g. "
         "arn:aws:s3:us-east-1:123456789012:accesspoint/mcp-tenant-a."
@@ -84,40 +90,30 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
         p = self.params
         s3 = await self.context.plumbing.aws.client("s3", p.aws)
         where = f"{p.access_point_arn} key {p.key!r}"
+        findings = Findings()
+        findings.details.update(access_point_arn=p.access_point_arn, key=p.key)
         started = time.perf_counter()
         try:
             async with aws_time_limit(p.limit):
                 read_bytes, meta = await self._read(s3)
         except TimeoutError:
-            return ProbeResult.down(
-                f"no answer within the {p.limit:g}s limit reading {where}",
-                details={"access_point_arn": p.access_point_arn, "key": p.key},
-            )
-        except ClientError as exc:
-            return _client_error_result(exc, where)
-        except BotoCoreError as exc:
-            kind = aws_error_kind(exc)
-            if kind == "credentials":
-                return ProbeResult.unknown(f"prober credentials: {aws_error_summary(exc)}")
-            return ProbeResult.down(f"cannot reach the access point: {aws_error_summary(exc)}")
+            findings.add(Status.DOWN, f"no answer within the {p.limit:g}s limit reading {where}")
+            return findings.result()
+        except ProbeError as err:
+            findings.details.update(error=err.detail, error_kind=err.kind.value)
+            findings.add_error(err, _OVERRIDES, reason=_failure(err.kind, where))
+            return findings.result()
         elapsed = time.perf_counter() - started
-        observations = {"read_latency_seconds": elapsed, "returned_bytes": float(read_bytes)}
-        details: dict[str, Any] = {
-            "access_point_arn": p.access_point_arn,
-            "key": p.key,
-            "method": p.method,
-            **meta,
-        }
+        findings.observe("read_latency_seconds", elapsed)
+        findings.observe("returned_bytes", float(read_bytes))
+        findings.details.update(method=p.method, **meta)
         if elapsed > p.limit:  # the timeout above is the hard stop; this catches rounding
-            return ProbeResult.down(
+            findings.add(
+                Status.DOWN,
                 f"read through the access point took {elapsed:.2f}s, over the {p.limit:g}s limit",
-                observations=observations,
-                details=details,
             )
-        return ProbeResult.up(
-            f"{p.method.upper()} through the access point in {elapsed * 1000:.0f} ms",
-            observations=observations,
-            details=details,
+        return findings.result(
+            f"{p.method.upper()} through the access point in {elapsed * 1000:.0f} ms"
         )
 
     async def _read(self, s3: Any) -> tuple[int, dict[str, Any]]:
@@ -139,23 +135,23 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
         return read, {"content_length": resp.get("ContentLength"), "etag": resp.get("ETag")}
 
 
-def _client_error_result(exc: ClientError, where: str) -> ProbeResult:
-    kind = aws_error_kind(exc)
-    summary = aws_error_summary(exc)
-    details = {"error": summary, "error_kind": kind}
-    if kind == "credentials":
-        return ProbeResult.unknown(f"prober credentials rejected: {summary}", details=details)
-    if kind == "permission":
-        return ProbeResult.down(
+#: A 403 here is the access point's policy drifting (the tenant's view), and any other
+#: refusal of a plain read blames the access point too.
+_OVERRIDES = {ErrorKind.PERMISSION: Status.DOWN, ErrorKind.REJECTED: Status.DOWN}
+
+
+def _failure(kind: ErrorKind, where: str) -> str:
+    if kind is ErrorKind.AUTH:
+        return "prober credentials rejected"
+    if kind is ErrorKind.PERMISSION:
+        return (
             f"access denied (403) reading {where}: policy drift: the access point policy, the "
-            "bucket's delegation policy or the reader's IAM role no longer allows this read",
-            details=details,
+            "bucket's delegation policy or the reader's IAM role no longer allows this read"
         )
-    if kind == "not_found":
-        return ProbeResult.down(
-            f"not found reading {where} (object, access point or bucket missing): {summary}",
-            details=details,
-        )
-    if kind == "throttled":
-        return ProbeResult.degraded(f"throttled reading {where}: {summary}", details=details)
-    return ProbeResult.down(f"read failed through {where}: {summary}", details=details)
+    if kind is ErrorKind.NOT_FOUND:
+        return f"not found reading {where} (object, access point or bucket missing)"
+    if kind is ErrorKind.THROTTLED:
+        return f"throttled reading {where}"
+    if kind in (ErrorKind.CONNECT, ErrorKind.DNS, ErrorKind.TLS, ErrorKind.TIMEOUT):
+        return "cannot reach the access point"
+    return f"read failed through {where}"

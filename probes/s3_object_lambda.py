@@ -23,19 +23,27 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import quote
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_check_deadline,
-    aws_error_kind,
-    aws_error_summary,
+    aws_settings_field,
     aws_time_limit,
 )
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult
+from alivemcp.plumbing.canary import canary_tags_field, tagging
+from alivemcp.probe import (
+    Duration,
+    ErrorKind,
+    Findings,
+    Observable,
+    Probe,
+    ProbeError,
+    ProbeParams,
+    ProbeResult,
+    Status,
+)
 
 __all__ = ["CanarySeed", "S3ObjectLambdaParams", "S3ObjectLambdaProbe"]
 
@@ -70,16 +78,11 @@ class CanarySeed(BaseModel):
         3600.0,
         description="Rewrite the canary this often (also whenever the read says it is missing).",
     )
-    tags: dict[str, str] = Field(
-        default_factory=lambda: {"alivemcp-canary": "true"},
-        description="Object tags on the canary, so lifecycle rules can expire leftovers.",
-    )
+    tags: dict[str, str] = canary_tags_field("true")
 
 
 class S3ObjectLambdaParams(ProbeParams):
-    aws: AwsSettings = Field(
-        default_factory=AwsSettings, description="AWS identity, region and endpoint to read as."
-    )
+    aws: AwsSettings = aws_settings_field()
     access_point_arn: str = Field(
         description="Object Lambda access point ARN, e.g. "
         "arn:aws:s3-object-lambda:us-east-1:123456789012:accesspoint/mcp-data-pii-clean."
@@ -175,13 +178,8 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
                 f"({p.access_point_arn})",
                 details=self._details(),
             )
-        except ClientError as exc:
-            return self._client_error(exc)
-        except BotoCoreError as exc:
-            if aws_error_kind(exc) == "credentials":
-                return ProbeResult.unknown(f"prober credentials: {aws_error_summary(exc)}")
-            return ProbeResult.down(f"cannot reach the Object Lambda access point: "
-                                    f"{aws_error_summary(exc)}", details=self._details())
+        except ProbeError as err:
+            return self._read_failed(err)
         elapsed = time.perf_counter() - started
         observations = {"transform_latency_seconds": elapsed, "returned_bytes": float(len(body))}
         return self._judge(status, body, elapsed, observations, seed_note)
@@ -248,20 +246,19 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         if self._seeded_at is not None and now - self._seeded_at < seed.every:
             return None
         s3 = await self.context.plumbing.aws.client("s3", seed.aws or self.params.aws)
-        tagging = "&".join(f"{_q(k)}={_q(v)}" for k, v in seed.tags.items())
         kwargs: dict[str, Any] = {
             "Bucket": seed.bucket,
             "Key": seed.key or self.params.key,
             "Body": self.params.document().encode(),
             "ContentType": "text/plain; charset=utf-8",
         }
-        if tagging:
-            kwargs["Tagging"] = tagging
+        if seed.tags:
+            kwargs["Tagging"] = tagging(seed.tags)
         try:
             async with aws_time_limit(self.params.limit):
                 await s3.put_object(**kwargs)
-        except (ClientError, BotoCoreError, TimeoutError) as exc:
-            summary = aws_error_summary(exc) if not isinstance(exc, TimeoutError) else "timeout"
+        except (ProbeError, TimeoutError) as exc:
+            summary = exc.detail if isinstance(exc, ProbeError) else "timeout"
             if self._seeded_at is None:
                 return ProbeResult.unknown(
                     f"cannot write the canary document to {seed.bucket}: {summary}",
@@ -271,25 +268,15 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         self._seeded_at = now
         return "seeded"
 
-    def _client_error(self, exc: ClientError) -> ProbeResult:
+    def _read_failed(self, err: ProbeError) -> ProbeResult:
         p = self.params
-        kind = aws_error_kind(exc)
-        summary = aws_error_summary(exc)
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        details = self._details(http_status=status, error=summary, error_kind=kind)
-        if kind == "credentials":
-            return ProbeResult.unknown(f"prober credentials rejected: {summary}", details=details)
-        if kind == "not_found" and p.seed is not None:
+        if err.kind is ErrorKind.NOT_FOUND and p.seed is not None:
             self._seeded_at = None  # rewrite it on the next run
-        if kind == "permission":
-            return ProbeResult.down(
-                f"access denied through {p.access_point_arn}: policy drift on the Object Lambda "
-                f"or supporting access point, or the Lambda's role ({summary})",
-                details=details,
-            )
-        return ProbeResult.down(
-            f"Object Lambda read failed (HTTP {status}): {summary}", details=details
-        )
+        findings = Findings()
+        findings.details.update(self._details(error=err.detail, error_kind=err.kind.value))
+        words = _READ_FAILURE.get(err.kind, "Object Lambda read failed")
+        findings.add_error(err, _OVERRIDES, reason=words.format(arn=p.access_point_arn))
+        return findings.result()
 
     def _details(self, **extra: Any) -> dict[str, Any]:
         return {
@@ -304,5 +291,15 @@ def _contains(text: str, sample: str) -> bool:
     return sample in text or ("@" in sample and sample.lower() in text.lower())
 
 
-def _q(value: str) -> str:
-    return quote(value, safe="")
+#: A 403 is policy drift on the Object Lambda (its view of the tenant), and a refused read
+#: blames it too.
+_OVERRIDES = {ErrorKind.PERMISSION: Status.DOWN, ErrorKind.REJECTED: Status.DOWN}
+_READ_FAILURE = {
+    ErrorKind.AUTH: "prober credentials rejected",
+    ErrorKind.PERMISSION: "access denied through {arn}: policy drift on the Object Lambda or "
+    "supporting access point, or the Lambda's role",
+    ErrorKind.TIMEOUT: "Object Lambda transform did not answer ({arn})",
+    ErrorKind.CONNECT: "cannot reach the Object Lambda access point",
+    ErrorKind.DNS: "cannot reach the Object Lambda access point",
+    ErrorKind.TLS: "cannot reach the Object Lambda access point",
+}

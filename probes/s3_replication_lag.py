@@ -36,36 +36,48 @@ until the next start.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import re
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
-from urllib.parse import urlencode
 
 from pydantic import Field, field_validator, model_validator
 
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_check_deadline,
-    aws_error_kind,
-    aws_error_summary,
+    aws_settings_field,
     aws_time_limit,
 )
-from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult
+from alivemcp.plumbing.canary import (
+    S3Canaries,
+    canary_body_fields_field,
+    canary_cleanup_field,
+    canary_document,
+    canary_sweep_min_age_field,
+    canary_tags_field,
+    check_slug,
+    run_to_completion,
+)
+from alivemcp.probe import (
+    Duration,
+    ErrorKind,
+    Findings,
+    Observable,
+    Probe,
+    ProbeError,
+    ProbeParams,
+    ProbeResult,
+    Status,
+)
 
 __all__ = ["S3ReplicationLagProbe"]
 
 #: Seconds a run keeps for writing the canary and cleaning up, beyond SLA + grace.
 RUN_OVERHEAD_SECONDS = 10.0
-#: Most versions one sweep deletes, so a huge leftover pile cannot stall a run.
-SWEEP_BATCH = 1000
-#: Destination deletes remembered for later runs; older ones are left to the start-up sweep.
-MAX_PENDING_DELETES = 50
-_SAFE_KEY_PART = re.compile(r"[^A-Za-z0-9._-]+")
+#: A canary write refused with any other 4xx (a disabled KMS key, say) blames the bucket.
+_WRITE_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
 
 
 class S3ReplicationLagParams(ProbeParams):
@@ -73,9 +85,8 @@ class S3ReplicationLagParams(ProbeParams):
     destination_bucket: str = Field(
         min_length=3, description="Replica (DR) bucket polled for the canary."
     )
-    aws: AwsSettings = Field(
-        default_factory=AwsSettings,
-        description="Identity/region for both buckets unless source_aws/destination_aws is set.",
+    aws: AwsSettings = aws_settings_field(
+        "Identity/region for both buckets unless source_aws/destination_aws is set."
     )
     source_aws: AwsSettings | None = Field(
         None, description="Identity/region for the source bucket (default: aws)."
@@ -107,19 +118,10 @@ class S3ReplicationLagParams(ProbeParams):
     source_status_every: Duration = Field(
         3.0, description="How often the source ReplicationStatus is read (FAILED: down at once)."
     )
-    tags: dict[str, str] = Field(
-        default_factory=lambda: {"alivemcp-canary": "replication"},
-        description="Tags on every canary, so a lifecycle rule can expire leftovers.",
-    )
-    body_fields: dict[str, str] = Field(
-        default_factory=dict, description="Extra string fields added to the canary's JSON body."
-    )
-    cleanup: bool = Field(True, description="Delete canaries (every version) from both buckets.")
-    sweep_min_age: Duration = Field(
-        600.0,
-        description="Leftover canaries older than this are swept on start (younger ones may "
-        "belong to a run in flight elsewhere).",
-    )
+    tags: dict[str, str] = canary_tags_field("replication")
+    body_fields: dict[str, str] = canary_body_fields_field()
+    cleanup: bool = canary_cleanup_field()
+    sweep_min_age: Duration = canary_sweep_min_age_field()
     destination_forbidden_status: Literal["down", "unknown"] = Field(
         "down",
         description="Verdict when the destination answers 403: down (a DR bucket the "
@@ -160,24 +162,26 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
 
     def __init__(self, context: Any, params: S3ReplicationLagParams) -> None:
         super().__init__(context, params)
-        # Keys whose destination replica may still land after their run gave up (insertion
-        # ordered, capped so a destination that refuses deletes cannot grow it forever).
-        self._pending_destination: dict[str, None] = {}
+        # Destination replicas of runs that gave up may still land: their deletes are kept.
+        self._canaries = S3Canaries()
         self._swept = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def setup(self) -> None:
         # Clients are created up front so the first run's timing excludes client creation.
-        await self._source()
-        await self._destination()
+        source, destination = await self._source(), await self._destination()
         if self.params.cleanup and not self._swept:
-            await self._sweep()
+            # Crash leftovers in both buckets; a failed sweep must not block the probe.
+            for client, bucket in ((source, self.params.source_bucket),
+                                   (destination, self.params.destination_bucket)):
+                await self._canaries.sweep(client, bucket, self.params.prefix,
+                                           self.params.sweep_min_age, _looks_like_canary)
             self._swept = True
 
     async def teardown(self) -> None:
-        if self.params.cleanup and self._pending_destination:
-            await self._delete_pending()
+        if self.params.cleanup:
+            await self._canaries.delete_deferred()
 
     async def _source(self) -> Any:
         return await self.context.plumbing.aws.client("s3", self.params.source_settings())
@@ -200,146 +204,74 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
                 f"{p.grace:g}s + {RUN_OVERHEAD_SECONDS:g}s to write and clean up: raise the "
                 "check's timeout (and its interval above it)"
             )
-        if p.cleanup and self._pending_destination:
-            await self._delete_pending()
+        if p.cleanup:
+            await self._canaries.delete_deferred()
 
         key = self._canary_key()
         source = await self._source()
-        destination = await self._destination()
-        details: dict[str, Any] = {
-            "source_bucket": p.source_bucket,
-            "destination_bucket": p.destination_bucket,
-            "key": key,
-            "sla_seconds": p.sla,
-            "grace_seconds": p.grace,
-        }
+        findings = Findings()
+        findings.details.update(
+            source_bucket=p.source_bucket,
+            destination_bucket=p.destination_bucket,
+            key=key,
+            sla_seconds=p.sla,
+            grace_seconds=p.grace,
+        )
+        document = canary_document("s3_replication_lag", self.context.name, p.body_fields)
         try:
-            version_id = await self._write_canary(source, key)
-        except Exception as exc:
-            return _write_failure(exc, p.source_bucket, key, details)
+            version_id = await self._canaries.write(source, p.source_bucket, key, document,
+                                                    p.tags)
+        except ProbeError as err:
+            findings.add_error(err, _WRITE_OVERRIDES,
+                               reason=_write_failure(err.kind, p.source_bucket, key))
+            return findings.result()
         written = time.monotonic()
-        details["source_version_id"] = version_id
+        findings.details["source_version_id"] = version_id
         try:
-            return await self._wait_for_replica(source, destination, key, written, details)
+            ok_reason = await self._wait_for_replica(source, key, written, findings)
         finally:
             if p.cleanup:
-                # Shielded: a run cancelled at its timeout still removes its canary.
-                await _shielded(self._cleanup_run(key, details))
-
-    async def _write_canary(self, source: Any, key: str) -> str | None:
-        now = datetime.now(UTC)
-        body = {
-            "probe": "s3_replication_lag",
-            "check": self.context.name,
-            "written_at": now.isoformat(),
-            "written_at_epoch": now.timestamp(),
-            **self.params.body_fields,
-        }
-        response = await source.put_object(
-            Bucket=self.params.source_bucket,
-            Key=key,
-            Body=json.dumps(body).encode(),
-            ContentType="application/json",
-            Tagging=urlencode(self.params.tags),
-        )
-        version = response.get("VersionId")
-        return version if version and version != "null" else None
+                # A run cancelled at its timeout still removes its canary.
+                await run_to_completion(self._cleanup_run(key, findings.details))
+        return findings.result(ok_reason)
 
     async def _wait_for_replica(
-        self,
-        source: Any,
-        destination: Any,
-        key: str,
-        written: float,
-        details: dict[str, Any],
-    ) -> ProbeResult:
+        self, source: Any, key: str, written: float, findings: Findings
+    ) -> str:
+        """Poll the destination until the replica lands, the source says FAILED, or the SLA
+        and grace pass; adds what it found and returns the reason when all is well."""
         p = self.params
+        destination = await self._destination()
+        polls = _Polls(written)
         sla_at = written + p.sla
         give_up_at = sla_at + p.grace
         wait = p.poll_initial
-        polls = 0
-        errors = 0
-        last_error: str | None = None
         next_source_check = written + min(p.source_status_every, p.poll_initial)
-        source_status: str | None = None
-        last_miss = written
-        forbidden: BaseException | None = None  # the latest poll's 403, if it was one
-        forbidden_polls = 0
         while True:
-            polls += 1
-            asked = time.monotonic()
             try:
-                # A hung destination must not carry the run past its give-up point.
-                async with aws_time_limit(max(1.0, give_up_at - time.monotonic())):
-                    await destination.head_object(Bucket=p.destination_bucket, Key=key)
-            except TimeoutError:
-                errors += 1
-                last_error = "HeadObject timed out"
-                forbidden = None
-            except Exception as exc:
-                kind = aws_error_kind(exc)
-                if kind == "not_found":
-                    last_miss = asked
-                elif kind == "credentials":
-                    self._remember_pending(key)
-                    return ProbeResult.unknown(
-                        f"prober's destination credentials failed: {aws_error_summary(exc)}",
-                        details=details,
-                    )
-                elif kind == "permission":
-                    # Not final yet: S3 answers 403 for a key that is not there when the
-                    # reader lacks s3:ListBucket, and 200 once the replica lands.
-                    last_miss = asked
-                    forbidden = exc
-                    forbidden_polls += 1
-                else:
-                    errors += 1
-                    last_error = aws_error_summary(exc)
-                if kind != "permission":
-                    forbidden = None
-            else:
-                arrived = time.monotonic()
-                lag = arrived - written
-                details.update(
-                    polls=polls,
-                    poll_errors=errors,
-                    source_replication_status=source_status,
-                    # The replica landed after the last miss: the lag is at least this.
-                    lag_lower_bound_seconds=round(last_miss - written, 3),
-                )
-                if forbidden_polls:
-                    details["forbidden_polls"] = forbidden_polls
-                    details["hint"] = (
-                        "the destination answered 403 until the replica landed: grant the "
-                        "reader s3:ListBucket so a missing key answers 404"
-                    )
-                observations = {"replication_lag_seconds": round(lag, 3)}
-                if arrived <= sla_at:
-                    return ProbeResult.up(
-                        f"replica arrived in {lag:.2f}s (SLA {p.sla:g}s)",
-                        observations=observations,
-                        details=details,
-                    )
-                return ProbeResult.degraded(
-                    f"replication SLA exceeded: replica of {key} arrived in {lag:.2f}s "
-                    f"(SLA {p.sla:g}s)",
-                    observations=observations,
-                    details=details,
-                )
-
+                arrived = await self._poll(destination, key, give_up_at, polls)
+            except ProbeError as err:  # the prober's own credentials: nothing more to learn
+                self._canaries.defer(destination, p.destination_bucket, key)
+                findings.add_error(err, reason="prober's destination credentials failed")
+                return ""
+            if arrived is not None:
+                return self._arrived(key, arrived, sla_at, polls, findings)
             now = time.monotonic()
             if now >= next_source_check:
                 next_source_check = now + p.source_status_every
-                source_status = await self._source_status(source, key) or source_status
-                if source_status == "FAILED":
-                    self._remember_pending(key)
-                    details.update(polls=polls, source_replication_status=source_status)
-                    return ProbeResult.down(
+                polls.source_status = await self._source_status(source, key) or (
+                    polls.source_status)
+                if polls.source_status == "FAILED":
+                    self._canaries.defer(destination, p.destination_bucket, key)
+                    findings.details.update(polls=polls.count,
+                                            source_replication_status=polls.source_status)
+                    findings.add(
+                        Status.DOWN,
                         f"replication FAILED for {key}: the source object's ReplicationStatus "
                         f"is FAILED after {now - written:.1f}s (check the replication role, "
                         "KMS grants and the destination bucket policy)",
-                        details=details,
                     )
+                    return ""
             if now >= give_up_at:
                 break
             # Never sleep past the SLA boundary: an arrival just inside the SLA must not be
@@ -347,42 +279,123 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             boundary = sla_at if now < sla_at else give_up_at
             await asyncio.sleep(max(0.0, min(wait, boundary - now)))
             wait = min(wait * p.poll_backoff, p.poll_max)
+        self._canaries.defer(destination, p.destination_bucket, key)
+        self._gave_up(key, polls, findings)
+        return ""
 
-        self._remember_pending(key)
-        waited = time.monotonic() - written
-        details.update(polls=polls, poll_errors=errors, source_replication_status=source_status)
-        if forbidden is not None:
-            details["forbidden_polls"] = forbidden_polls
-            return self._forbidden(forbidden, details)
-        if errors and errors == polls:
-            return ProbeResult.down(
-                f"destination bucket {p.destination_bucket} unreachable for {waited:.1f}s: "
-                f"{last_error}",
-                details=details,
+    async def _poll(
+        self, destination: Any, key: str, give_up_at: float, polls: _Polls
+    ) -> float | None:
+        """One HeadObject on the destination: the arrival time, or None while it is missing.
+        Raises the ``ProbeError`` when the prober's own credentials fail."""
+        polls.count += 1
+        asked = time.monotonic()
+        forbidden: ProbeError | None = None
+        try:
+            # A hung destination must not carry the run past its give-up point.
+            async with aws_time_limit(max(1.0, give_up_at - time.monotonic())):
+                await destination.head_object(Bucket=self.params.destination_bucket, Key=key)
+        except TimeoutError:
+            polls.errors += 1
+            polls.last_error = "HeadObject timed out"
+        except ProbeError as err:
+            if err.kind is ErrorKind.AUTH:
+                raise
+            if err.kind is ErrorKind.NOT_FOUND:
+                polls.last_miss = asked
+            elif err.kind is ErrorKind.PERMISSION:
+                # Not final yet: S3 answers 403 for a key that is not there when the reader
+                # lacks s3:ListBucket, and 200 once the replica lands.
+                polls.last_miss = asked
+                forbidden = err
+                polls.forbidden_count += 1
+            else:
+                polls.errors += 1
+                polls.last_error = err.detail
+        else:
+            return time.monotonic()
+        finally:
+            polls.forbidden = forbidden
+        return None
+
+    def _arrived(
+        self, key: str, arrived: float, sla_at: float, polls: _Polls, findings: Findings
+    ) -> str:
+        p = self.params
+        lag = arrived - polls.written
+        findings.details.update(
+            polls=polls.count,
+            poll_errors=polls.errors,
+            source_replication_status=polls.source_status,
+            # The replica landed after the last miss: the lag is at least this.
+            lag_lower_bound_seconds=round(polls.last_miss - polls.written, 3),
+        )
+        if polls.forbidden_count:
+            findings.details["forbidden_polls"] = polls.forbidden_count
+            findings.details["hint"] = (
+                "the destination answered 403 until the replica landed: grant the reader "
+                "s3:ListBucket so a missing key answers 404"
             )
-        hint = ""
+        findings.observe("replication_lag_seconds", round(lag, 3))
+        if arrived > sla_at:
+            findings.add(
+                Status.DEGRADED,
+                f"replication SLA exceeded: replica of {key} arrived in {lag:.2f}s "
+                f"(SLA {p.sla:g}s)",
+            )
+        return f"replica arrived in {lag:.2f}s (SLA {p.sla:g}s)"
+
+    def _gave_up(self, key: str, polls: _Polls, findings: Findings) -> None:
+        p = self.params
+        waited = time.monotonic() - polls.written
+        details = findings.details
+        details.update(polls=polls.count, poll_errors=polls.errors,
+                       source_replication_status=polls.source_status)
+        if polls.forbidden is not None:
+            details["forbidden_polls"] = polls.forbidden_count
+            details["failure"] = "permission"
+            findings.add(
+                Status(p.destination_forbidden_status),
+                f"permission problem, not lag: {p.destination_settings().describe_identity()} "
+                f"is denied HeadObject on destination bucket {p.destination_bucket} "
+                f"({polls.forbidden.operation}: {polls.forbidden.detail}); check the DR bucket "
+                "policy and the reader role (S3 also answers 403 for a key that is not there "
+                "yet when the reader lacks s3:ListBucket)",
+            )
+        elif polls.errors and polls.errors == polls.count:
+            findings.add(
+                Status.DOWN,
+                f"destination bucket {p.destination_bucket} unreachable for {waited:.1f}s: "
+                f"{polls.last_error}",
+            )
+        else:
+            findings.add(
+                Status.DOWN,
+                f"replication failure: canary {key} not in {p.destination_bucket} after "
+                f"{waited:.1f}s (SLA {p.sla:g}s + grace {p.grace:g}s)"
+                f"{self._missing_hint(details, polls.source_status)}",
+            )
+
+    def _missing_hint(self, details: dict[str, Any], source_status: str | None) -> str:
+        p = self.params
         if details.get("source_version_id") is None:
-            hint = (
+            return (
                 f" (the source bucket {p.source_bucket} returned no version id: replication "
                 "needs versioning on both buckets)"
             )
-        elif source_status is None:
-            hint = (
+        if source_status is None:
+            return (
                 f" (the source object has no ReplicationStatus: does a replication rule cover "
                 f"prefix {p.prefix!r}?)"
             )
-        elif source_status == "PENDING":
-            hint = " (source ReplicationStatus still PENDING)"
-        elif source_status == "COMPLETED":
-            hint = (
+        if source_status == "PENDING":
+            return " (source ReplicationStatus still PENDING)"
+        if source_status == "COMPLETED":
+            return (
                 " (the source says COMPLETED: does the rule replicate to another bucket, or "
                 "does the destination identity read a different account or region?)"
             )
-        return ProbeResult.down(
-            f"replication failure: canary {key} not in {p.destination_bucket} after "
-            f"{waited:.1f}s (SLA {p.sla:g}s + grace {p.grace:g}s){hint}",
-            details=details,
-        )
+        return ""
 
     async def _source_status(self, source: Any, key: str) -> str | None:
         """The source object's ReplicationStatus; None when unreadable (a source HEAD that
@@ -390,108 +403,56 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         try:
             async with aws_time_limit(self.params.poll_max):
                 head = await source.head_object(Bucket=self.params.source_bucket, Key=key)
-        except Exception:
+        except (ProbeError, TimeoutError):
             return None
         status = head.get("ReplicationStatus")
         return str(status).upper() if status else None
 
-    def _forbidden(self, exc: BaseException, details: dict[str, Any]) -> ProbeResult:
-        p = self.params
-        identity = _identity(p.destination_settings())
-        details["failure"] = "permission"
-        reason = (
-            f"permission problem, not lag: {identity} is denied HeadObject on destination "
-            f"bucket {p.destination_bucket} ({aws_error_summary(exc)}); check the DR bucket "
-            "policy and the reader role (S3 also answers 403 for a key that is not there yet "
-            "when the reader lacks s3:ListBucket)"
-        )
-        if p.destination_forbidden_status == "unknown":
-            return ProbeResult.unknown(reason, details=details)
-        return ProbeResult.down(reason, details=details)
-
-    def _remember_pending(self, key: str) -> None:
-        self._pending_destination[key] = None
-        while len(self._pending_destination) > MAX_PENDING_DELETES:
-            self._pending_destination.pop(next(iter(self._pending_destination)))
-
     def _canary_key(self) -> str:
-        check = _SAFE_KEY_PART.sub("-", self.context.name).strip("-") or "check"
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        return f"{self.params.prefix}{check}/{stamp}-{uuid.uuid4().hex[:12]}.json"
-
-    # -- cleanup ---------------------------------------------------------------------------
+        return (f"{self.params.prefix}{check_slug(self.context.name)}/"
+                f"{stamp}-{uuid.uuid4().hex[:12]}.json")
 
     async def _cleanup_run(self, key: str, details: dict[str, Any]) -> None:
+        """Delete the canary from both buckets (a replica still expected is deleted by a
+        later run); a failed delete is retried by the next run."""
+        p = self.params
         failures: list[str] = []
-        try:
-            await delete_all_versions(await self._source(), self.params.source_bucket, key)
-        except Exception as exc:
-            failures.append(f"source: {aws_error_summary(exc)}")
-        if key not in self._pending_destination:
-            try:
-                await delete_all_versions(
-                    await self._destination(), self.params.destination_bucket, key
-                )
-            except Exception as exc:
-                failures.append(f"destination: {aws_error_summary(exc)}")
-                self._remember_pending(key)
+        if err := await self._canaries.delete(await self._source(), p.source_bucket, key):
+            failures.append(f"source: {err.detail}")
+        if not self._canaries.is_deferred(p.destination_bucket, key):
+            destination = await self._destination()
+            if err := await self._canaries.delete(destination, p.destination_bucket, key):
+                failures.append(f"destination: {err.detail}")
         if failures:
             details["cleanup_failed"] = failures
 
-    async def _delete_pending(self) -> None:
-        destination = await self._destination()
-        for key in list(self._pending_destination):
-            try:
-                await delete_all_versions(destination, self.params.destination_bucket, key)
-            except Exception:
-                continue
-            self._pending_destination.pop(key, None)
 
-    async def _sweep(self) -> None:
-        """Delete canaries older than ``sweep_min_age`` from both buckets (crash leftovers)."""
-        cutoff = datetime.now(UTC).timestamp() - self.params.sweep_min_age
-        for client, bucket in (
-            (await self._source(), self.params.source_bucket),
-            (await self._destination(), self.params.destination_bucket),
-        ):
-            with contextlib.suppress(Exception):  # a failed sweep must not block the probe
-                await delete_versions_under(
-                    client, bucket, self.params.prefix, cutoff, _looks_like_canary, SWEEP_BATCH
-                )
+@dataclass
+class _Polls:
+    """What the destination polls of one run saw."""
+
+    written: float
+    count: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    #: When the replica was last seen missing (the lag is at least this long).
+    last_miss: float = 0.0
+    #: The latest poll's 403, if it was one.
+    forbidden: ProbeError | None = None
+    forbidden_count: int = 0
+    source_status: str | None = None
+
+    def __post_init__(self) -> None:
+        self.last_miss = self.written
 
 
-async def _shielded(coro: Any) -> None:
-    task = asyncio.ensure_future(coro)
-    with contextlib.suppress(Exception):
-        await asyncio.shield(task)
-
-
-def _identity(settings: AwsSettings) -> str:
-    if settings.role_arn:
-        return f"role {settings.role_arn}"
-    if settings.profile:
-        return f"profile {settings.profile}"
-    if settings.access_key_id is not None:
-        return "the configured static-key identity"
-    return "the prober's default identity"
-
-
-def _write_failure(
-    exc: BaseException, bucket: str, key: str, details: dict[str, Any]
-) -> ProbeResult:
-    kind = aws_error_kind(exc)
-    summary = aws_error_summary(exc)
-    if kind == "credentials":
-        return ProbeResult.unknown(f"prober's source credentials failed: {summary}",
-                                   details=details)
-    if kind == "permission":
-        return ProbeResult.unknown(
-            f"cannot write canary {key} to {bucket} (the prober's own write permission): "
-            f"{summary}",
-            details=details,
-        )
-    return ProbeResult.down(f"cannot write canary to source bucket {bucket}: {summary}",
-                            details=details)
+def _write_failure(kind: ErrorKind, bucket: str, key: str) -> str:
+    if kind is ErrorKind.AUTH:
+        return "prober's source credentials failed"
+    if kind is ErrorKind.PERMISSION:
+        return f"cannot write canary {key} to {bucket} (the prober's own write permission)"
+    return f"cannot write canary to source bucket {bucket}"
 
 
 def _looks_like_canary(key: str) -> bool:

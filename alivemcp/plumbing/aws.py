@@ -12,6 +12,17 @@ Retries: botocore's own are off; the clients handed out retry in
 :mod:`alivemcp.plumbing.aws_retries`, where ``max_attempts`` counts every attempt and retries
 stop by the caller's deadline (:func:`aws_time_limit`, :func:`aws_deadline`), so a fast error
 is reported as itself rather than as a timeout.
+
+Errors: this module is the AWS error boundary. A client's calls (paginator pages and body
+reads included) raise :class:`~alivemcp.errors.ProbeError` only, classified by
+:func:`aws_error_kind` and naming the API operation, the target (bucket, stream, queue, or
+service and region) and the code, message and attempts; a caller writes::
+
+    s3 = await plumbing.aws.client("s3", params.aws)
+    try:
+        await s3.head_object(Bucket=bucket, Key=key)
+    except ProbeError as err:
+        findings.add_error(err)   # err.kind, err.target, err.operation, err.detail
 """
 
 from __future__ import annotations
@@ -20,25 +31,41 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
+import aiohttp
 from aiobotocore.config import AioConfig
 from aiobotocore.credentials import (
     AioAssumeRoleCredentialFetcher,
     AioDeferredRefreshableCredentials,
 )
 from aiobotocore.session import AioSession
+from aiohttp import ClientConnectorDNSError
 from aiohttp.abc import AbstractResolver, ResolveResult
 from botocore.exceptions import (
     ClientError,
+    ConnectionError,
+    ConnectTimeoutError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
     NoCredentialsError,
     NoRegionError,
+    ParamValidationError,
     PartialCredentialsError,
     ProfileNotFound,
+    ReadTimeoutError,
+    SSLError,
+    ValidationError,
 )
+from botocore.parsers import ResponseParserError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws_retries import (
+    AWS_ERRORS,
+    THROTTLING_CODES,
     RetryingClient,
     attempts_of,
     aws_deadline,
@@ -46,13 +73,16 @@ from alivemcp.plumbing.aws_retries import (
 )
 
 __all__ = [
+    "AwsClient",
     "AwsClients",
-    "AwsErrorKind",
     "AwsSettings",
     "aws_check_deadline",
     "aws_deadline",
     "aws_error_kind",
     "aws_error_summary",
+    "aws_probe_error",
+    "aws_settings_field",
+    "aws_target",
     "aws_time_limit",
 ]
 
@@ -102,6 +132,16 @@ class AwsSettings(BaseModel):
         description="Seconds to wait for a response, per attempt (a probe's limit can cut it).",
     )
     max_pool_connections: int = Field(50, ge=1, description="Connections per client.")
+
+    def describe_identity(self) -> str:
+        """Which identity these settings act as, for a reason (never a secret)."""
+        if self.role_arn:
+            return f"role {self.role_arn}"
+        if self.profile:
+            return f"profile {self.profile}"
+        if self.access_key_id is not None:
+            return "the configured static-key identity"
+        return "the prober's default identity"
 
     def identity_key(self) -> tuple[Any, ...]:
         return (
@@ -172,8 +212,12 @@ class AwsClients:
             self._sessions[key] = session
         return session
 
-    async def client(self, service: str, settings: AwsSettings, region: str | None = None) -> Any:
-        """The shared client for ``service`` in ``region`` (default: the settings' region)."""
+    async def client(
+        self, service: str, settings: AwsSettings, region: str | None = None
+    ) -> AwsClient:
+        """The shared client for ``service`` in ``region`` (default: the settings' region).
+        Its calls raise ``ProbeError``; so does this when the client cannot be made (a
+        profile that does not exist)."""
         region = region or settings.region
         endpoint = settings.endpoint_urls.get(service, settings.endpoint_url)
         key = (
@@ -194,13 +238,19 @@ class AwsClients:
         async with lock:
             client = self._clients.get(key)
             if client is None:
-                client = await self._create(service, settings, region, endpoint)
+                try:
+                    client = await self._create(service, settings, region, endpoint)
+                except AWS_ERRORS as exc:
+                    raise aws_probe_error(
+                        exc, operation=f"create {service} client", target=aws_target(
+                            service, region, {})
+                    ) from exc
                 self._clients[key] = client
         return client
 
     async def _create(
         self, service: str, settings: AwsSettings, region: str | None, endpoint: str | None
-    ) -> Any:
+    ) -> AwsClient:
         connector_args: dict[str, Any] = {}
         if settings.resolve_all_to:
             connector_args["resolver"] = _FixedResolver(settings.resolve_all_to)
@@ -219,7 +269,7 @@ class AwsClients:
             service, region_name=region, endpoint_url=endpoint, config=config
         )
         client = await self._stack.enter_async_context(creator)
-        return RetryingClient(client, settings.max_attempts)
+        return AwsClient(client, settings.max_attempts, service, region)
 
     async def aclose(self) -> None:
         await self._stack.aclose()
@@ -261,9 +311,10 @@ def _assumed_role_credentials(
     )
 
 
-AwsErrorKind = Literal[
-    "credentials", "permission", "not_found", "throttled", "server", "client", "other"
-]
+# --- the error boundary ----------------------------------------------------------------------
+#
+# botocore's exceptions are translated here, once, into ProbeError; nothing outside plumbing
+# sees them. The code sets below decide the kind; the retry logic shares the throttling set.
 
 _CREDENTIAL_CODES = frozenset(
     {
@@ -281,56 +332,205 @@ _PERMISSION_CODES = frozenset(
     {"AccessDenied", "AccessDeniedException", "403", "Forbidden", "UnauthorizedOperation"}
 )
 _NOT_FOUND_CODES = frozenset(
-    {"404", "NoSuchKey", "NoSuchBucket", "NotFound", "ResourceNotFoundException"}
-)
-_THROTTLE_CODES = frozenset(
     {
-        "Throttling",
-        "ThrottlingException",
-        "SlowDown",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
+        "404",
+        "NoSuchKey",
+        "NoSuchBucket",
+        "NotFound",
+        "ResourceNotFoundException",
+        # SQS says a queue is gone with a 400 and one of these.
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "NonExistentQueue",
     }
 )
+_CREDENTIAL_ERRORS = (
+    NoCredentialsError,
+    PartialCredentialsError,
+    NoRegionError,
+    ProfileNotFound,
+    CredentialRetrievalError,
+)
 
 
-def aws_error_kind(exc: BaseException) -> AwsErrorKind:
-    """Classify an AWS exception so probes can tell "my own credentials are broken"
-    (``unknown``) from "the target refused me" and "the target is down"."""
-    if isinstance(
-        exc, NoCredentialsError | PartialCredentialsError | NoRegionError | ProfileNotFound
-    ):
-        return "credentials"
+def aws_error_kind(exc: BaseException) -> ErrorKind:
+    """What kind of failure a botocore exception is (a ``ProbeError`` keeps its own kind).
+
+    The prober's own credentials (missing, invalid, expired) are ``AUTH``; a 403 is
+    ``PERMISSION``; 404s and "no such" codes ``NOT_FOUND``; throttling ``THROTTLED``; 5xx
+    ``UNAVAILABLE``; any other answer ``REJECTED``. Without an answer: a refused or dropped
+    connection is ``CONNECT`` (``DNS`` when the name did not resolve), a per-attempt timeout
+    ``TIMEOUT``, a failed handshake ``TLS``, an unparsable answer ``PROTOCOL``.
+    """
+    if isinstance(exc, ProbeError):
+        return exc.kind
+    if isinstance(exc, _CREDENTIAL_ERRORS):
+        return ErrorKind.AUTH
     if isinstance(exc, ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", ""))
+        code = _code(exc)
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in _CREDENTIAL_CODES:
-            return "credentials"
+            return ErrorKind.AUTH
         if code in _PERMISSION_CODES or status == 403:
-            return "permission"
+            return ErrorKind.PERMISSION
         if code in _NOT_FOUND_CODES or status == 404:
-            return "not_found"
-        if code in _THROTTLE_CODES or status == 429:
-            return "throttled"
+            return ErrorKind.NOT_FOUND
+        if code in THROTTLING_CODES or status == 429:
+            return ErrorKind.THROTTLED
         if isinstance(status, int) and status >= 500:
-            return "server"
-        return "client"
-    return "other"
+            return ErrorKind.UNAVAILABLE
+        return ErrorKind.REJECTED
+    if isinstance(exc, SSLError):
+        return ErrorKind.TLS
+    if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
+        return ErrorKind.TIMEOUT
+    if isinstance(exc, EndpointConnectionError) and isinstance(
+        exc.kwargs.get("error"), ClientConnectorDNSError
+    ):
+        return ErrorKind.DNS
+    if isinstance(exc, ConnectionError | HTTPClientError):
+        return ErrorKind.CONNECT
+    if isinstance(exc, ResponseParserError | IncompleteReadError):
+        return ErrorKind.PROTOCOL
+    if isinstance(exc, ParamValidationError | ValidationError):
+        return ErrorKind.REJECTED  # the request as configured cannot be sent
+    return ErrorKind.OTHER
 
 
 def aws_error_summary(exc: BaseException) -> str:
-    """One line naming the error code and message, never the request's credentials, and
-    the attempts made when the call was retried (e.g. "(3 attempts in 1.2s)")."""
+    """One line naming the operation, error code and message, never the request's
+    credentials, and the attempts made when the call was retried (e.g. "(3 attempts in
+    1.2s)")."""
+    if isinstance(exc, ProbeError):
+        return f"{exc.operation}: {exc.detail}"
+    if isinstance(exc, ClientError):
+        return f"{exc.operation_name}: {_detail(exc)}"
+    return _detail(exc)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _detail(exc: BaseException) -> str:
+    """The error's code and message (and attempts): what ``ProbeError.detail`` holds."""
     if isinstance(exc, ClientError):
         err: Mapping[str, Any] = exc.response.get("Error", {})
-        code = err.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        message = err.get("Message") or ""
-        op = exc.operation_name
-        line = f"{op}: {code} {message}".strip()
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = err.get("Code") or status
+        line = f"{code} {err.get('Message') or ''}".strip()
+        if status is not None and str(status) != str(code):
+            line += f" (HTTP {status})"
     else:
         line = f"{type(exc).__name__}: {exc}"
     attempts = attempts_of(exc)
     return f"{line} ({attempts.describe()})" if attempts is not None else line
+
+
+def aws_probe_error(exc: BaseException, *, operation: str, target: str) -> ProbeError:
+    """The ``ProbeError`` for a botocore exception raised by ``operation`` on ``target``."""
+    code = (_code(exc) or None) if isinstance(exc, ClientError) else None
+    return ProbeError(
+        aws_error_kind(exc), target=target, operation=operation, detail=_detail(exc), code=code
+    )
+
+
+def aws_target(service: str, region: str | None, params: Mapping[str, Any]) -> str:
+    """What a call is about, from its parameters: ``s3://bucket/key``, ``delivery stream
+    NAME``, ``queue NAME``...; else the service and region."""
+    bucket = params.get("Bucket")
+    if isinstance(bucket, str):
+        key = params.get("Key") or params.get("Prefix")
+        if bucket.startswith("arn:"):  # access points: the ARN stands for the bucket
+            return f"{bucket} key {key}" if key else bucket
+        return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+    for param, noun in _NAMED_TARGETS:
+        value = params.get(param)
+        if isinstance(value, str) and value:
+            if param == "QueueUrl":
+                value = value.rstrip("/").rsplit("/", 1)[-1]
+            return f"{noun} {value}"
+    return f"{service} in {region}" if region else service
+
+
+_NAMED_TARGETS = (
+    ("DeliveryStreamName", "delivery stream"),
+    ("StreamName", "stream"),
+    ("StreamARN", "stream"),
+    ("QueueUrl", "queue"),
+    ("ClusterArn", "cluster"),
+    ("TopicArn", "topic"),
+    ("FunctionName", "function"),
+)
+
+
+class AwsClient(RetryingClient):
+    """A shared AWS service client: the aiobotocore client's methods (snake_case names, the
+    same parameters and responses), retried, and raising only
+    :class:`~alivemcp.errors.ProbeError`, whose ``operation`` is the API name
+    (``PutObject``), ``target`` what :func:`aws_target` names, and ``detail`` the code,
+    message and attempts. A response's streaming ``Body`` raises ``ProbeError`` too.
+    ``aws_time_limit`` still raises ``TimeoutError`` when nothing at all came back in time."""
+
+    def __init__(self, client: Any, max_attempts: int, service: str, region: str | None) -> None:
+        super().__init__(client, max_attempts)
+        self.service = service
+        self.region = region
+
+    def _final_error(
+        self, operation: str, params: Mapping[str, Any], exc: BaseException
+    ) -> BaseException:
+        return aws_probe_error(
+            exc, operation=operation, target=aws_target(self.service, self.region, params)
+        )
+
+    def _response(self, operation: str, params: Mapping[str, Any], response: Any) -> Any:
+        if isinstance(response, dict) and hasattr(response.get("Body"), "read"):
+            target = aws_target(self.service, self.region, params)
+            response["Body"] = _Body(response["Body"], operation, target)
+        return response
+
+
+class _Body:
+    """A response body whose reads raise ``ProbeError`` (a connection dropped mid-body)."""
+
+    def __init__(self, body: Any, operation: str, target: str) -> None:
+        self._body = body
+        self._operation = operation
+        self._target = target
+
+    async def read(self, amt: int | None = None) -> bytes:
+        try:
+            return bytes(await self._body.read(amt))
+        except (*AWS_ERRORS, aiohttp.ClientError) as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: BaseException) -> ProbeError:
+        if isinstance(exc, aiohttp.ClientError):  # below botocore: the connection broke
+            return ProbeError(ErrorKind.CONNECT, target=self._target, operation=self._operation,
+                              detail=f"reading the body: {type(exc).__name__}: {exc}")
+        return aws_probe_error(exc, operation=self._operation, target=self._target)
+
+    def close(self) -> None:
+        self._body.close()
+
+    async def __aenter__(self) -> _Body:
+        await self._body.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._body.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._body, name)
+
+
+def aws_settings_field(
+    description: str = "AWS identity, region and endpoint (see AwsSettings).",
+) -> Any:
+    """The ``aws:`` params field every AWS probe declares: ``aws: AwsSettings =
+    aws_settings_field()``."""
+    return Field(default_factory=AwsSettings, description=description)
 
 
 def aws_check_deadline(timeout: float) -> contextlib.AbstractContextManager[None]:

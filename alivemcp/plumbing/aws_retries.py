@@ -19,7 +19,9 @@ with botocore retries off (``total_max_attempts: 1``) and calls are retried here
   by it (one that does not answer is the engine's timeout to report).
 
 An error raised after the retry logic considered it carries :class:`Attempts` (read it with
-:func:`attempts_of`), so a reason can say "3 attempts in 1.2 s".
+:func:`attempts_of`), so a reason can say "3 attempts in 1.2 s". The error a caller finally
+sees passes through :meth:`RetryingClient._final_error` (also when a time limit raises it), the
+hook where :mod:`alivemcp.plumbing.aws` turns botocore's exceptions into ``ProbeError``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -42,8 +44,11 @@ from botocore.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
+from botocore.parsers import ResponseParserError
 
 __all__ = [
+    "AWS_ERRORS",
+    "THROTTLING_CODES",
     "Attempts",
     "AwsTimeLimit",
     "RetryingClient",
@@ -55,6 +60,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: Every exception a botocore call raises for a failed request (an unparsable answer is not a
+#: BotoCoreError).
+AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 #: First backoff (seconds) after a failed attempt, doubled for each further one.
 BACKOFF_BASE = 0.1
 #: First backoff after throttling: the service asked for less traffic.
@@ -62,7 +70,7 @@ THROTTLED_BACKOFF_BASE = 0.5
 #: No single backoff is longer than this.
 BACKOFF_CAP = 5.0
 #: botocore's throttling codes: retried with the longer backoff.
-_THROTTLING_CODES = frozenset(
+THROTTLING_CODES = frozenset(
     {
         "SlowDown",
         "Throttling",
@@ -79,7 +87,7 @@ _THROTTLING_CODES = frozenset(
     }
 )
 #: Codes retried whatever their HTTP status: throttling plus botocore's transient codes.
-_RETRYABLE_CODES = _THROTTLING_CODES | {
+_RETRYABLE_CODES = THROTTLING_CODES | {
     "RequestTimeout",
     "RequestTimeoutException",
     "PriorRequestNotComplete",
@@ -144,7 +152,7 @@ def _backoff(attempt: int, exc: BaseException) -> float:
         code = str(exc.response.get("Error", {}).get("Code", ""))
         if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 429:
             code = "TooManyRequestsException"
-    base = THROTTLED_BACKOFF_BASE if code in _THROTTLING_CODES else BACKOFF_BASE
+    base = THROTTLED_BACKOFF_BASE if code in THROTTLING_CODES else BACKOFF_BASE
     # Jitter keeps many checks that failed together from retrying in step.
     return random.uniform(0.5, 1.0) * min(BACKOFF_CAP, base * 2 ** (attempt - 1))
 
@@ -172,6 +180,10 @@ class _Limit:
 _current: ContextVar[_Limit | None] = ContextVar("alivemcp_aws_limit", default=None)
 
 
+def _unchanged(exc: BaseException) -> BaseException:
+    return exc
+
+
 @dataclass(eq=False)
 class _Call:
     loop: asyncio.AbstractEventLoop
@@ -179,6 +191,8 @@ class _Call:
     attempts: int = 0
     #: The latest error that came from the other side (not a client-side timeout).
     last_answer: BaseException | None = None
+    #: What the caller finally sees instead of a botocore error (the client's error boundary).
+    final: Callable[[BaseException], BaseException] = _unchanged
 
 
 def aws_time_limit(seconds: float) -> AwsTimeLimit:
@@ -225,7 +239,11 @@ class AwsTimeLimit:
                 raise
             latest = max(answered, key=lambda c: c.started)
             assert latest.last_answer is not None
-            raise _annotated(latest.last_answer, latest, out_of_time=True) from None
+            error = _annotated(latest.last_answer, latest, out_of_time=True)
+            translated = latest.final(error)
+            if translated is error:
+                raise error from None
+            raise translated from error
 
 
 @contextlib.contextmanager
@@ -245,10 +263,15 @@ def aws_deadline(seconds: float) -> Iterator[None]:
 # --- the retry loop --------------------------------------------------------------------------
 
 
-async def call_with_retries(call: Callable[[], Awaitable[T]], max_attempts: int) -> T:
-    """Run ``call`` up to ``max_attempts`` times in all, within the enclosing deadlines."""
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]],
+    max_attempts: int,
+    final: Callable[[BaseException], BaseException] = _unchanged,
+) -> T:
+    """Run ``call`` up to ``max_attempts`` times in all, within the enclosing deadlines; the
+    botocore error that ends it is raised as ``final(error)``."""
     loop = asyncio.get_running_loop()
-    record = _Call(loop, loop.time())
+    record = _Call(loop, loop.time(), final=final)
     limit = _current.get()
     limits = list(limit.chain()) if limit is not None else []
     hard = [each for each in limits if each.hard]
@@ -257,6 +280,11 @@ async def call_with_retries(call: Callable[[], Awaitable[T]], max_attempts: int)
     cancelled = False
     try:
         return await _attempt(record, call, max_attempts, limits)
+    except AWS_ERRORS as exc:
+        translated = final(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
     except asyncio.CancelledError:
         cancelled = True  # a hard limit that ran out reads this call's last error
         raise
@@ -318,7 +346,10 @@ async def _one(call: Callable[[], Awaitable[T]], cut_at: float | None) -> T:
 class RetryingClient:
     """An aiobotocore client whose API methods, and the pages of its paginators, run through
     :func:`call_with_retries`. Everything else (``meta``, ``exceptions``, presigning) passes
-    through untouched."""
+    through untouched.
+
+    Subclasses may override :meth:`_final_error` (what a failed call raises) and
+    :meth:`_response` (what a successful call returns)."""
 
     def __init__(self, client: Any, max_attempts: int) -> None:
         self._client = client
@@ -344,9 +375,25 @@ class RetryingClient:
 
     def _retrying(self, name: str, method: Callable[..., Awaitable[Any]]) -> Any:
         max_attempts = self._max_attempts
+        operation = self._operations.get(name, name)
 
         async def retried(*args: Any, **kwargs: Any) -> Any:
-            return await call_with_retries(lambda: method(*args, **kwargs), max_attempts)
+            response = await call_with_retries(
+                lambda: method(*args, **kwargs),
+                max_attempts,
+                lambda exc: self._final_error(operation, kwargs, exc),
+            )
+            return self._response(operation, kwargs, response)
 
         retried.__name__ = name
         return retried
+
+    def _final_error(
+        self, operation: str, params: Mapping[str, Any], exc: BaseException
+    ) -> BaseException:
+        """The exception a call of ``operation`` raises for ``exc`` (here: ``exc`` itself)."""
+        return exc
+
+    def _response(self, operation: str, params: Mapping[str, Any], response: Any) -> Any:
+        """What a successful call of ``operation`` returns (here: the response itself)."""
+        return response

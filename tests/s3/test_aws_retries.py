@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from alivemcp.config import ConfigError
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
 from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
@@ -183,12 +183,15 @@ async def test_paginator_pages_are_retried_like_calls() -> None:
                 _access_point_params(endpoint.url, 2)["aws"] | {"resolve_all_to": None}
             )
             s3_client = await clients.client("s3", settings)
-            with pytest.raises(ClientError) as raised:
+            with pytest.raises(ProbeError) as raised:
                 async for _page in s3_client.get_paginator("list_objects_v2").paginate(
                     Bucket="any"
                 ):
                     pass
         assert endpoint.requests == 2
+        assert raised.value.kind is ErrorKind.UNAVAILABLE
+        assert raised.value.operation == "ListObjectsV2"
+        assert raised.value.target == "s3://any"
         assert "(2 attempts in " in aws_error_summary(raised.value)
     finally:
         await clients.aclose()
