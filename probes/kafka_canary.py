@@ -26,28 +26,28 @@ with the engine's anonymous timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from pydantic import Field, model_validator
 
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.kafka import (
     ClusterMetadata,
-    KafkaAuthFailed,
-    KafkaCluster,
+    KafkaClusterClient,
     KafkaConnection,
-    KafkaPlumbingError,
+    PartitionReader,
+    PartitionWriter,
     RunBudget,
-    close_quietly,
+    cluster_problem,
+    format_list,
 )
-from alivemcp.probe import Duration, LabeledObservation, Observable, Probe, ProbeParams, ProbeResult
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings, status_for
 
 __all__ = ["KafkaCanaryParams", "KafkaCanaryProbe"]
 
@@ -141,9 +141,8 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._reader: AIOKafkaConsumer | None = None
-        self._reader_cluster: KafkaCluster | None = None
-        self._assigned: frozenset[int] = frozenset()
+        self._reader: PartitionReader | None = None
+        self._reader_cluster: KafkaClusterClient | None = None
 
     async def teardown(self) -> None:
         await self._drop_reader()
@@ -155,12 +154,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         request = p.cluster.request_timeout
         try:
             snapshot = await self._ensure_topic(cluster, budget)
-            if isinstance(snapshot, ProbeResult):
-                return snapshot
-        except KafkaAuthFailed as exc:
-            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
-        except KafkaPlumbingError as exc:
-            return ProbeResult.down(f"cluster unreachable: {exc}")
+        except ProbeError as err:
+            return ProbeResult(status_for(err.kind), cluster_problem(err))
+        if isinstance(snapshot, ProbeResult):
+            return snapshot
         topic = snapshot.topics[p.topic]
         partitions = [part.partition for part in topic.partitions]
         leaders = {part.partition: part.leader for part in topic.partitions}
@@ -169,57 +166,58 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             # Bootstrap plus InitProducerId, which waits for the KRaft controller to hand out
             # producer ids: during a controller failover that takes longer than one request.
             producer = await cluster.producer(timeout=budget.step(2 * request, share=0.5))
-        except KafkaAuthFailed as exc:
-            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
-        except KafkaPlumbingError as exc:
-            return ProbeResult.down(f"cannot start the producer: {exc}")
+        except ProbeError as err:
+            if err.kind is ErrorKind.AUTH:
+                return ProbeResult.unknown(cluster_problem(err))
+            return ProbeResult(status_for(err.kind), f"cannot start the producer: {err}")
         # A producer still sending to a fenced (hung) leader would wait for its next periodic
         # metadata refresh: align it with the metadata just read.
         await cluster.refresh_leaders(producer, p.topic, leaders, budget.step(request, share=0.2))
 
-        reader_error: str | None = None
-        unread: dict[int, str] = {}
-        reader: AIOKafkaConsumer | None = None
+        outcome = _Outcome(partitions)
+        reader: PartitionReader | None = None
         try:
             # Bounded: resolving positions waits on every partition leader, and a hung one
             # must not eat the time the produce half of the check needs.
             reader, unread = await self._ensure_reader(
                 cluster, partitions, leaders, budget.step(p.roundtrip_timeout, share=0.25)
             )
-        except (KafkaError, KafkaPlumbingError, TimeoutError, OSError) as exc:
+        except (ProbeError, TimeoutError) as exc:
             # Reading back is the second half of the check; producing still says a lot.
             await self._drop_reader()
-            reader_error = str(exc) if isinstance(exc, KafkaPlumbingError) else (
-                f"{type(exc).__name__}: {exc}"
-            )
+            outcome.reader_error = str(exc) or f"no answer ({type(exc).__name__})"
+            unread = {}
         run_id = uuid.uuid4().hex
         # Whatever produce leaves, the read back keeps a little of (its messages are
         # usually back within milliseconds of the acknowledgement).
         produce_for = budget.step(
             p.produce_timeout, keep=min(p.roundtrip_timeout, budget.remaining() * 0.25)
         )
-        produced, failed = await self._produce_all(
+        outcome.produced, outcome.failed = await self._produce_all(
             cluster, producer, partitions, leaders, run_id, produce_for
         )
-        if any(f.error.startswith("timed out") for f in failed):
-            await _explain_timeouts(cluster, failed, in_sync, budget.step(2.0, share=0.3))
-        if any(not f.error.startswith(("timed out", "not sent")) for f in failed):
+        if any(f.error.startswith("timed out") for f in outcome.failed):
+            await _explain_timeouts(
+                cluster, outcome.failed, in_sync, budget.step(2.0, share=0.3)
+            )
+        if any(not f.error.startswith(("timed out", "not sent")) for f in outcome.failed):
             # A send that failed outright may leave the idempotent producer's sequence state
             # behind; a fresh one is cheap compared with a canary stuck on a bad producer.
             await cluster.reset_producer()
-        readable = [x for x in produced if x.partition not in unread]
-        roundtrip = (
-            await self._read_back(reader, run_id, readable, budget.step(p.roundtrip_timeout))
-            if reader
-            else {}
-        )
-        unread = {x.partition: unread[x.partition] for x in produced if x.partition in unread}
-        return self._verdict(partitions, produced, failed, roundtrip, reader_error, unread)
+        readable = [x for x in outcome.produced if x.partition not in unread]
+        if reader is not None:
+            outcome.roundtrip = await self._read_back(
+                reader, run_id, readable, budget.step(p.roundtrip_timeout)
+            )
+        outcome.unread = {
+            x.partition: unread[x.partition] for x in outcome.produced if x.partition in unread
+        }
+        return self._verdict(outcome)
 
     # -- topic ---------------------------------------------------------------------------------
 
     async def _ensure_topic(
-        self, cluster: KafkaCluster, budget: RunBudget
+        self, cluster: KafkaClusterClient, budget: RunBudget
     ) -> ClusterMetadata | ProbeResult:
         p = self.params
         request = p.cluster.request_timeout
@@ -261,8 +259,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                 p.topic, assignments=assignments, configs=configs,
                 timeout=budget.step(request, share=0.3),
             )
-        except KafkaError as exc:
-            return ProbeResult.down(f"cannot create canary topic {p.topic}: {exc}")
+        except ProbeError as err:  # e.g. not allowed to create topics: the prober's identity
+            return ProbeResult(
+                status_for(err.kind), f"cannot create canary topic {p.topic}: {err}"
+            )
         for _ in range(20):  # leaders are elected within moments of creation
             snapshot = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
             topic = snapshot.topics.get(p.topic)
@@ -274,7 +274,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         return ProbeResult.down(f"canary topic {p.topic} created but its partitions have no leader")
 
     async def _cover_new_brokers(
-        self, cluster: KafkaCluster, snapshot: ClusterMetadata, budget: RunBudget
+        self, cluster: KafkaClusterClient, snapshot: ClusterMetadata, budget: RunBudget
     ) -> ClusterMetadata:
         """Add a partition for every live broker that is nobody's preferred leader (a broker
         added to the cluster since the topic was created), so every broker stays exercised.
@@ -297,7 +297,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                 p.topic, len(topic.partitions) + len(assignments), assignments,
                 timeout=budget.step(request, share=0.3),
             )
-        except (KafkaError, KafkaPlumbingError):
+        except ProbeError:
             return snapshot  # e.g. no Alter permission: keep probing what exists
         for _ in range(20):
             fresh = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
@@ -315,71 +315,50 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
 
     async def _ensure_reader(
         self,
-        cluster: KafkaCluster,
+        cluster: KafkaClusterClient,
         partitions: Sequence[int],
         leaders: Mapping[int, int],
         timeout: float,
-    ) -> tuple[AIOKafkaConsumer, dict[int, str]]:
+    ) -> tuple[PartitionReader, dict[int, str]]:
         """The reader, positioned on every partition it can be; the partitions it cannot
         read (their leader did not answer in time), with why."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        wanted = frozenset(partitions)
         if self._reader is not None and self._reader_cluster is not cluster:
             await self._drop_reader()
         if self._reader is None:
-            self._reader = await cluster.new_consumer(
-                timeout=timeout / 2,
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="latest",
-                fetch_max_wait_ms=100,
-                isolation_level="read_uncommitted",
-            )
+            self._reader = await cluster.new_consumer(timeout=timeout / 2)
             self._reader_cluster = cluster
-            self._assigned = frozenset()
         reader = self._reader
-        tps = [TopicPartition(self.params.topic, p) for p in sorted(wanted)]
-        if wanted != self._assigned:
-            reader.assign(tps)
-            await reader.seek_to_end(*tps)
-            self._assigned = wanted
-        # Resolve the positions now, before this run's messages exist (at once for those
-        # already known); each leader answers for its own partitions, so a hung one only
-        # costs its partitions.
+        await reader.follow(self.params.topic, partitions)
+        # Resolve the positions now, before this run's messages exist.
         left = max(0.0, deadline - loop.time())
-        results = await asyncio.gather(
-            *(_within(reader.position(tp), left) for tp in tps), return_exceptions=True
-        )
         unread: dict[int, str] = {}
-        for tp, result in zip(tps, results, strict=True):
-            if not isinstance(result, BaseException):
-                continue
-            leader = leaders.get(tp.partition, -1)
+        for partition, err in (await reader.positions(left)).items():
+            leader = leaders.get(partition, -1)
             suspicion = cluster.suspect(leader) if leader >= 0 else None
             if suspicion is not None:
-                unread[tp.partition] = suspicion.describe()
-            elif isinstance(result, TimeoutError):
-                unread[tp.partition] = (
+                unread[partition] = suspicion.describe()
+            elif err.kind is ErrorKind.TIMEOUT:
+                unread[partition] = (
                     f"leader {cluster.broker_name(leader)} did not answer ListOffsets within "
                     f"{round(left, 1):g}s"
                 )
             else:
-                unread[tp.partition] = f"{type(result).__name__}: {result}"
+                unread[partition] = err.detail
         return reader, unread
 
     async def _drop_reader(self) -> None:
         reader, self._reader = self._reader, None
-        self._assigned = frozenset()
         if reader is not None:
-            await close_quietly(reader)
+            await reader.close()
 
     # -- one run -------------------------------------------------------------------------------
 
     async def _produce_all(
         self,
-        cluster: KafkaCluster,
-        producer: Any,
+        cluster: KafkaClusterClient,
+        producer: PartitionWriter,
         partitions: Sequence[int],
         leaders: Mapping[int, int],
         run_id: str,
@@ -388,12 +367,14 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         """One message to every partition, each with ``timeout`` of its own (in parallel).
         A partition whose leader is a suspect (it hung and has not answered since) is not
         written to: the send could only wait for the timeout."""
-        p = self.params
+        topic = self.params.topic
 
         async def one(partition: int) -> _Produced | _Failed:
             # The broker this send goes to, as the producer sees it now (what a hung send
-            # is waiting for, even if leadership moves while it waits).
-            leader = _leader_seen_by(producer, p.topic, partition, leaders)
+            # is waiting for, even if leadership moves while it waits); else the metadata's.
+            leader = producer.leader(topic, partition)
+            if leader is None:
+                leader = leaders.get(partition, -1)
             suspicion = cluster.suspect(leader) if leader >= 0 else None
             if suspicion is not None:
                 return _Failed(partition, leader, f"not sent: {suspicion.describe()}")
@@ -403,14 +384,12 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             ).encode()
             try:
                 async with asyncio.timeout(timeout):
-                    meta = await producer.send_and_wait(
-                        p.topic, value, key=run_id.encode(), partition=partition
-                    )
+                    offset = await producer.send(topic, partition, value, key=run_id.encode())
             except TimeoutError:
                 return _Failed(partition, leader, f"timed out after {round(timeout, 1):g}s")
-            except KafkaError as exc:
-                return _Failed(partition, leader, f"{type(exc).__name__}: {exc}")
-            return _Produced(partition, meta.offset, time.perf_counter() - started)
+            except ProbeError as err:
+                return _Failed(partition, leader, err.detail)
+            return _Produced(partition, offset, time.perf_counter() - started)
 
         results = await asyncio.gather(*(one(x) for x in partitions))
         produced = [r for r in results if isinstance(r, _Produced)]
@@ -418,7 +397,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         return produced, failed
 
     async def _read_back(
-        self, reader: AIOKafkaConsumer, run_id: str, produced: Sequence[_Produced],
+        self, reader: PartitionReader, run_id: str, produced: Sequence[_Produced],
         timeout: float,
     ) -> dict[int, float]:
         """Seconds from send to read for each partition whose message came back in time."""
@@ -427,136 +406,162 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         deadline = time.monotonic() + timeout
         run_started = time.time() - max((x.latency for x in produced), default=0.0)
         while waiting and time.monotonic() < deadline:
-            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
             try:
-                batches = await reader.getmany(timeout_ms=min(remaining_ms, 500))
-            except KafkaError:
+                messages = await reader.read(min(deadline - time.monotonic(), 0.5))
+            except ProbeError:
                 await asyncio.sleep(0.1)
                 continue
             now = time.time()
-            for tp, records in batches.items():
-                for record in records:
-                    message = _decode(record.value)
-                    if message is None or message.get("run") != run_id:
-                        continue  # an earlier run's late message, or someone else's
-                    part = tp.partition
-                    if part in waiting:
-                        sent_at = message.get("sent_at")
-                        start = sent_at if isinstance(sent_at, int | float) else run_started
-                        seen[part] = max(0.0, now - start)
-                        del waiting[part]
+            for partition, value in messages:
+                message = _decode(value)
+                if message is None or message.get("run") != run_id:
+                    continue  # an earlier run's late message, or someone else's
+                if partition in waiting:
+                    sent_at = message.get("sent_at")
+                    start = sent_at if isinstance(sent_at, int | float) else run_started
+                    seen[partition] = max(0.0, now - start)
+                    del waiting[partition]
         return seen
 
-    def _verdict(
-        self,
-        partitions: Sequence[int],
-        produced: Sequence[_Produced],
-        failed: Sequence[_Failed],
-        roundtrip: Mapping[int, float],
-        reader_error: str | None = None,
-        unread: Mapping[int, str] | None = None,
-    ) -> ProbeResult:
+    # -- verdict -------------------------------------------------------------------------------
+
+    def _verdict(self, run: _Outcome) -> ProbeResult:
+        """``down`` when a produce failed (naming partitions and leaders); ``degraded`` for
+        slow produces or round trips and messages not read back; else ``up``."""
         p = self.params
-        unread = unread or {}
-        produce_max = max((x.latency for x in produced), default=0.0)
-        roundtrip_max = max(roundtrip.values(), default=0.0)
-        lost = sorted(
-            x.partition
-            for x in produced
-            if x.partition not in roundtrip and x.partition not in unread
-        )
-        if reader_error:
-            lost = []  # nothing was read at all: said once, below
-        observations = {
-            "partitions": float(len(partitions)),
-            "partitions_failed": float(len(failed)),
-            "produce_latency_max_seconds": produce_max,
-            "roundtrip_latency_max_seconds": roundtrip_max,
-            "messages_not_read_back": float(len(lost)),
-        }
-        labeled: list[LabeledObservation] = []
-        if len(partitions) <= p.per_partition_max:
-            for x in produced:
-                labeled.append(
-                    LabeledObservation(
-                        "produce_latency_seconds", x.latency, {"partition": str(x.partition)}
-                    )
-                )
-            for part, seconds in roundtrip.items():
-                labeled.append(
-                    LabeledObservation(
-                        "roundtrip_latency_seconds", seconds, {"partition": str(part)}
-                    )
-                )
-        details = {
-            "topic": p.topic,
-            "failed": [
-                {"partition": f.partition, "leader": f.leader, "error": f.error}
-                for f in sorted(failed, key=lambda f: f.partition)
-            ][:100],
-            "produce_latency_seconds": {str(x.partition): round(x.latency, 4) for x in produced},
-            "roundtrip_latency_seconds": {str(k): round(v, 4) for k, v in roundtrip.items()},
-            "not_read_back": lost[:100],
-            "reader_error": reader_error,
-            "unreadable": {str(k): v for k, v in sorted(unread.items())[:100]},
-        }
-        kw: dict[str, Any] = {
-            "observations": observations, "labeled_observations": labeled, "details": details,
-        }
-        if failed:
-            listed = [
-                f"partition {f.partition} (leader broker {f.leader if f.leader >= 0 else 'none'}):"
-                f" {f.error}"
-                for f in sorted(failed, key=lambda f: f.partition)
-            ]
-            return ProbeResult.down(
-                f"produce to {p.topic} failed on {len(failed)} of {len(partitions)} partitions: "
-                + _list(listed, p.max_listed),
-                **kw,
+        found = Findings()
+        self._observe(found, run)
+        found.details.update(self._details(run))
+        if run.failed:
+            found.add(
+                Status.DOWN,
+                f"produce to {p.topic} failed on {len(run.failed)} of {len(run.partitions)} "
+                "partitions: "
+                + format_list([_failure(f) for f in run.failed_in_order()], p.max_listed),
             )
+        else:
+            for problem in self._read_problems(run):
+                found.add(Status.DEGRADED, problem)
+        n = len(run.partitions)
+        return found.result(
+            f"produced to {'all ' if n > 1 else ''}{n} partition{'s' if n != 1 else ''} of "
+            f"{p.topic} (max {run.produce_max() * 1000:.0f} ms), read back in max "
+            f"{run.roundtrip_max() * 1000:.0f} ms"
+        )
+
+    def _read_problems(self, run: _Outcome) -> list[str]:
+        """What made a run without failed produces less than healthy."""
+        p = self.params
         problems: list[str] = []
         slow = sorted(
-            (x for x in produced if x.latency > p.produce_latency_threshold),
+            (x for x in run.produced if x.latency > p.produce_latency_threshold),
             key=lambda x: -x.latency,
         )
         if slow:
             problems.append(
                 f"produce latency above {p.produce_latency_threshold:g}s on "
-                + _list([f"partition {x.partition} ({x.latency:.2f}s)" for x in slow], p.max_listed)
+                + format_list(
+                    [f"partition {x.partition} ({x.latency:.2f}s)" for x in slow], p.max_listed
+                )
             )
         slow_rt = sorted(
-            ((k, v) for k, v in roundtrip.items() if v > p.roundtrip_latency_threshold),
+            ((k, v) for k, v in run.roundtrip.items() if v > p.roundtrip_latency_threshold),
             key=lambda kv: -kv[1],
         )
         if slow_rt:
             problems.append(
                 f"round trip above {p.roundtrip_latency_threshold:g}s on "
-                + _list([f"partition {k} ({v:.2f}s)" for k, v in slow_rt], p.max_listed)
+                + format_list([f"partition {k} ({v:.2f}s)" for k, v in slow_rt], p.max_listed)
             )
-        if reader_error:
-            problems.append(f"cannot read the canary back: {reader_error}")
-        if unread:
+        if run.reader_error:
+            problems.append(f"cannot read the canary back: {run.reader_error}")
+        if run.unread:
             problems.append(
                 "cannot read back "
-                + _list([f"partition {k} ({v})" for k, v in sorted(unread.items())], p.max_listed)
+                + format_list(
+                    [f"partition {k} ({v})" for k, v in sorted(run.unread.items())],
+                    p.max_listed,
+                )
             )
+        lost = run.lost()
         if lost:
             problems.append(
                 f"{len(lost)} message(s) not read back within {p.roundtrip_timeout:g}s: "
-                + _list([f"partition {x}" for x in lost], p.max_listed)
+                + format_list([f"partition {x}" for x in lost], p.max_listed)
             )
-        if problems:
-            return ProbeResult.degraded("; ".join(problems), **kw)
-        return ProbeResult.up(
-            f"produced to {'all ' if len(partitions) > 1 else ''}{len(partitions)} "
-            f"partition{'s' if len(partitions) != 1 else ''} of {p.topic} "
-            f"(max {produce_max * 1000:.0f} ms), read back in max {roundtrip_max * 1000:.0f} ms",
-            **kw,
+        return problems
+
+    def _observe(self, found: Findings, run: _Outcome) -> None:
+        found.observations.update({
+            "partitions": float(len(run.partitions)),
+            "partitions_failed": float(len(run.failed)),
+            "produce_latency_max_seconds": run.produce_max(),
+            "roundtrip_latency_max_seconds": run.roundtrip_max(),
+            "messages_not_read_back": float(len(run.lost())),
+        })
+        if len(run.partitions) <= self.params.per_partition_max:
+            for x in run.produced:
+                found.labeled("produce_latency_seconds", x.latency, partition=str(x.partition))
+            for part, seconds in run.roundtrip.items():
+                found.labeled("roundtrip_latency_seconds", seconds, partition=str(part))
+
+    def _details(self, run: _Outcome) -> dict[str, Any]:
+        return {
+            "topic": self.params.topic,
+            "failed": [
+                {"partition": f.partition, "leader": f.leader, "error": f.error}
+                for f in run.failed_in_order()
+            ][:100],
+            "produce_latency_seconds": {
+                str(x.partition): round(x.latency, 4) for x in run.produced
+            },
+            "roundtrip_latency_seconds": {str(k): round(v, 4) for k, v in run.roundtrip.items()},
+            "not_read_back": run.lost()[:100],
+            "reader_error": run.reader_error,
+            "unreadable": {str(k): v for k, v in sorted(run.unread.items())[:100]},
+        }
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What one run did: the partitions written, failed and read back."""
+
+    partitions: Sequence[int]
+    produced: list[_Produced] = field(default_factory=list)
+    failed: list[_Failed] = field(default_factory=list)
+    #: Seconds from send to read, by partition (messages that came back in time).
+    roundtrip: dict[int, float] = field(default_factory=dict)
+    #: Why nothing could be read back at all.
+    reader_error: str | None = None
+    #: Partitions that could not be read back, with why.
+    unread: dict[int, str] = field(default_factory=dict)
+
+    def lost(self) -> list[int]:
+        """Produced but not read back in time (not counted when reading was impossible)."""
+        if self.reader_error:
+            return []  # nothing was read at all: said once
+        return sorted(
+            x.partition for x in self.produced
+            if x.partition not in self.roundtrip and x.partition not in self.unread
         )
+
+    def failed_in_order(self) -> list[_Failed]:
+        return sorted(self.failed, key=lambda f: f.partition)
+
+    def produce_max(self) -> float:
+        return max((x.latency for x in self.produced), default=0.0)
+
+    def roundtrip_max(self) -> float:
+        return max(self.roundtrip.values(), default=0.0)
+
+
+def _failure(f: _Failed) -> str:
+    leader = f.leader if f.leader >= 0 else "none"
+    return f"partition {f.partition} (leader broker {leader}): {f.error}"
 
 
 async def _explain_timeouts(
-    cluster: KafkaCluster,
+    cluster: KafkaClusterClient,
     failed: Sequence[_Failed],
     in_sync: Mapping[int, Sequence[int]],
     timeout: float,
@@ -582,22 +587,6 @@ async def _explain_timeouts(
             f.error += f": waiting for in-sync replica {', '.join(silent)}, which did not answer"
 
 
-async def _within(call: Any, seconds: float) -> Any:
-    async with asyncio.timeout(seconds):
-        return await call
-
-
-def _leader_seen_by(
-    producer: Any, topic: str, partition: int, fallback: Mapping[int, int]
-) -> int:
-    """The broker the producer was writing to (its own metadata view), else the admin's."""
-    with contextlib.suppress(Exception):
-        leader = producer.client.cluster.leader_for_partition(TopicPartition(topic, partition))
-        if isinstance(leader, int) and leader >= 0:
-            return leader
-    return fallback.get(partition, -1)
-
-
 def _decode(value: bytes | None) -> dict[str, Any] | None:
     if not value:
         return None
@@ -606,8 +595,3 @@ def _decode(value: bytes | None) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return message if isinstance(message, dict) else None
-
-
-def _list(items: Sequence[str], limit: int) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

@@ -32,23 +32,25 @@ import asyncio
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.plumbing.aws import AwsSettings, aws_error_kind, aws_error_summary
+from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing.aws import AwsSettings
 from alivemcp.plumbing.kafka import (
-    KafkaAuthFailed,
     KafkaConnection,
-    KafkaPlumbingError,
     PartitionState,
     RunBudget,
     Suspicion,
+    cluster_problem,
+    format_list,
 )
+from alivemcp.plumbing.kafka_cloudwatch import list_series, series_values
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings, status_for
 
 __all__ = ["CloudWatchPartitionSource", "KafkaPartitionHealthParams", "KafkaPartitionHealthProbe"]
 
@@ -56,6 +58,11 @@ __all__ = ["CloudWatchPartitionSource", "KafkaPartitionHealthParams", "KafkaPart
 _PRODUCTION_VALUES = frozenset({"true", "yes", "1", "production", "prod"})
 #: Kafka error codes that mean "this partition has no usable leader".
 _LEADER_NOT_AVAILABLE = 5
+#: Every line of a run's findings goes into the reason (each names a bounded list).
+_REASON_LINES = 10
+_CLOUDWATCH_METRICS = (
+    "OfflinePartitionsCount", "UnderMinIsrPartitionCount", "UnderReplicatedPartitions"
+)
 
 
 class CloudWatchPartitionSource(BaseModel):
@@ -189,10 +196,8 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             snapshot = await cluster.metadata(
                 p.topics or None, timeout=budget.step(conn.request_timeout, share=0.6)
             )
-        except KafkaAuthFailed as exc:
-            return ProbeResult.unknown(f"cannot authenticate to the cluster: {exc}")
-        except KafkaPlumbingError as exc:
-            return ProbeResult.down(f"cluster unreachable: {exc}")
+        except ProbeError as err:
+            return ProbeResult(status_for(err.kind), cluster_problem(err))
         selected = {
             name: topic for name, topic in snapshot.topics.items() if self._wanted(name, topic)
         }
@@ -206,9 +211,9 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             cluster.ask_every_broker(step),
             return_exceptions=True,
         )
-        if isinstance(configs_or_error, KafkaAuthFailed):
-            return ProbeResult.unknown(f"cannot authenticate to the cluster: {configs_or_error}")
-        if isinstance(configs_or_error, KafkaPlumbingError):
+        if isinstance(configs_or_error, ProbeError) and configs_or_error.kind is ErrorKind.AUTH:
+            return ProbeResult.unknown(cluster_problem(configs_or_error))
+        if isinstance(configs_or_error, ProbeError):
             configs, found.configs_error = {}, str(configs_or_error)
         elif isinstance(configs_or_error, BaseException):
             raise configs_or_error
@@ -271,72 +276,63 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         details: Mapping[str, Any],
     ) -> ProbeResult:
         p = self.params
-        down: list[str] = []
-        degraded: list[str] = []
+        # Under-replication (and a broker that stopped answering) pages on production.
+        replication = Status.DOWN if self._production() else Status.DEGRADED
+        result = Findings()
+        result.observations.update(observations)
+        result.details.update(details)
         if found.offline:
-            down.append(
-                f"{len(found.offline)} offline (no leader): "
-                + _list(
-                    [f"{x.topic}/{x.partition} replicas {_ids(x.replicas)}" for x in found.offline],
-                    p.max_listed,
-                )
-            )
+            result.add(Status.DOWN, f"{len(found.offline)} offline (no leader): " + format_list(
+                [f"{x.topic}/{x.partition} replicas {_ids(x.replicas)}" for x in found.offline],
+                p.max_listed,
+            ))
         if found.under_min_isr:
-            down.append(
+            result.add(
+                Status.DOWN,
                 f"{len(found.under_min_isr)} under min ISR (acks=all producers fail): "
-                + _list(
-                    [
-                        f"{x.topic}/{x.partition} isr {_ids(x.isr)} < {m}"
-                        for x, m in found.under_min_isr
-                    ],
+                + format_list(
+                    [f"{x.topic}/{x.partition} isr {_ids(x.isr)} < {m}"
+                     for x, m in found.under_min_isr],
                     p.max_listed,
-                )
+                ),
             )
         if found.under_replicated:
             missing = sorted({b for x in found.under_replicated for b in x.missing_from_isr})
-            line = (
+            result.add(
+                replication,
                 f"{len(found.under_replicated)} under-replicated "
                 f"(broker{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} "
                 "missing from ISR): "
-                + _list(
-                    [
-                        f"{x.topic}/{x.partition} isr {_ids(x.isr)} of {_ids(x.replicas)}"
-                        for x in found.under_replicated
-                    ],
+                + format_list(
+                    [f"{x.topic}/{x.partition} isr {_ids(x.isr)} of {_ids(x.replicas)}"
+                     for x in found.under_replicated],
                     p.max_listed,
-                )
+                ),
             )
-            (down if self._production() else degraded).append(line)
         if found.not_answering:
-            (down if self._production() else degraded).append(
-                _list([s.describe() for s in found.not_answering], p.max_listed)
+            result.add(
+                replication, format_list([s.describe() for s in found.not_answering], p.max_listed)
             )
         if found.configs_error and found.min_isr_unknown:
-            degraded.append(
+            result.add(
+                Status.DEGRADED,
                 f"min.insync.replicas unread for {_count(len(found.min_isr_unknown), 'topic')} "
-                f"(not checked for under-min-ISR): {found.configs_error}"
+                f"(not checked for under-min-ISR): {found.configs_error}",
             )
         if found.missing_topics:
-            down.append("topic not found: " + _list(found.missing_topics, p.max_listed))
+            result.add(
+                Status.DOWN, "topic not found: " + format_list(found.missing_topics, p.max_listed)
+            )
         if p.expected_brokers is not None and len(brokers_alive) < p.expected_brokers:
-            degraded.append(
+            result.add(
+                Status.DEGRADED,
                 f"{len(brokers_alive)} of {p.expected_brokers} brokers alive "
-                f"({_ids(brokers_alive)})"
+                f"({_ids(brokers_alive)})",
             )
-        if down:
-            return ProbeResult(
-                Status.DOWN, "; ".join(down + degraded), observations=observations,
-                details=details,
-            )
-        if degraded:
-            return ProbeResult(
-                Status.DEGRADED, "; ".join(degraded), observations=observations, details=details
-            )
-        return ProbeResult.up(
+        return result.result(
             f"{_count(found.partitions, 'partition')} in {_count(found.topics, 'topic')} fully "
             f"replicated on {_count(len(brokers_alive), 'broker')}",
-            observations=observations,
-            details=details,
+            max_listed=_REASON_LINES,
         )
 
     def _details(
@@ -374,31 +370,36 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
     # -- CloudWatch ---------------------------------------------------------------------------
 
     async def _from_cloudwatch(self, source: CloudWatchPartitionSource) -> ProbeResult:
-        client = await self.context.plumbing.aws.client("cloudwatch", source.aws)
         now = datetime.now(UTC)
         start = now - timedelta(seconds=source.lookback)
-        metrics = ("OfflinePartitionsCount", "UnderMinIsrPartitionCount",
-                   "UnderReplicatedPartitions")
         try:
-            series = await _list_series(client, source.cluster_name, metrics)
+            client = await self.context.plumbing.aws.client("cloudwatch", source.aws)
+            series = [
+                found for metric in _CLOUDWATCH_METRICS
+                for found in await list_series(client, source.cluster_name, metric)
+            ]
             if not series:
                 return ProbeResult.unknown(
                     f"CloudWatch has no AWS/Kafka partition metrics for cluster "
                     f"{source.cluster_name!r}"
                 )
-            latest = await _latest_values(client, series, start, now, source.period)
-        except (ClientError, BotoCoreError) as exc:
+            values = await series_values(client, series, start, now, source.period)
+        except ProbeError as err:
             # Whatever failed, it was the prober's view that broke, not the cluster.
-            what = "own credentials" if aws_error_kind(exc) == "credentials" else "CloudWatch"
-            return ProbeResult.unknown(f"{what}: {aws_error_summary(exc)}")
+            what = "own credentials" if err.kind is ErrorKind.AUTH else "CloudWatch"
+            return ProbeResult.unknown(f"{what}: {err.operation}: {err.detail}")
 
         totals: dict[str, float] = {}
         per_broker: dict[str, dict[str, float]] = {}
-        for (metric, broker), value in latest.items():
+        for (metric, dimensions), points in zip(series, values, strict=True):
+            if not points:
+                continue
+            value = points[-1]  # the latest
             totals[metric] = totals.get(metric, 0.0) + value
+            broker = next((d["Value"] for d in dimensions if d["Name"] == "Broker ID"), None)
             if broker is not None and value > 0:
                 per_broker.setdefault(metric, {})[broker] = value
-        if not latest:
+        if not totals:
             return ProbeResult.unknown(
                 f"no datapoints for cluster {source.cluster_name!r} in the last "
                 f"{source.lookback:g}s"
@@ -406,108 +407,30 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         offline = totals.get("OfflinePartitionsCount", 0.0)
         under_min = totals.get("UnderMinIsrPartitionCount", 0.0)
         under_rep = totals.get("UnderReplicatedPartitions", 0.0)
-        observations = {
-            "offline_partitions": offline,
-            "under_min_isr_partitions": under_min,
-            "under_replicated_partitions": under_rep,
-        }
-        details = {"source": "cloudwatch", "cluster_name": source.cluster_name,
-                   "by_broker": per_broker, "production": self._production()}
-        down: list[str] = []
-        degraded: list[str] = []
-        if offline > 0:
-            down.append(f"{offline:g} offline partitions")
-        if under_min > 0:
-            down.append(f"{under_min:g} partitions under min ISR"
-                        + _brokers_note(per_broker.get("UnderMinIsrPartitionCount")))
-        if under_rep > 0:
-            line = f"{under_rep:g} under-replicated partitions" + _brokers_note(
-                per_broker.get("UnderReplicatedPartitions")
-            )
-            (down if self._production() else degraded).append(line)
-        where = f" (CloudWatch, cluster {source.cluster_name})"
-        if down:
-            return ProbeResult.down("; ".join(down + degraded) + where,
-                                    observations=observations, details=details)
-        if degraded:
-            return ProbeResult.degraded("; ".join(degraded) + where,
-                                        observations=observations, details=details)
-        return ProbeResult.up("no offline, under-min-ISR or under-replicated partitions" + where,
-                              observations=observations, details=details)
-
-
-async def _list_series(
-    client: Any, cluster_name: str, metrics: Sequence[str]
-) -> list[tuple[str, list[dict[str, str]]]]:
-    """Every (metric, dimensions) series of the cluster: per broker where MSK publishes so."""
-    out: list[tuple[str, list[dict[str, str]]]] = []
-    for metric in metrics:
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "Namespace": "AWS/Kafka",
-                "MetricName": metric,
-                "Dimensions": [{"Name": "Cluster Name", "Value": cluster_name}],
-            }
-            if token:
-                kwargs["NextToken"] = token
-            page = await client.list_metrics(**kwargs)
-            for item in page.get("Metrics", []):
-                out.append((metric, list(item.get("Dimensions", []))))
-            token = page.get("NextToken")
-            if not token:
-                break
-    return out
-
-
-async def _latest_values(
-    client: Any,
-    series: list[tuple[str, list[dict[str, str]]]],
-    start: datetime,
-    end: datetime,
-    period: int,
-) -> dict[tuple[str, str | None], float]:
-    """The latest Maximum of each series, keyed by (metric, broker id or None)."""
-    keys: dict[str, tuple[str, str | None]] = {}
-    queries = []
-    for index, (metric, dimensions) in enumerate(series):
-        query_id = f"m{index}"
-        broker = next((d["Value"] for d in dimensions if d["Name"] == "Broker ID"), None)
-        keys[query_id] = (metric, broker)
-        queries.append(
-            {
-                "Id": query_id,
-                "MetricStat": {
-                    "Metric": {"Namespace": "AWS/Kafka", "MetricName": metric,
-                               "Dimensions": dimensions},
-                    "Period": period,
-                    "Stat": "Maximum",
-                },
-                "ReturnData": True,
-            }
+        found = Findings()
+        found.observations.update(
+            offline_partitions=offline,
+            under_min_isr_partitions=under_min,
+            under_replicated_partitions=under_rep,
         )
-    latest: dict[tuple[str, str | None], float] = {}
-    for chunk_start in range(0, len(queries), 500):  # GetMetricData takes 500 queries
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "MetricDataQueries": queries[chunk_start:chunk_start + 500],
-                "StartTime": start,
-                "EndTime": end,
-                "ScanBy": "TimestampDescending",
-            }
-            if token:
-                kwargs["NextToken"] = token
-            page = await client.get_metric_data(**kwargs)
-            for result in page.get("MetricDataResults", []):
-                pairs = sorted(zip(result.get("Timestamps", []), result.get("Values", []),
-                                   strict=False), reverse=True)
-                if pairs and keys[result["Id"]] not in latest:
-                    latest[keys[result["Id"]]] = float(pairs[0][1])
-            token = page.get("NextToken")
-            if not token:
-                break
-    return latest
+        found.details.update(source="cloudwatch", cluster_name=source.cluster_name,
+                             by_broker=per_broker, production=self._production())
+        where = f" (CloudWatch, cluster {source.cluster_name})"
+        if offline > 0:
+            found.add(Status.DOWN, f"{offline:g} offline partitions")
+        if under_min > 0:
+            found.add(Status.DOWN, f"{under_min:g} partitions under min ISR"
+                      + _brokers_note(per_broker.get("UnderMinIsrPartitionCount")))
+        if under_rep > 0:
+            found.add(
+                Status.DOWN if self._production() else Status.DEGRADED,
+                f"{under_rep:g} under-replicated partitions"
+                + _brokers_note(per_broker.get("UnderReplicatedPartitions")),
+            )
+        result = found.result(
+            "no offline, under-min-ISR or under-replicated partitions", max_listed=_REASON_LINES
+        )
+        return replace(result, reason=result.reason + where)
 
 
 def _brokers_note(by_broker: Mapping[str, float] | None) -> str:
@@ -530,7 +453,3 @@ def _int(value: str | None) -> int | None:
 def _ids(values: Sequence[int] | list[int]) -> str:
     return "[" + ",".join(str(v) for v in values) + "]"
 
-
-def _list(items: Sequence[str], limit: int) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

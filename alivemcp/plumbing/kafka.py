@@ -1,10 +1,15 @@
 """Kafka plumbing: one set of long-lived clients per cluster, shared by every Kafka probe.
 
 Probes embed :class:`KafkaConnection` as their ``cluster:`` param and borrow a
-:class:`KafkaCluster` from ``context.plumbing.kafka.cluster(conn)``. A cluster's clients (an
-admin client, a group-less consumer for offsets and an idempotent ``acks=all`` producer) are
-created on first use; when the connection breaks they are closed and rebuilt on the next call
-rather than leaked.
+:class:`KafkaClusterClient` from ``context.plumbing.kafka.cluster(conn)``. A cluster's clients
+(an admin client and an idempotent ``acks=all`` producer) are created on first use; when the
+connection breaks they are closed and rebuilt on the next call rather than leaked.
+
+Every failure leaves this plumbing as a :class:`~alivemcp.errors.ProbeError` (a
+:class:`KafkaPlumbingError`): probes never see an aiokafka type. The parts live in modules of
+their own and are re-exported here: errors (``kafka_errors``), hung brokers and run budgets
+(``kafka_brokers``), MSK IAM tokens (``kafka_iam``), partition readers and writers
+(``kafka_partitions``); consumer groups and offsets are read by ``kafka_offsets``.
 
 Metadata requests never auto-create topics: Kafka's default ``auto.create.topics.enable=true``
 would otherwise turn "does this topic exist?" (or a probe still watching a deleted topic)
@@ -15,11 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import re
 import ssl
-import time
-from collections import Counter
+import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.abc import AbstractTokenProvider
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
-from aiokafka.client import AIOKafkaClient, ConnectionGroup
+from aiokafka.client import ConnectionGroup
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -37,13 +39,31 @@ from aiokafka.errors import (
     NodeNotReadyError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
-    for_code,
 )
-from aiokafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
+from aiokafka.protocol.admin import DescribeConfigsRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws import AwsSettings, aws_error_summary
+from alivemcp.plumbing.kafka_brokers import (
+    BrokerHealth,
+    RunBudget,
+    Steering,
+    Suspicion,
+    broker_name,
+    inner_client,
+    seconds_text,
+    steering_of,
+)
+from alivemcp.plumbing.kafka_errors import (
+    KafkaPlumbingError,
+    error_name,
+    kafka_error,
+    kind_for_code,
+)
+from alivemcp.plumbing.kafka_iam import MskIamTokenProvider
+from alivemcp.plumbing.kafka_partitions import PartitionReader, PartitionWriter, close_quietly
 
 if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
@@ -52,24 +72,29 @@ __all__ = [
     "BrokerHealth",
     "BrokerInfo",
     "ClusterMetadata",
-    "KafkaAuthFailed",
-    "KafkaBrokerTimeout",
     "KafkaClients",
-    "KafkaCluster",
+    "KafkaClusterClient",
     "KafkaConnection",
     "KafkaPlumbingError",
-    "KafkaUnreachable",
     "MskIamTokenProvider",
+    "PartitionId",
+    "PartitionReader",
     "PartitionState",
+    "PartitionWriter",
     "RunBudget",
     "Suspicion",
     "TopicState",
     "broker_name",
     "close_quietly",
+    "cluster_problem",
+    "format_list",
 ]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL"]
 SaslMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512", "AWS_MSK_IAM"]
+
+#: A partition as probes name it: (topic, partition number).
+PartitionId = tuple[str, int]
 
 
 class _MetadataRequestNoAutoCreate(MetadataRequest):
@@ -87,16 +112,19 @@ class _MetadataRequestNoAutoCreate(MetadataRequest):
 aiokafka.client.MetadataRequest = _MetadataRequestNoAutoCreate  # type: ignore[misc]
 
 
-class KafkaPlumbingError(Exception):
-    """The prober could not talk to the cluster; ``str()`` is safe to show (no secrets)."""
+def cluster_problem(err: ProbeError) -> str:
+    """How a reason says the cluster could not be used: the prober's own credentials were
+    refused (or could not be made), or the cluster could not be reached or asked."""
+    if err.kind is ErrorKind.AUTH:
+        return f"cannot authenticate to the cluster: {err}"
+    return f"cluster unreachable: {err}"
 
 
-class KafkaUnreachable(KafkaPlumbingError):
-    """No broker answered (bootstrap failed, every broker timed out, DNS, TLS handshake)."""
-
-
-class KafkaAuthFailed(KafkaPlumbingError):
-    """The prober's own credentials were refused, or it could not produce them (IAM)."""
+def format_list(items: Sequence[str], limit: int) -> str:
+    """``a, b, c (+7 more)``: at most ``limit`` items named (how reasons list partitions
+    and brokers)."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,80 +270,6 @@ def _split_servers(value: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# MSK IAM tokens
-
-
-class MskIamTokenProvider(AbstractTokenProvider):
-    """OAUTHBEARER tokens for MSK IAM, signed with the AWS identity of the ``aws:`` block.
-
-    Credentials come from the shared AWS plumbing (so profiles, static keys, IRSA and assumed
-    roles all work); the token itself is signed in an executor because the signer is
-    synchronous. Tokens last 15 minutes and are replaced ``refresh_margin`` seconds early.
-    """
-
-    def __init__(
-        self,
-        credentials: Callable[[], Any],
-        region: str,
-        *,
-        refresh_margin: float = 180.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._credentials = credentials
-        self._region = region
-        self._refresh_margin = refresh_margin
-        self._clock = clock
-        self._token: str | None = None
-        self._expires_at = 0.0
-        self._lock = asyncio.Lock()
-        #: How many tokens were signed (refreshes are observable in tests and logs).
-        self.generated = 0
-
-    @property
-    def expires_at(self) -> float:
-        return self._expires_at
-
-    async def token(self) -> str:
-        if self._token is not None and self._clock() < self._expires_at - self._refresh_margin:
-            return self._token
-        async with self._lock:
-            if self._token is not None and self._clock() < self._expires_at - self._refresh_margin:
-                return self._token
-            try:
-                frozen = await self._credentials()
-            except Exception as exc:
-                raise KafkaAuthFailed(
-                    f"MSK IAM: no AWS credentials: {aws_error_summary(exc)}"
-                ) from exc
-            if frozen is None or not frozen.access_key or not frozen.secret_key:
-                raise KafkaAuthFailed("MSK IAM: no AWS credentials found")
-            loop = asyncio.get_running_loop()
-            token, expiry_ms = await loop.run_in_executor(
-                None, _sign_msk_token, self._region, frozen
-            )
-            self._token = token
-            self._expires_at = expiry_ms / 1000.0
-            self.generated += 1
-            return token
-
-
-def _sign_msk_token(region: str, frozen: Any) -> tuple[str, int]:
-    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
-    from botocore.credentials import CredentialProvider, Credentials
-
-    class _Fixed(CredentialProvider):  # the signer only accepts a CredentialProvider
-        METHOD = "alivemcp"
-
-        def load(self) -> Credentials:
-            return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
-
-    token, expiry_ms = MSKAuthTokenProvider.generate_auth_token_from_credentials_provider(
-        region, _Fixed()
-    )
-    return str(token), int(expiry_ms)
-
-
-# --------------------------------------------------------------------------------------------
 # Snapshots the probes read
 
 
@@ -366,220 +320,6 @@ class ClusterMetadata:
 
 
 # --------------------------------------------------------------------------------------------
-# Time budgets and hung brokers
-
-
-class RunBudget:
-    """The time one probe run may spend on Kafka, handed out step by step.
-
-    A broker that accepts connections but answers nothing costs every request that reaches it
-    a whole request timeout. A probe makes one budget from its check's timeout
-    (:meth:`for_check`) and gives each step (bootstrap, metadata, a produce, a fetch...) a slice
-    of what is left, so a hung broker costs one step its slice and the run still ends with a
-    verdict of its own, naming what hung, before the engine's timeout cancels it.
-    """
-
-    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self.seconds = max(0.0, seconds)
-        self._ends_at = clock() + self.seconds
-
-    @classmethod
-    def for_check(cls, timeout: float, *, share: float = 0.85, margin: float = 0.5) -> RunBudget:
-        """Finish by ``share`` of the check's timeout and at least ``margin`` seconds before it:
-        the rest is for building the verdict and for slow event loops."""
-        return cls(max(0.0, min(timeout * share, timeout - margin)))
-
-    def remaining(self) -> float:
-        return max(0.0, self._ends_at - self._clock())
-
-    def step(self, at_most: float | None = None, *, share: float = 1.0, keep: float = 0.0) -> float:
-        """Seconds for the next step: ``share`` of what is left once ``keep`` seconds are set
-        aside for the steps after it (if that leaves nothing, ``share`` of what is left), and
-        never more than ``at_most``."""
-        left = self.remaining()
-        seconds = (left - keep if left > keep else left) * share
-        return min(seconds, at_most) if at_most is not None else seconds
-
-
-class KafkaBrokerTimeout(KafkaUnreachable):
-    """A step did not finish in its time; ``str()`` names the broker(s) that did not answer."""
-
-
-@dataclass(slots=True)
-class Suspicion:
-    """A broker that did not answer within its attempt, and what it did not answer."""
-
-    address: str
-    node_id: int | None
-    reason: str  # e.g. "did not answer Metadata within 2s"
-    since: float
-    until: float
-
-    @property
-    def name(self) -> str:
-        return broker_name(self.node_id, self.address)
-
-    def describe(self) -> str:
-        return f"{self.name} {self.reason}"
-
-
-def broker_name(node_id: int | None, address: str | None) -> str:
-    """How reasons name a broker: ``broker 2 (10.0.0.7:9092)``."""
-    if node_id is None:
-        return f"bootstrap server {address}"
-    return f"broker {node_id} ({address})" if address else f"broker {node_id}"
-
-
-class BrokerHealth:
-    """Brokers that recently did not answer within their attempt ("suspects"), by address.
-
-    A suspect is asked last, or not at all while another broker can answer, until it answers
-    a re-test or ``hold`` seconds pass: one hung broker then costs one attempt, not one per
-    request. (Kept by :class:`KafkaCluster` across client rebuilds.)
-    """
-
-    def __init__(self, hold: float = 45.0, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.hold = hold
-        self._clock = clock
-        self._suspects: dict[str, Suspicion] = {}
-
-    def hung(self, address: str, node_id: int | None, reason: str) -> Suspicion:
-        """Record that ``address`` did not answer; a broker already suspect keeps its first
-        reason (what it stopped answering) and is held longer."""
-        now = self._clock()
-        known = self.suspect(address)
-        if known is not None:
-            known.until = now + self.hold
-            if node_id is not None:
-                known.node_id = node_id
-            return known
-        suspicion = Suspicion(address, node_id, reason, now, now + self.hold)
-        self._suspects[address] = suspicion
-        return suspicion
-
-    def answered(self, address: str) -> None:
-        self._suspects.pop(address, None)
-
-    def suspect(self, address: str | None) -> Suspicion | None:
-        if address is None:
-            return None
-        suspicion = self._suspects.get(address)
-        if suspicion is not None and self._clock() >= suspicion.until:
-            del self._suspects[address]
-            return None
-        return suspicion
-
-    def suspects(self) -> list[Suspicion]:
-        """Current suspects, longest-suspected first."""
-        for address in list(self._suspects):
-            self.suspect(address)
-        return sorted(self._suspects.values(), key=lambda s: s.since)
-
-
-class _Steering:
-    """Makes one aiokafka client avoid suspect brokers.
-
-    aiokafka asks a random broker for cluster-wide requests (InitProducerId, FindCoordinator,
-    metadata refreshes) and opens every connection under one client-wide lock, so a broker
-    that accepts TCP but never answers stalls requests to healthy brokers as well, for a whole
-    request timeout. Steered, the client picks healthy brokers first and neither connects to
-    nor reuses a connection to a suspect while another broker is healthy.
-    """
-
-    def __init__(
-        self, client: AIOKafkaClient, health: BrokerHealth, bootstrap: Sequence[str] = ()
-    ) -> None:
-        self.client = client
-        self.health = health
-        #: The servers this client bootstraps from.
-        self.bootstrap = list(bootstrap)
-        #: Brokers this client is opening a connection to right now (with a count of callers).
-        self.connecting: Counter[Any] = Counter()
-        self._get_conn = client._get_conn
-        client._get_conn = self.get_conn  # type: ignore[method-assign]
-        client.get_random_node = self.get_random_node  # type: ignore[method-assign]
-        client._alivemcp_steering = self  # type: ignore[attr-defined]
-
-    def address(self, node_id: Any) -> str | None:
-        broker = self.client.cluster.broker_metadata(node_id) if isinstance(node_id, int) else None
-        return f"{broker.host}:{broker.port}" if broker is not None else None
-
-    def name(self, node_id: int) -> str:
-        return broker_name(node_id, self.address(node_id))
-
-    def suspect(self, node_id: Any) -> Suspicion | None:
-        return self.health.suspect(self.address(node_id))
-
-    def nodes(self) -> list[int]:
-        return [b.nodeId for b in self.client.cluster.brokers() if isinstance(b.nodeId, int)]
-
-    def order(self, nodes: Iterable[int]) -> list[int]:
-        """Healthy brokers first, in random order; suspects last, longest-suspected last."""
-        healthy: list[tuple[float, int]] = []
-        suspect: list[tuple[float, int]] = []
-        for node_id in nodes:
-            found = self.suspect(node_id)
-            (suspect if found else healthy).append((-(found.since if found else 0.0), node_id))
-        random.shuffle(healthy)
-        return [n for _, n in healthy] + [n for _, n in sorted(suspect)]
-
-    def skipped(self, node_id: Any) -> Suspicion | None:
-        """The suspicion that keeps this broker out of use now (None when it may be used: not
-        suspect, or no other broker is healthy)."""
-        found = self.suspect(node_id)
-        if found is None:
-            return None
-        others = (n for n in self.nodes() if n != node_id)
-        return found if any(self.suspect(n) is None for n in others) else None
-
-    async def get_conn(
-        self, node_id: Any, *, group: ConnectionGroup = ConnectionGroup.DEFAULT,
-        no_hint: bool = False,
-    ) -> Any:
-        if self.skipped(node_id) is not None:
-            return None  # the caller sees "node not ready" at once, not a hung request
-        self.connecting[node_id] += 1
-        try:
-            return await self._get_conn(node_id, group=group, no_hint=no_hint)
-        finally:
-            self.connecting[node_id] -= 1
-            if self.connecting[node_id] <= 0:
-                del self.connecting[node_id]
-
-    def get_random_node(self) -> int | None:
-        ordered = self.order(self.nodes())
-        return ordered[0] if ordered else None
-
-    def stuck(self) -> list[int]:
-        """Brokers this client is waiting on right now: a connection being opened, or a
-        request sent and not answered. (Meaningful for clients without long polls: the admin
-        client, the producer and the offsets consumer.)"""
-        nodes = {n for n in self.connecting if isinstance(n, int)}
-        for (node_id, _group), conn in list(self.client._conns.items()):
-            if isinstance(node_id, int) and getattr(conn, "_requests", None):
-                nodes.add(node_id)
-        return sorted(nodes)
-
-
-def _steering(client: Any) -> _Steering | None:
-    """The steering of a client built by :class:`KafkaCluster` (admin, producer, consumer)."""
-    inner = getattr(client, "_client", None) or getattr(client, "client", None) or client
-    steering = getattr(inner, "_alivemcp_steering", None)
-    return steering if isinstance(steering, _Steering) else None
-
-
-def _inner_client(client: Any) -> AIOKafkaClient:
-    inner = getattr(client, "_client", None) or getattr(client, "client", None)
-    assert isinstance(inner, AIOKafkaClient)
-    return inner
-
-
-def _seconds(value: float) -> str:
-    return f"{round(value, 1):g}s"
-
-
-# --------------------------------------------------------------------------------------------
 # Clients
 
 
@@ -598,13 +338,14 @@ RETEST_EVERY = 3.0
 _WAIT_SHARE = 0.8
 
 
-class KafkaCluster:
+class KafkaClusterClient:
     """Long-lived clients for one cluster, and the small async helpers the probes need.
 
     Every helper takes an optional ``timeout``: the seconds its step may take (from the
-    probe's :class:`RunBudget`). A step that runs out names the broker(s) it was waiting on
-    (:class:`KafkaBrokerTimeout`), and those brokers become suspects (:class:`BrokerHealth`),
-    avoided by every client of the cluster until they answer a background re-test.
+    probe's :class:`RunBudget`). A step that runs out raises a :class:`KafkaPlumbingError` of
+    kind ``timeout`` naming the broker(s) it was waiting on, and those brokers become suspects
+    (:class:`BrokerHealth`), avoided by every client of the cluster until they answer a
+    background re-test. Every other failure is a :class:`KafkaPlumbingError` too.
     """
 
     def __init__(self, conn: KafkaConnection, plumbing: Plumbing) -> None:
@@ -614,7 +355,6 @@ class KafkaCluster:
         self._producer_lock = asyncio.Lock()
         self._bootstrap: str | None = None
         self._admin: AIOKafkaAdminClient | None = None
-        self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._token_provider: MskIamTokenProvider | None = None
         self._ssl_context: ssl.SSLContext | None = None
@@ -625,6 +365,13 @@ class KafkaCluster:
         self.brokers: dict[int, BrokerInfo] = {}
         self._addresses: dict[int, str] = {}
         self._retest: asyncio.Task[None] | None = None
+
+    def _error(
+        self, kind: ErrorKind, operation: str, detail: str, target: str | None = None
+    ) -> KafkaPlumbingError:
+        return KafkaPlumbingError(
+            kind, target=target or self.conn.describe(), operation=operation, detail=detail
+        )
 
     # -- building clients ---------------------------------------------------------------------
 
@@ -639,20 +386,25 @@ class KafkaCluster:
 
     async def _resolve_arn(self) -> str:
         assert self.conn.cluster_arn is not None
+        arn = self.conn.cluster_arn
         field = self.conn.broker_string_field()
-        client = await self._plumbing.aws.client("kafka", self.conn.aws, self.conn.region)
         try:
-            response = await client.get_bootstrap_brokers(ClusterArn=self.conn.cluster_arn)
-        except Exception as exc:
-            raise KafkaUnreachable(
-                f"cannot resolve {self.conn.cluster_arn}: {aws_error_summary(exc)}"
-            ) from exc
+            client = await self._plumbing.aws.client("kafka", self.conn.aws, self.conn.region)
+            response = await client.get_bootstrap_brokers(ClusterArn=arn)
+        except ProbeError as err:  # the AWS plumbing's own: its kind stands
+            raise KafkaPlumbingError(
+                err.kind, target=arn, operation="GetBootstrapBrokers",
+                detail=f"cannot resolve the cluster's brokers: {aws_error_summary(err)}",
+                code=err.code,
+            ) from err
         brokers = response.get(field)
         if not brokers:
             offered = sorted(k for k, v in response.items() if k.startswith("Bootstrap") and v)
-            raise KafkaUnreachable(
-                f"{self.conn.cluster_arn} has no {field} for {self.conn.security_protocol}"
-                f"/{self.conn.sasl_mechanism or '-'}; it offers {offered or 'none'}"
+            raise self._error(
+                ErrorKind.NOT_FOUND, "GetBootstrapBrokers",
+                f"has no {field} for {self.conn.security_protocol}"
+                f"/{self.conn.sasl_mechanism or '-'}; it offers {offered or 'none'}",
+                target=arn,
             )
         return str(brokers)
 
@@ -679,7 +431,9 @@ class KafkaCluster:
         if self._token_provider is None:
             region = self.conn.region
             if not region:
-                raise KafkaAuthFailed("MSK IAM needs a region (aws.region or cluster_arn)")
+                raise self._error(
+                    ErrorKind.AUTH, "MSK IAM sign-in", "needs a region (aws.region or cluster_arn)"
+                )
             session = self._plumbing.aws.session(self.conn.aws)
 
             async def credentials() -> Any:
@@ -694,7 +448,9 @@ class KafkaCluster:
         try:
             ssl_context = self._ssl()
         except (OSError, ssl.SSLError) as exc:
-            raise KafkaAuthFailed(f"TLS settings unusable: {type(exc).__name__}: {exc}") from exc
+            raise self._error(
+                ErrorKind.AUTH, "TLS set-up", f"settings unusable: {type(exc).__name__}: {exc}"
+            ) from exc
         options: dict[str, Any] = {
             "bootstrap_servers": await self.bootstrap_servers(),
             "client_id": self.conn.client_id,
@@ -735,7 +491,7 @@ class KafkaCluster:
             async with asyncio.timeout(timeout):
                 conn = await create_conn(host.strip("[]"), int(port), **options)
         except TimeoutError:
-            return f"did not answer ApiVersions within {_seconds(timeout)}"
+            return f"did not answer ApiVersions within {seconds_text(timeout)}"
         except (KafkaError, OSError, ValueError) as exc:
             return f"cannot be asked: {type(exc).__name__}: {exc}"
         conn.close()
@@ -795,7 +551,7 @@ class KafkaCluster:
                     server = asks[task]
                     self._suspect(
                         server, self._node_at(server),
-                        f"did not answer ApiVersions within {_seconds(waited)}",
+                        f"did not answer ApiVersions within {seconds_text(waited)}",
                     )
         finally:
             for task in asks:
@@ -813,7 +569,7 @@ class KafkaCluster:
     async def _start(self, client: Any, what: str, timeout: float | None) -> Any:
         """Start ``client`` within ``timeout``; on running out, name the broker(s) it was
         waiting on and close it in the background (closing may wait on them too)."""
-        steering = _steering(client)
+        steering = steering_of(client)
         bound = asyncio.timeout(None if timeout is None else timeout * _WAIT_SHARE)
         try:
             async with bound:
@@ -824,16 +580,16 @@ class KafkaCluster:
                 self._close_later(client)
                 waited = timeout * _WAIT_SHARE
                 if steering is not None and not steering.nodes():  # still bootstrapping
-                    reason = await self._blame_bootstrap(steering.bootstrap, what, waited, timeout)
+                    reason = await self._blame_bootstrap(steering.bootstrap, waited, timeout)
                 else:
                     stuck = steering.stuck() if steering is not None else []
-                    reason = await self._blame(stuck, what, waited, timeout)
-                raise KafkaBrokerTimeout(reason) from exc
+                    reason = await self._blame(stuck, waited, timeout)
+                raise self._error(ErrorKind.TIMEOUT, what, reason) from exc
             with contextlib.suppress(Exception):
-                await _close(client)
+                await close_quietly(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
                 cause = await self._bootstrap_failure() if _is_bootstrap_error(exc) else None
-                raise self._translate(cause or exc) from exc
+                raise self._translate(cause or exc, what) from exc
             raise
         return client
 
@@ -848,7 +604,7 @@ class KafkaCluster:
         ranked = await self._rank_bootstrap(servers, rank_for)
         options["bootstrap_servers"] = ",".join(ranked)
         client = make(**options)
-        _Steering(_inner_client(client), self.health, ranked)
+        Steering(inner_client(client), self.health, ranked)
         left = None if deadline is None else max(0.0, deadline - loop.time())
         return await self._start(client, what, left)
 
@@ -867,9 +623,9 @@ class KafkaCluster:
             async with asyncio.timeout(timeout):
                 await lock.acquire()
         except TimeoutError as exc:
-            raise KafkaBrokerTimeout(
-                f"{self.conn.describe()}: {what}: another start still running after "
-                f"{_seconds(timeout or 0)}"
+            raise self._error(
+                ErrorKind.TIMEOUT, what,
+                f"another start still running after {seconds_text(timeout or 0)}",
             ) from exc
         try:
             client = getattr(self, attr)
@@ -904,19 +660,7 @@ class KafkaCluster:
         )
         return client
 
-    async def offsets_consumer(self, timeout: float | None = None) -> AIOKafkaConsumer:
-        """The shared group-less consumer: end/beginning offsets and offsets-for-times only
-        (never subscribe or assign it: that would start fetching for everyone)."""
-
-        def make(**options: Any) -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(group_id=None, enable_auto_commit=False, **options)
-
-        client: AIOKafkaConsumer = await self._shared(
-            "_consumer", self._lock, make, "offsets consumer start", timeout
-        )
-        return client
-
-    async def producer(self, timeout: float | None = None) -> AIOKafkaProducer:
+    async def producer(self, timeout: float | None = None) -> PartitionWriter:
         """The shared idempotent ``acks=all`` producer."""
 
         def make(**options: Any) -> AIOKafkaProducer:
@@ -925,19 +669,30 @@ class KafkaCluster:
         client: AIOKafkaProducer = await self._shared(
             "_producer", self._producer_lock, make, "producer start (InitProducerId)", timeout
         )
-        return client
+        return PartitionWriter(client)
 
-    async def new_consumer(self, timeout: float | None = None, **kwargs: Any) -> AIOKafkaConsumer:
-        """A started consumer the caller owns (and must ``stop()``), e.g. a canary reader."""
+    async def new_consumer(
+        self, timeout: float | None = None, *, max_wait: float = 0.1
+    ) -> PartitionReader:
+        """A started group-less reader the caller owns (and must ``close()``), e.g. a canary
+        reader: it reads the partitions it is told to follow from their end on, waiting at
+        most ``max_wait`` seconds for a broker to fill a fetch."""
 
         def make(**options: Any) -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(**{**options, **kwargs})
+            return AIOKafkaConsumer(
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="latest",
+                fetch_max_wait_ms=int(max_wait * 1000),
+                isolation_level="read_uncommitted",
+                **options,
+            )
 
         client: AIOKafkaConsumer = await self._build(make, "consumer start", timeout)
-        return client
+        return PartitionReader(client)
 
     def _close_later(self, client: Any) -> None:
-        self._background(_close(client))
+        self._background(close_quietly(client))
 
     async def reset_producer(self) -> None:
         """Drop the producer (after a failed send its state is suspect). The old one is
@@ -948,8 +703,8 @@ class KafkaCluster:
 
     def _drop_clients(self) -> None:
         """Forget the shared clients now and close them in the background."""
-        clients = (self._admin, self._consumer, self._producer)
-        self._admin = self._consumer = self._producer = None
+        clients = (self._admin, self._producer)
+        self._admin = self._producer = None
         self._bootstrap = None
         for client in clients:
             if client is not None:
@@ -958,12 +713,12 @@ class KafkaCluster:
     async def reset(self) -> None:
         """Close every client; the next call rebuilds them (and re-resolves the ARN). What
         the cluster learnt about hung brokers is kept."""
-        admin, consumer, producer = self._admin, self._consumer, self._producer
-        self._admin = self._consumer = self._producer = None
+        admin, producer = self._admin, self._producer
+        self._admin = self._producer = None
         self._bootstrap = None
-        for client in (admin, consumer, producer):
+        for client in (admin, producer):
             if client is not None:
-                await _close(client)
+                await close_quietly(client)
 
     async def aclose(self) -> None:
         if self._retest is not None:
@@ -973,33 +728,33 @@ class KafkaCluster:
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
-    def _translate(self, exc: BaseException) -> KafkaPlumbingError:
-        if isinstance(exc, KafkaPlumbingError):
-            return exc
-        name = type(exc).__name__
-        text = f"{name}: {exc}"
-        if isinstance(exc, TimeoutError) or not str(exc):
-            text = f"{name}: no Kafka answer within {self.conn.request_timeout:g}s"
-        if isinstance(exc, ssl.SSLError):
-            return KafkaUnreachable(f"{self.conn.describe()}: TLS: {exc}")
-        if "Authentication" in name or "Sasl" in name or "authenticat" in str(exc).lower():
-            return KafkaAuthFailed(f"{self.conn.describe()}: {text}")
-        return KafkaUnreachable(f"{self.conn.describe()}: {text}")
+    def _translate(self, exc: BaseException, operation: str) -> KafkaPlumbingError:
+        """A failure to reach the cluster: whatever is not known to be more specific (a
+        timeout, TLS, refused credentials) means the cluster could not be reached."""
+        return kafka_error(
+            exc, target=self.conn.describe(), operation=operation,
+            timeout=self.conn.request_timeout, unclassified=ErrorKind.CONNECT,
+        )
 
-    async def _guard(self, call: Any) -> Any:
-        """Await ``call``; on a connection-level failure rebuild the clients and raise a
-        :class:`KafkaPlumbingError` that says what happened."""
+    async def _guard(self, call: Any, operation: str) -> Any:
+        """Await ``call``; on a connection-level failure rebuild the clients. Every failure
+        is raised as a :class:`KafkaPlumbingError` that says what happened."""
         try:
             return await call
         except KafkaPlumbingError:
             raise
         except _CONNECTION_ERRORS as exc:
             await self.reset()
-            raise self._translate(exc) from exc
+            raise self._translate(exc, operation) from exc
+        except KafkaError as exc:  # the broker's answer was an error: the clients are fine
+            raise kafka_error(
+                exc, target=self.conn.describe(), operation=operation,
+                timeout=self.conn.request_timeout,
+            ) from exc
 
     # -- hung brokers ---------------------------------------------------------------------------
 
-    def _address(self, node_id: int, steering: _Steering | None = None) -> str | None:
+    def _address(self, node_id: int, steering: Steering | None = None) -> str | None:
         """Where a broker listens: the client's view, else any metadata answer seen (a
         fenced broker drops out of metadata, not out of the reasons)."""
         address = steering.address(node_id) if steering is not None else None
@@ -1035,12 +790,10 @@ class KafkaCluster:
                 if result is True:
                     self.health.answered(suspicion.address)
 
-    async def _blame_bootstrap(
-        self, servers: Sequence[str], what: str, waited: float, timeout: float
-    ) -> str:
+    async def _blame_bootstrap(self, servers: Sequence[str], waited: float, timeout: float) -> str:
         """Why bootstrapping ran out of time: the servers asked directly (with what is left of
         ``timeout``); a silent one is named, and a suspect."""
-        head = f"{self.conn.describe()}: {what}: no Kafka answer within {_seconds(waited)}"
+        head = f"no Kafka answer within {seconds_text(waited)}"
         answers = await asyncio.gather(
             *(self._ask(s, max(0.0, timeout - waited)) for s in servers)
         )
@@ -1054,14 +807,12 @@ class KafkaCluster:
             return f"{head}: " + "; ".join(silent)
         return f"{head} (bootstrapping from {', '.join(servers)})"
 
-    async def _blame(
-        self, stuck: Sequence[int], what: str, waited: float, timeout: float
-    ) -> str:
+    async def _blame(self, stuck: Sequence[int], waited: float, timeout: float) -> str:
         """Why a step ran out of time, naming the brokers it was waiting on. Waiting on a
         broker does not make it the culprit (a leader waits for its followers, a broker for
         the controller): each is asked directly, with what is left of ``timeout``, and only
         one that does not answer that either becomes a suspect."""
-        head = f"{self.conn.describe()}: {what}: no Kafka answer within {_seconds(waited)}"
+        head = f"no Kafka answer within {seconds_text(waited)}"
         if not stuck:
             return head
         checked = await self.ask_brokers(stuck, max(0.0, timeout - waited))
@@ -1076,20 +827,21 @@ class KafkaCluster:
 
     async def _bounded(self, call: Any, client: Any, what: str, timeout: float | None) -> Any:
         """Await ``call`` (a request made through ``client``) within ``timeout``; running out
-        raises :class:`KafkaBrokerTimeout` naming the broker(s) still owing an answer."""
+        raises a ``timeout`` :class:`KafkaPlumbingError` naming the broker(s) still owing an
+        answer."""
         if timeout is None:
-            return await self._guard(call)
+            return await self._guard(call, what)
         bound = asyncio.timeout(timeout * _WAIT_SHARE)
         try:
             async with bound:
-                return await self._guard(call)
+                return await self._guard(call, what)
         except TimeoutError as exc:
             if not bound.expired():
                 raise
-            steering = _steering(client)
+            steering = steering_of(client)
             stuck = steering.stuck() if steering is not None else []
-            reason = await self._blame(stuck, what, timeout * _WAIT_SHARE, timeout)
-            raise KafkaBrokerTimeout(reason) from exc
+            reason = await self._blame(stuck, timeout * _WAIT_SHARE, timeout)
+            raise self._error(ErrorKind.TIMEOUT, what, reason) from exc
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -1102,11 +854,11 @@ class KafkaCluster:
         deadline = loop.time() + step
         admin = await self.admin(timeout=None if timeout is None else step)
         client = admin._client
-        steering = _steering(admin)
+        steering = steering_of(admin)
         assert steering is not None
         nodes = steering.order(steering.nodes())[:3]
         if not nodes:
-            raise KafkaUnreachable(f"{self.conn.describe()}: no broker known to ask {what}")
+            raise self._error(ErrorKind.CONNECT, what, "no broker known to ask")
         per_attempt = min(self.conn.request_timeout, step / min(2, len(nodes)))
         failures: list[str] = []
         last: BaseException | None = None
@@ -1127,7 +879,7 @@ class KafkaCluster:
                     response = await client.send(node_id, request)
             except (TimeoutError, RequestTimedOutError) as exc:
                 last, hung = exc, True
-                reason = f"did not answer {what} within {_seconds(attempt)}"
+                reason = f"did not answer {what} within {seconds_text(attempt)}"
                 if address is None:
                     failures.append(f"broker {node_id} {reason}")
                 else:
@@ -1142,15 +894,15 @@ class KafkaCluster:
             return response
         if hung or last is None:
             if not failures:
-                failures.append(f"no answer within {_seconds(step)}")
+                failures.append(f"no answer within {seconds_text(step)}")
             # No broker answered: rebuild the clients on the next call (closing them may wait
             # on the hung brokers, so it happens in the background).
             self._drop_clients()
-            raise KafkaBrokerTimeout(
-                f"{self.conn.describe()}: no Kafka answer to {what} within {_seconds(step)}: "
-                + "; ".join(failures)
+            raise self._error(
+                ErrorKind.TIMEOUT, what,
+                f"no Kafka answer within {seconds_text(step)}: " + "; ".join(failures),
             )
-        raise last
+        raise last  # the caller's guard translates it
 
     async def send_to(
         self, node_id: int, request: Any, what: str, timeout: float | None = None,
@@ -1158,23 +910,35 @@ class KafkaCluster:
     ) -> Any:
         """Send ``request`` to one broker (a coordinator, a partition leader) within
         ``timeout``. A suspect broker is not asked while another is healthy; one that does
-        not answer becomes a suspect. Both raise :class:`KafkaBrokerTimeout` naming it."""
+        not answer becomes a suspect. Both raise a ``timeout`` :class:`KafkaPlumbingError`
+        whose target is the broker; any other failure a :class:`KafkaPlumbingError` too."""
         admin = await self.admin(timeout=timeout)
-        steering = _steering(admin)
+        steering = steering_of(admin)
         assert steering is not None
         skipped = steering.skipped(node_id)
         if skipped is not None:
-            raise KafkaBrokerTimeout(f"{skipped.describe()} (not asked {what})")
+            raise self._error(
+                ErrorKind.TIMEOUT, what, f"not asked ({skipped.reason})", target=skipped.name
+            )
         seconds = self.conn.request_timeout if timeout is None else timeout
         try:
             async with asyncio.timeout(seconds):
                 response = await admin._client.send(node_id, request, group=group)
         except (TimeoutError, RequestTimedOutError) as exc:
             address = self._address(node_id, steering)
-            reason = f"did not answer {what} within {_seconds(seconds)}"
+            reason = f"did not answer {what} within {seconds_text(seconds)}"
             if address is None:
-                raise KafkaBrokerTimeout(f"broker {node_id} {reason}") from exc
-            raise KafkaBrokerTimeout(self._suspect(address, node_id, reason).describe()) from exc
+                raise self._error(
+                    ErrorKind.TIMEOUT, what, reason, target=f"broker {node_id}"
+                ) from exc
+            suspicion = self._suspect(address, node_id, reason)
+            raise self._error(
+                ErrorKind.TIMEOUT, what, suspicion.reason, target=suspicion.name
+            ) from exc
+        except (KafkaError, OSError, ValueError, struct.error) as exc:  # ValueError: garbage
+            raise kafka_error(
+                exc, target=self.broker_name(node_id), operation=what, timeout=seconds
+            ) from exc
         address = self._address(node_id, steering)
         if address is not None:
             self.health.answered(address)
@@ -1211,7 +975,7 @@ class KafkaCluster:
         admin = await self.admin(timeout=timeout)
         node = admin._client.get_random_node()
         if node is None:
-            raise KafkaUnreachable(f"{self.conn.describe()}: no broker known")
+            raise self._error(ErrorKind.CONNECT, "pick a broker", "no broker known")
         return int(node)
 
     async def metadata(
@@ -1220,7 +984,7 @@ class KafkaCluster:
         """Brokers, controller and topic/partition states (all topics when ``topics`` is
         None). Never creates a topic; a missing one comes back with error code 3."""
         request = _MetadataRequestNoAutoCreate(list(topics) if topics is not None else None)
-        response = await self._guard(self._send_any(request, "Metadata", timeout))
+        response = await self._guard(self._send_any(request, "Metadata", timeout), "Metadata")
         snapshot = _parse_metadata(response)
         self.brokers = dict(snapshot.brokers)
         self._addresses.update({n: b.address for n, b in snapshot.brokers.items()})
@@ -1245,7 +1009,8 @@ class KafkaCluster:
             return {}
         resources = [(2, name, list(keys)) for name in names]
         response = await self._guard(
-            self._send_any(DescribeConfigsRequest(resources, False), "DescribeConfigs", timeout)
+            self._send_any(DescribeConfigsRequest(resources, False), "DescribeConfigs", timeout),
+            "DescribeConfigs",
         )
         out: dict[str, dict[str, str]] = {}
         for resource in response.resources:
@@ -1254,78 +1019,6 @@ class KafkaCluster:
                 continue
             out[name] = {entry[0]: entry[1] for entry in entries if entry[1] is not None}
         return out
-
-    async def end_offsets(
-        self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
-        consumer = await self.offsets_consumer(timeout)
-        return await self._bounded(
-            consumer.end_offsets(list(partitions)), consumer, "ListOffsets", timeout
-        )
-
-    async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
-        consumer = await self.offsets_consumer(timeout)
-        return await self._bounded(
-            consumer.beginning_offsets(list(partitions)), consumer, "ListOffsets", timeout
-        )
-
-    async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
-    ) -> dict[TopicPartition, Any]:
-        consumer = await self.offsets_consumer(timeout)
-        return await self._bounded(
-            consumer.offsets_for_times(dict(timestamps)), consumer, "ListOffsets", timeout
-        )
-
-    async def committed_offsets(
-        self, group: str, timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
-        """A group's committed offsets (partitions without a commit are absent)."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        admin = await self.admin(timeout)
-        for attempt in range(4):
-            left = None if deadline is None else max(0.0, deadline - loop.time())
-            try:
-                raw = await self._bounded(
-                    admin.list_consumer_group_offsets(group), admin, "OffsetFetch", left
-                )
-                break
-            except KafkaError as exc:
-                # The coordinator is being elected or __consumer_offsets is still loading.
-                if not exc.retriable or attempt == 3:
-                    raise
-                await asyncio.sleep(0.25 * (attempt + 1))
-        return {tp: meta.offset for tp, meta in raw.items() if meta.offset >= 0}
-
-    async def list_groups(self, timeout: float | None = None) -> list[str]:
-        """Every consumer group on every live broker. A broker that does not answer makes
-        the list incomplete: that raises :class:`KafkaBrokerTimeout` naming it."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        snapshot = await self.metadata([], timeout=None if timeout is None else timeout / 2)
-        groups: set[str] = set()
-        silent: list[str] = []
-
-        async def one(node_id: int) -> None:
-            left = None if deadline is None else max(0.0, deadline - loop.time())
-            try:
-                response = await self.send_to(node_id, ListGroupsRequest(), "ListGroups", left)
-            except KafkaBrokerTimeout as exc:
-                silent.append(str(exc))
-                return
-            if response.error_code:
-                raise for_code(response.error_code)("listing consumer groups failed")
-            groups.update(group[0] for group in response.groups)
-
-        await self._guard(asyncio.gather(*(one(n) for n in snapshot.brokers)))
-        if silent:
-            raise KafkaBrokerTimeout(
-                f"{self.conn.describe()}: cannot list every consumer group: " + "; ".join(silent)
-            )
-        return sorted(groups)
 
     async def create_topic(
         self,
@@ -1337,8 +1030,9 @@ class KafkaCluster:
         assignments: Mapping[int, Sequence[int]] | None = None,
         timeout: float | None = None,
     ) -> bool:
-        """Create a topic; False if it already existed. Raises the broker's error otherwise
-        (``create_topics`` reports errors in the response instead of raising)."""
+        """Create a topic; False if it already existed. The broker's error otherwise, as a
+        :class:`KafkaPlumbingError` (``create_topics`` reports errors in the response instead
+        of raising)."""
         admin = await self.admin(timeout)
         if assignments:
             topic = NewTopic(
@@ -1351,12 +1045,9 @@ class KafkaCluster:
                 name, partitions, replication_factor, topic_configs=dict(configs or {})
             )
         response = await self._bounded(admin.create_topics([topic]), admin, "CreateTopics", timeout)
-        for result in response.topic_errors:
-            error_code, message = result[1], result[2] if len(result) > 2 else ""
-            if error_code == TopicAlreadyExistsError.errno:
-                return False
-            if error_code:
-                raise for_code(error_code)(f"creating topic {name}: {message}")
+        if any(result[1] == TopicAlreadyExistsError.errno for result in response.topic_errors):
+            return False
+        self._raise_topic_errors(response, name, "CreateTopics")
         return True
 
     async def add_partitions(
@@ -1370,7 +1061,7 @@ class KafkaCluster:
         response = await self._bounded(
             admin.create_partitions(request), admin, "CreatePartitions", timeout
         )
-        _raise_topic_errors(response, f"adding partitions to {name}")
+        self._raise_topic_errors(response, name, "CreatePartitions")
 
     async def refresh_leaders(
         self, client: Any, topic: str, leaders: Mapping[int, int], timeout: float
@@ -1378,7 +1069,7 @@ class KafkaCluster:
         """Bring ``client``'s view of ``topic``'s leaders up to date when it differs from
         ``leaders`` (fresh metadata): a client still sending to a fenced, hung leader would
         otherwise wait for its next periodic refresh."""
-        inner = _inner_client(client)
+        inner = inner_client(client)
         seen = {
             p: inner.cluster.leader_for_partition(TopicPartition(topic, p)) for p in leaders
         }
@@ -1391,12 +1082,17 @@ class KafkaCluster:
                 else:
                     await inner.add_topic(topic)  # a client's first look: the same refresh
 
-
-def _raise_topic_errors(response: Any, what: str) -> None:
-    for result in response.topic_errors:
-        error_code, message = result[1], result[2] if len(result) > 2 else ""
-        if error_code:
-            raise for_code(error_code)(f"{what}: {message}")
+    def _raise_topic_errors(self, response: Any, topic: str, operation: str) -> None:
+        for result in response.topic_errors:
+            error_code, message = result[1], result[2] if len(result) > 2 else ""
+            if error_code:
+                detail = f"{error_name(error_code)}: {message}" if message else error_name(
+                    error_code
+                )
+                raise KafkaPlumbingError(
+                    kind_for_code(error_code), target=f"topic {topic}", operation=operation,
+                    detail=detail, code=error_name(error_code),
+                )
 
 
 def _is_bootstrap_error(exc: BaseException) -> bool:
@@ -1435,40 +1131,18 @@ def _parse_metadata(response: Any) -> ClusterMetadata:
     )
 
 
-async def close_quietly(client: Any, timeout: float = 10.0) -> None:
-    """Stop an aiokafka client within ``timeout``, whatever it raises.
-
-    aiokafka's consumer can raise a CancelledError of its own while stopping (a fetch task
-    cancelled during its back-off after a failed fetch, frequent while a broker is avoided):
-    that one is swallowed; a cancellation of the caller itself is not.
-    """
-    closer = getattr(client, "stop", None) or client.close
-    task = asyncio.current_task()
-    try:
-        async with asyncio.timeout(timeout):
-            await closer()
-    except asyncio.CancelledError:
-        if task is None or task.cancelling():
-            raise
-    except Exception:  # closing is best effort: the client is discarded anyway
-        pass
-
-
-_close = close_quietly
-
-
 class KafkaClients:
     """Every cluster's clients in this process, keyed by connection settings."""
 
     def __init__(self, plumbing: Plumbing) -> None:
         self._plumbing = plumbing
-        self._clusters: dict[tuple[Any, ...], KafkaCluster] = {}
+        self._clusters: dict[tuple[Any, ...], KafkaClusterClient] = {}
 
-    def cluster(self, conn: KafkaConnection) -> KafkaCluster:
+    def cluster(self, conn: KafkaConnection) -> KafkaClusterClient:
         key = conn.identity_key()
         cluster = self._clusters.get(key)
         if cluster is None:
-            cluster = self._clusters[key] = KafkaCluster(conn, self._plumbing)
+            cluster = self._clusters[key] = KafkaClusterClient(conn, self._plumbing)
         return cluster
 
     async def aclose(self) -> None:

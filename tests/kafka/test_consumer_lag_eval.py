@@ -8,6 +8,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
+from alivemcp.plumbing.kafka_offsets import first_record_time
 from alivemcp.probe import Status
 from probes.kafka_consumer_lag import (
     Evaluation,
@@ -20,7 +21,6 @@ from probes.kafka_consumer_lag import (
     Sample,
     Thresholds,
     WindowState,
-    _first_record_time,
     classify_window,
     judge_partition,
     summarize,
@@ -319,8 +319,8 @@ async def test_unreachable_cluster_is_unknown_not_a_crash() -> None:
 
 
 def test_garbage_record_bytes_give_no_timestamp() -> None:
-    assert _first_record_time(b"\x00" * 7, 0) is None
-    assert _first_record_time(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30" + b"\xff" * 60,
+    assert first_record_time(b"\x00" * 7, 0) is None
+    assert first_record_time(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30" + b"\xff" * 60,
                               0) is None
 
 

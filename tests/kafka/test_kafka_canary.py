@@ -6,11 +6,10 @@ The failure scenario (a paused partition leader) runs on three brokers in
 
 from __future__ import annotations
 
-from aiokafka import TopicPartition
-
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
+from alivemcp.plumbing.kafka_offsets import ConsumerGroupReader
 from alivemcp.probe import Status
 from tests.kafka.kafka_support import RELAXED, conn
 from tests.support import run_check
@@ -46,14 +45,18 @@ async def test_one_message_per_partition_per_run(kafka_single: KafkaCluster) -> 
     plumbing = Plumbing()
     kc = plumbing.kafka.cluster(KafkaConnection(**conn(kafka_single)))
     await kc.create_topic("canary-wide", partitions=4, replication_factor=1)
-    tps = [TopicPartition("canary-wide", p) for p in range(4)]
+    offsets = ConsumerGroupReader(kc)
+    leaders = {
+        ("canary-wide", part.partition): part.leader
+        for part in (await kc.metadata(["canary-wide"])).topics["canary-wide"].partitions
+    }
     try:
-        before = await kc.end_offsets(tps)
+        before, _ = await offsets.log_end_offsets(leaders, timeout=10)
         params = {"cluster": conn(kafka_single), "topic": "canary-wide", **RELAXED}
         result = await run_check("kafka_canary", params, plumbing=plumbing, runs=3)
         assert result.status == Status.UP, result.reason
-        after = await kc.end_offsets(tps)
-        assert {tp.partition: after[tp] - before[tp] for tp in tps} == {0: 3, 1: 3, 2: 3, 3: 3}
+        after, _ = await offsets.log_end_offsets(leaders, timeout=10)
+        assert {tp[1]: after[tp] - before[tp] for tp in leaders} == {0: 3, 1: 3, 2: 3, 3: 3}
         series = {
             (o.name, o.labels["partition"]) for o in result.labeled_observations
         }

@@ -23,6 +23,7 @@ from moto.kafka.models import KafkaBackend, kafka_backends
 from moto.kafka.responses import KafkaResponse
 from pydantic import ValidationError
 
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.localstack.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION, MotoServer
 from alivemcp.plumbing import Plumbing
@@ -30,7 +31,6 @@ from alivemcp.plumbing.aws import AwsSettings
 from alivemcp.plumbing.kafka import (
     BrokerHealth,
     KafkaConnection,
-    KafkaUnreachable,
     MskIamTokenProvider,
     RunBudget,
 )
@@ -284,9 +284,10 @@ async def test_cluster_arn_resolves_to_the_real_broker(
 
         scram = KafkaConnection(cluster_arn=arn, aws=aws, security_protocol="SASL_SSL",
                                 sasl_mechanism="SCRAM-SHA-512", username="u", password="p")
-        with pytest.raises(KafkaUnreachable, match="no BootstrapBrokerStringSaslScram") as err:
+        with pytest.raises(ProbeError, match="no BootstrapBrokerStringSaslScram") as err:
             await plumbing.kafka.cluster(scram).bootstrap_servers()
         assert "BootstrapBrokerStringSaslIam" in str(err.value)  # says what is offered
+        assert err.value.kind is ErrorKind.NOT_FOUND and err.value.target == arn
     finally:
         await plumbing.aclose()
 
@@ -384,9 +385,10 @@ async def test_connection_failure_rebuilds_clients(kafka_single: KafkaCluster) -
         )
         before = await cluster.admin()
         with kafka_single.paused(1):
-            with pytest.raises(KafkaUnreachable, match="no Kafka answer") as raised:
+            with pytest.raises(ProbeError, match="no Kafka answer") as raised:
                 await cluster.metadata()
             assert "broker 1 (127.0.0.1:" in str(raised.value)  # the hung broker is named
+            assert raised.value.kind is ErrorKind.TIMEOUT
             # The broken clients are closed (in the background: closing may wait on the
             # hung broker), not leaked.
             for _ in range(50):
