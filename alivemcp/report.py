@@ -268,8 +268,8 @@ def _row(name: str, probe: str, period: Period, counts: queries.Counts, hist: di
     row: dict[str, Any] = {
         "check": name,
         "probe": probe,
-        "period_start": period.since,
-        "period_end": period.until,
+        "period_start": round(period.since, 3),
+        "period_end": round(period.until, 3),
         "counted_from": period.counted_from,
         "counted_until": period.counted_until,
         "up_ratio": up_ratio,
@@ -324,8 +324,8 @@ def to_json(rows: Sequence[dict[str, Any]], period: Period, now: float) -> str:
     doc = {
         "generated_at": now,
         "period": {
-            "since": period.since,
-            "until": period.until,
+            "since": round(period.since, 3),
+            "until": round(period.until, 3),
             "counted_from": period.counted_from,
             "counted_until": period.counted_until,
             "resolution_seconds": period.resolution_seconds,
@@ -362,7 +362,7 @@ def to_markdown(rows: Sequence[dict[str, Any]], period: Period, now: float) -> s
         lines.append("")
     still_open = [r for r in rows if r["open_incident_started_at"] is not None]
     if still_open:
-        lines.append("**Open at the end of the period**")
+        lines.append("**Open now**" if period.until >= now else "**Open at the end of the period**")
         lines += [f"- {_md(r['check'])}: {r['open_incident_worst_status']} since "
                   f"{_when(r['open_incident_started_at'])} UTC: "
                   f"{_md(_clip(r['open_incident_last_reason']))}" for r in still_open]

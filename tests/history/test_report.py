@@ -217,6 +217,15 @@ def test_markdown(history: Path, tmp_path: Path) -> None:
     assert len({len(line) for line in table}) == 1  # columns line up as plain text
     assert f"- api/alpha: 1h 02m down from {day} 03:00 UTC: HTTP 503" in lines
     assert "unknown: 3 here" in text
+    assert "**Open at the end of the period**" in lines
+
+    # A period ending now lists what is open now: only gamma (alpha recovered after the end).
+    code, text = _run(_config(tmp_path, history), str(PERIOD[0]))
+    lines = text.splitlines()
+    opened = lines.index("**Open now**")
+    last_day = time.strftime("%Y-%m-%d", time.gmtime(D0 + DAY))
+    assert lines[opened + 1:opened + 3] == [
+        rf"- edge\|case \*name\*: down since {last_day} 23:00 UTC: DNS failure", ""]
 
 
 def test_csv_and_json_share_stable_fields(history: Path, tmp_path: Path) -> None:
