@@ -47,20 +47,33 @@ import unicodedata
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlencode
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.plumbing.aws import (
-    AwsSettings,
-    aws_check_deadline,
-    aws_error_kind,
-    aws_error_summary,
+from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
+from alivemcp.plumbing.canary import (
+    S3Canaries,
+    canary_body_fields_field,
+    canary_cleanup_field,
+    canary_document,
+    canary_sweep_min_age_field,
+    canary_tags_field,
+    check_slug,
+    run_to_completion,
 )
-from alivemcp.plumbing.s3 import delete_all_versions, delete_versions_under
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import (
+    Duration,
+    ErrorKind,
+    Findings,
+    Observable,
+    Probe,
+    ProbeError,
+    ProbeParams,
+    ProbeResult,
+    Status,
+)
 
 __all__ = ["S3EventDeliveryProbe"]
 
@@ -69,11 +82,8 @@ RUN_OVERHEAD_SECONDS = 10.0
 _NONCE_PATTERN = "[0-9a-f]{12}"
 _KEY_FIELDS = frozenset({"prefix", "check", "nonce", "epoch"})
 _MARKER_FIELDS = frozenset({"key", "nonce", "basename"})
-_SAFE_KEY_PART = re.compile(r"[^A-Za-z0-9._-]+")
-_QUEUE_GONE = frozenset(
-    {"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"}
-)
-_SEVERITY = {Status.UP: 0, Status.DEGRADED: 1, Status.UNKNOWN: 2, Status.DOWN: 3}
+#: A canary upload refused with any other 4xx (a disabled KMS key, say) blames the bucket.
+_UPLOAD_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
 
 
 def _template_fields(template: str) -> set[str]:
@@ -116,7 +126,7 @@ class S3EventDeliveryParams(ProbeParams):
         "maxReceiveCount, and a worker may consume the canary's event first. Optional in "
         "end-to-end mode.",
     )
-    aws: AwsSettings = Field(default_factory=AwsSettings, description="Identity and region.")
+    aws: AwsSettings = aws_settings_field()
     queue_aws: AwsSettings | None = Field(
         None, description="Identity/region for the queue (default: aws)."
     )
@@ -145,17 +155,10 @@ class S3EventDeliveryParams(ProbeParams):
         description="Visibility timeout of received messages: the longest a foreign message "
         "stays hidden if the prober dies before releasing it.",
     )
-    tags: dict[str, str] = Field(
-        default_factory=lambda: {"alivemcp-canary": "event-delivery"},
-        description="Tags on every canary, so a lifecycle rule can expire leftovers.",
-    )
-    body_fields: dict[str, str] = Field(
-        default_factory=dict, description="Extra string fields added to the canary's JSON body."
-    )
-    cleanup: bool = Field(True, description="Delete the canary (every version) after the run.")
-    sweep_min_age: Duration = Field(
-        600.0, description="Leftover canaries older than this are deleted on start."
-    )
+    tags: dict[str, str] = canary_tags_field("event-delivery")
+    body_fields: dict[str, str] = canary_body_fields_field()
+    cleanup: bool = canary_cleanup_field()
+    sweep_min_age: Duration = canary_sweep_min_age_field()
     end_to_end: EndToEnd | None = Field(
         None, description="Also wait for the worker's marker object (see EndToEnd)."
     )
@@ -296,14 +299,6 @@ def wrong_marker_keys(key: str) -> Iterator[tuple[str, str]]:
 # -- the probe ----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Watch:
-    """What one waiter (queue or marker) concluded."""
-
-    result: ProbeResult
-    observations: dict[str, float] = field(default_factory=dict)
-
-
 class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
     Params = S3EventDeliveryParams
     summary = "Event-delivery canary: upload a spaced, non-ASCII key and wait for its event"
@@ -318,22 +313,24 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     def __init__(self, context: Any, params: S3EventDeliveryParams) -> None:
         super().__init__(context, params)
-        self._check_slug = _SAFE_KEY_PART.sub("-", context.name).strip("-") or "check"
+        self._check_slug = check_slug(context.name)
         self._canary_re = self._canary_regex()
-        self._pending_deletes: dict[tuple[str, str], None] = {}
+        # This run's canary and the worker's markers, deleted after the run or by a later one.
+        self._canaries = S3Canaries()
         self._swept = False
 
     async def setup(self) -> None:
-        await self._s3()
+        s3 = await self._s3()
         if self.params.queue_url is not None:
             await self._sqs()
         if self.params.cleanup and not self._swept:
-            with contextlib.suppress(Exception):  # a failed sweep must not block the probe
-                await self._sweep()
+            # A failed sweep must not block the probe: its error is left for the runs to see.
+            await self._canaries.sweep(s3, self.params.bucket, self._static_prefix(),
+                                       self.params.sweep_min_age, self._canary_re.fullmatch)
             self._swept = True
 
     async def teardown(self) -> None:
-        await self._delete_pending()
+        await self._canaries.delete_deferred()
 
     async def _s3(self) -> Any:
         return await self.context.plumbing.aws.client("s3", self.params.aws)
@@ -356,59 +353,47 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                 f"{RUN_OVERHEAD_SECONDS:g}s to upload and clean up: raise the check's timeout "
                 "(and its interval above it)"
             )
-        await self._delete_pending()
+        await self._canaries.delete_deferred()
         nonce = uuid.uuid4().hex[:12]
         key = self._render_key(nonce)
-        details: dict[str, Any] = {"bucket": p.bucket, "key": key}
+        findings = Findings()
+        findings.details.update(bucket=p.bucket, key=key)
         s3 = await self._s3()
         started = time.monotonic()
+        document = canary_document("s3_event_delivery", self.context.name, p.body_fields,
+                                   key=key)
         try:
-            await self._upload(s3, key)
-        except Exception as exc:
-            return _upload_failure(exc, p.bucket, details)
+            await self._canaries.write(s3, p.bucket, key, document, p.tags)
+        except ProbeError as err:
+            findings.add_error(err, _UPLOAD_OVERRIDES, reason=_upload_failure(err.kind, p.bucket))
+            return findings.result()
         try:
             watchers = []
             if p.queue_url is not None:
-                watchers.append(self._watch_queue(key, nonce, started, details))
+                watchers.append(self._watch_queue(key, nonce, started, findings))
             if p.end_to_end is not None:
-                watchers.append(self._watch_marker(key, nonce, started, details))
-            outcomes = await asyncio.gather(*watchers)
+                watchers.append(self._watch_marker(key, nonce, started, findings))
+            all_well = await asyncio.gather(*watchers)
         finally:
             if p.cleanup:
-                self._pending_deletes[(p.bucket, key)] = None
-            # Shielded: a run cancelled at its timeout still removes its canary.
-            with contextlib.suppress(Exception):
-                await asyncio.shield(asyncio.ensure_future(self._delete_pending()))
-        return _combine(outcomes, details)
-
-    async def _upload(self, s3: Any, key: str) -> None:
-        now = datetime.now(UTC)
-        body = {
-            "probe": "s3_event_delivery",
-            "check": self.context.name,
-            "key": key,
-            "written_at": now.isoformat(),
-            **self.params.body_fields,
-        }
-        await s3.put_object(
-            Bucket=self.params.bucket,
-            Key=key,
-            Body=json.dumps(body, ensure_ascii=False).encode(),
-            ContentType="application/json",
-            Tagging=urlencode(self.params.tags),
-        )
+                self._canaries.defer(s3, p.bucket, key)
+            # A run cancelled at its timeout still removes its canary.
+            await run_to_completion(self._canaries.delete_deferred())
+        return findings.result("; ".join(all_well))
 
     # -- the queue -------------------------------------------------------------------------
 
     async def _watch_queue(
-        self, key: str, nonce: str, started: float, details: dict[str, Any]
-    ) -> _Watch:
+        self, key: str, nonce: str, started: float, findings: Findings
+    ) -> str:
+        """Wait for the canary's event on the queue; adds what went wrong to ``findings`` and
+        returns the reason when all is well."""
         p = self.params
         assert p.queue_url is not None
         sqs = await self._sqs()
         deadline = started + p.limit
         stats = {"received": 0, "foreign_released": 0, "stale_deleted": 0, "test_events": 0}
-        details["queue"] = stats
+        findings.details["queue"] = stats
         idle = 0.1
         last_error: str | None = None
         # A long poll must end before the client's read timeout, or it becomes an error.
@@ -424,11 +409,11 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                     WaitTimeSeconds=max(0, min(20, int(remaining), long_poll_cap)),
                     VisibilityTimeout=p.receive_visibility,
                 )
-            except Exception as exc:
-                failure = _queue_failure(exc, p.queue_url)
-                if failure is not None:
-                    return _Watch(failure)
-                last_error = aws_error_summary(exc)
+            except ProbeError as err:
+                if err.kind in _FINAL_QUEUE_ERRORS:  # waiting will not fix these
+                    findings.add_error(err, reason=_queue_failure(err.kind, p.queue_url))
+                    return ""
+                last_error = f"{err.operation}: {err.detail}"
                 await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
                 continue
             received_at = time.monotonic()
@@ -440,7 +425,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             stats["foreign_released"] += len(foreign)
             stats["stale_deleted"] += len(stale)
             if mine:
-                return self._delivered(mine, key, received_at - started, details)
+                return self._delivered(mine, key, received_at - started, findings)
             if not messages or len(foreign) == len(messages):
                 # Only others' messages (made visible again): do not spin on them.
                 await asyncio.sleep(min(idle, max(0.0, deadline - time.monotonic())))
@@ -457,12 +442,12 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         if last_error:
             hints.append(f"last queue error: {last_error}")
         hint = f" ({'; '.join(hints)})" if hints else ""
-        return _Watch(
-            ProbeResult.down(
-                f"no ObjectCreated event for canary {key!r} on {_queue_name(p.queue_url)} within "
-                f"{waited:.1f}s{hint}"
-            )
+        findings.add(
+            Status.DOWN,
+            f"no ObjectCreated event for canary {key!r} on {_queue_name(p.queue_url)} within "
+            f"{waited:.1f}s{hint}",
         )
+        return ""
 
     def _sort_messages(
         self, messages: list[dict[str, Any]], key: str, nonce: str, stats: dict[str, int]
@@ -494,75 +479,66 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         mine: list[tuple[dict[str, Any], list[S3Event]]],
         key: str,
         latency: float,
-        details: dict[str, Any],
-    ) -> _Watch:
+        findings: Findings,
+    ) -> str:
         events = [event for _, batch in mine for event in batch]
-        details["delivered_via"] = sorted({e.via for e in events})
-        details["duplicates"] = len(events) - 1
-        observations = {"delivery_latency_seconds": round(latency, 3)}
+        findings.details["delivered_via"] = sorted({e.via for e in events})
+        findings.details["duplicates"] = len(events) - 1
+        findings.observe("delivery_latency_seconds", round(latency, 3))
         for event in events:
             if key in event.decoded_keys():
                 continue
             why = diagnose_key(event.raw_key, key) or "it decodes to a different key"
             decoded = unquote_plus(event.raw_key)
-            return _Watch(
-                ProbeResult.down(
-                    f"encoding failure: the event for canary {key!r} (via {event.via}) carries "
-                    f"key {event.raw_key!r}, which decodes as S3 encodes keys to {decoded!r}: "
-                    f"{why}; a worker would look up a key that does not exist"
-                ),
-                observations,
+            findings.add(
+                Status.DOWN,
+                f"encoding failure: the event for canary {key!r} (via {event.via}) carries "
+                f"key {event.raw_key!r}, which decodes as S3 encodes keys to {decoded!r}: "
+                f"{why}; a worker would look up a key that does not exist",
             )
+            return ""
         degraded_after = self.params.degraded_after
         if degraded_after is not None and latency > degraded_after:
-            return _Watch(
-                ProbeResult.degraded(
-                    f"event delivered in {latency:.2f}s, slower than {degraded_after:g}s"
-                ),
-                observations,
+            findings.add(
+                Status.DEGRADED,
+                f"event delivered in {latency:.2f}s, slower than {degraded_after:g}s",
             )
-        return _Watch(
-            ProbeResult.up(f"event delivered in {latency:.2f}s via {events[0].via}"),
-            observations,
-        )
+        return f"event delivered in {latency:.2f}s via {events[0].via}"
 
     # -- end-to-end marker -----------------------------------------------------------------
 
     async def _watch_marker(
-        self, key: str, nonce: str, started: float, details: dict[str, Any]
-    ) -> _Watch:
+        self, key: str, nonce: str, started: float, findings: Findings
+    ) -> str:
+        """Wait for the worker's marker; adds what went wrong to ``findings`` and returns the
+        reason when all is well."""
         e2e = self.params.end_to_end
         assert e2e is not None
         s3 = await self._s3()
         bucket = e2e.marker_bucket or self.params.bucket
         marker = _render_marker(e2e.marker_key_template, key, nonce)
-        details["marker"] = {"bucket": bucket, "key": marker}
+        findings.details["marker"] = {"bucket": bucket, "key": marker}
         deadline = started + e2e.limit
         wait = 0.2
-        forbidden: BaseException | None = None
+        forbidden: ProbeError | None = None
         while True:
             try:
                 await s3.head_object(Bucket=bucket, Key=marker)
-            except Exception as exc:
-                kind = aws_error_kind(exc)
-                if kind == "credentials":
-                    return _Watch(
-                        ProbeResult.unknown(
-                            f"prober's credentials failed reading marker {marker!r}: "
-                            f"{aws_error_summary(exc)}"
-                        )
+            except ProbeError as err:
+                if err.kind is ErrorKind.AUTH:
+                    findings.add_error(
+                        err, reason=f"prober's credentials failed reading marker {marker!r}"
                     )
+                    return ""
                 # A 403 is final only if it lasts: S3 answers 403 for a missing key when the
                 # reader lacks s3:ListBucket.
-                forbidden = exc if kind == "permission" else None
+                forbidden = err if err.kind is ErrorKind.PERMISSION else None
             else:
                 latency = time.monotonic() - started
                 if e2e.delete_marker:
-                    self._pending_deletes[(bucket, marker)] = None
-                return _Watch(
-                    ProbeResult.up(f"worker processed the canary in {latency:.2f}s"),
-                    {"end_to_end_latency_seconds": round(latency, 3)},
-                )
+                    self._canaries.defer(s3, bucket, marker)
+                findings.observe("end_to_end_latency_seconds", round(latency, 3))
+                return f"worker processed the canary in {latency:.2f}s"
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -570,36 +546,48 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             wait = min(wait * 1.5, 5.0)
         waited = time.monotonic() - started
         if forbidden is not None:
-            return _Watch(
-                ProbeResult.unknown(
-                    f"prober may not read marker {marker!r} in {bucket} (its own permissions: "
-                    f"s3:GetObject, and s3:ListBucket so a missing key answers 404): "
-                    f"{aws_error_summary(forbidden)}"
-                )
+            findings.add_error(
+                forbidden,
+                reason=f"prober may not read marker {marker!r} in {bucket} (its own "
+                "permissions: s3:GetObject, and s3:ListBucket so a missing key answers 404)",
             )
+            return ""
+        wrong = await self._find_wrong_marker(s3, bucket, key, nonce, marker)
+        if wrong is not None:
+            description, wrong_key, wrong_marker = wrong
+            findings.add(
+                Status.DOWN,
+                f"encoding failure: the worker processed canary {key!r} as {wrong_key!r} "
+                f"({description}); its marker is {wrong_marker!r}, expected {marker!r}",
+            )
+            return ""
+        findings.add(
+            Status.DOWN,
+            f"no downstream marker {marker!r} in {bucket} within {waited:.1f}s: the worker "
+            f"did not process canary {key!r} (its key has a space and a non-ASCII "
+            "character: a worker that decodes event keys with unquote instead of "
+            "unquote_plus looks up a key that does not exist)",
+        )
+        return ""
+
+    async def _find_wrong_marker(
+        self, s3: Any, bucket: str, key: str, nonce: str, marker: str
+    ) -> tuple[str, str, str] | None:
+        """A marker the worker wrote under a wrongly decoded key: (how, that key, marker)."""
+        e2e = self.params.end_to_end
+        assert e2e is not None
         for description, wrong_key in wrong_marker_keys(key):
             wrong_marker = _render_marker(e2e.marker_key_template, wrong_key, nonce)
             if wrong_marker == marker:
                 continue
-            with contextlib.suppress(Exception):
+            try:
                 await s3.head_object(Bucket=bucket, Key=wrong_marker)
-                if e2e.delete_marker:
-                    self._pending_deletes[(bucket, wrong_marker)] = None
-                return _Watch(
-                    ProbeResult.down(
-                        f"encoding failure: the worker processed canary {key!r} as "
-                        f"{wrong_key!r} ({description}); its marker is {wrong_marker!r}, "
-                        f"expected {marker!r}"
-                    )
-                )
-        return _Watch(
-            ProbeResult.down(
-                f"no downstream marker {marker!r} in {bucket} within {waited:.1f}s: the worker "
-                f"did not process canary {key!r} (its key has a space and a non-ASCII "
-                "character: a worker that decodes event keys with unquote instead of "
-                "unquote_plus looks up a key that does not exist)"
-            )
-        )
+            except ProbeError:
+                continue
+            if e2e.delete_marker:
+                self._canaries.defer(s3, bucket, wrong_marker)
+            return description, wrong_key, wrong_marker
+        return None
 
     # -- keys and cleanup ------------------------------------------------------------------
 
@@ -641,49 +629,12 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
     def _is_canary(self, event: S3Event) -> bool:
         return any(self._canary_re.fullmatch(k) for k in (*event.decoded_keys(), event.raw_key))
 
-    async def _delete_pending(self) -> None:
-        if not self._pending_deletes:
-            return
-        s3 = await self._s3()
-        for bucket, key in list(self._pending_deletes):
-            try:
-                await delete_all_versions(s3, bucket, key)
-            except Exception:
-                continue
-            self._pending_deletes.pop((bucket, key), None)
-        while len(self._pending_deletes) > 50:  # a bucket refusing deletes: keep it bounded
-            self._pending_deletes.pop(next(iter(self._pending_deletes)))
-
-    async def _sweep(self) -> None:
-        prefix = self._static_prefix()
-        if not prefix:
-            return  # never list a whole bucket
-        s3 = await self._s3()
-        cutoff = datetime.now(UTC).timestamp() - self.params.sweep_min_age
-        await delete_versions_under(
-            s3, self.params.bucket, prefix, cutoff, self._canary_re.fullmatch
-        )
-
-
 def _mentions(event: S3Event, nonce: str) -> bool:
     return nonce in event.raw_key or any(nonce in k for k in event.decoded_keys())
 
 
 def _render_marker(template: str, key: str, nonce: str) -> str:
     return template.format(key=key, nonce=nonce, basename=key.rsplit("/", 1)[-1])
-
-
-def _combine(outcomes: list[_Watch], details: dict[str, Any]) -> ProbeResult:
-    observations: dict[str, float] = {}
-    for outcome in outcomes:
-        observations.update(outcome.observations)
-    worst = max(outcomes, key=lambda o: _SEVERITY[o.result.status]).result
-    if worst.status is Status.UP:
-        reasons = [o.result.reason for o in outcomes]
-    else:
-        reasons = [o.result.reason for o in outcomes if o.result.status is not Status.UP]
-    return ProbeResult(worst.status, "; ".join(reasons), observations=observations,
-                       details=details)
 
 
 async def _release(sqs: Any, queue_url: str, messages: list[dict[str, Any]]) -> None:
@@ -694,7 +645,7 @@ async def _release(sqs: Any, queue_url: str, messages: list[dict[str, Any]]) -> 
         {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
         for i, m in enumerate(messages)
     ]
-    with contextlib.suppress(Exception):  # they reappear after receive_visibility anyway
+    with contextlib.suppress(ProbeError):  # they reappear after receive_visibility anyway
         await sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
 
 
@@ -703,40 +654,33 @@ async def _delete(sqs: Any, queue_url: str, items: list[Any]) -> None:
     if not messages:
         return
     entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
-    with contextlib.suppress(Exception):  # stale canary events are deleted on a later run
+    with contextlib.suppress(ProbeError):  # stale canary events are deleted on a later run
         await sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
 
 
-def _queue_failure(exc: BaseException, queue_url: str) -> ProbeResult | None:
-    """A verdict for queue errors that waiting will not fix (None: transient, retry)."""
-    code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+#: Queue errors that waiting will not fix (others are retried until the limit).
+_FINAL_QUEUE_ERRORS = frozenset(
+    {ErrorKind.NOT_FOUND, ErrorKind.AUTH, ErrorKind.PERMISSION, ErrorKind.REJECTED}
+)
+
+
+def _queue_failure(kind: ErrorKind, queue_url: str) -> str:
     name = _queue_name(queue_url)
-    if code in _QUEUE_GONE:
-        return ProbeResult.down(f"canary queue {name} does not exist")
-    kind = aws_error_kind(exc)
-    if kind == "credentials":
-        return ProbeResult.unknown(f"prober's queue credentials failed: {aws_error_summary(exc)}")
-    if kind == "permission":
-        return ProbeResult.unknown(
-            f"prober may not receive from {name} (its own permissions): {aws_error_summary(exc)}"
-        )
-    if kind == "client":
-        return ProbeResult.unknown(f"cannot receive from {name}: {aws_error_summary(exc)}")
-    return None
+    if kind is ErrorKind.NOT_FOUND:
+        return f"canary queue {name} does not exist"
+    if kind is ErrorKind.AUTH:
+        return "prober's queue credentials failed"
+    if kind is ErrorKind.PERMISSION:
+        return f"prober may not receive from {name} (its own permissions)"
+    return f"cannot receive from {name}"
 
 
-def _upload_failure(exc: BaseException, bucket: str, details: dict[str, Any]) -> ProbeResult:
-    kind = aws_error_kind(exc)
-    summary = aws_error_summary(exc)
-    if kind == "credentials":
-        return ProbeResult.unknown(f"prober's credentials failed: {summary}", details=details)
-    if kind == "permission":
-        return ProbeResult.unknown(
-            f"cannot upload the canary to {bucket} (the prober's own write permission): "
-            f"{summary}",
-            details=details,
-        )
-    return ProbeResult.down(f"cannot upload the canary to {bucket}: {summary}", details=details)
+def _upload_failure(kind: ErrorKind, bucket: str) -> str:
+    if kind is ErrorKind.AUTH:
+        return "prober's credentials failed"
+    if kind is ErrorKind.PERMISSION:
+        return f"cannot upload the canary to {bucket} (the prober's own write permission)"
+    return f"cannot upload the canary to {bucket}"
 
 
 def _queue_name(queue_url: str) -> str:
