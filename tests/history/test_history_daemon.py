@@ -87,8 +87,8 @@ def test_uptime_runs_and_incidents_match_a_flip_schedule(tmp_path: Path) -> None
     assert [w[2] for w in want] == ["down", "down"]
     got_incidents = db_incidents(data, name)
     assert len(got_incidents) == 2, got_incidents
-    for (start, end, worst), inc in zip(want, got_incidents, strict=True):
-        assert _close(inc["started_at"], start) and _close(inc["ended_at"], end), (inc, want)
+    for (start, ended, worst), inc in zip(want, got_incidents, strict=True):
+        assert _close(inc["started_at"], start) and _close(inc["ended_at"], ended), (inc, want)
         assert inc["worst_status"] == worst
     assert got_incidents[0]["first_reason"] == "scheduled down"
     assert got_incidents[1]["first_reason"] == "scheduled degraded"

@@ -307,3 +307,25 @@ def test_a_store_query_does_not_wait_for_a_flush_while_writes_fail(tmp_path: Pat
     asyncio.run(go())
     assert store.writer.stats.errors.get("io", 0) >= 1
     assert store.writer.pending() == 1  # still held, not dropped
+
+
+def test_a_file_from_a_newer_version_is_kept_aside_not_written_over(tmp_path: Path) -> None:
+    path = tmp_path / schema.FILE_NAME
+    newer = sqlite3.connect(path)
+    newer.execute("CREATE TABLE future (x)")
+    newer.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    newer.commit()
+    newer.close()
+    w = HistoryWriter(path, Retention())
+    w.start()
+    try:
+        feed(w, result("n", "up", NOW - 5))
+        assert w.stats.set_aside == 1
+        aside = list(tmp_path.glob(f"{schema.FILE_NAME}.corrupt-*"))
+        assert len(aside) == 1
+        kept = sqlite3.connect(aside[0])
+        assert kept.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION + 1
+        kept.close()
+        assert queries.uptime(read(w), "n", "1h", NOW)["runs"]["up"] == 1
+    finally:
+        w.stop(10)
