@@ -38,16 +38,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field
 
-from alivemcp.plumbing.aws import (
-    AwsSettings,
-    aws_check_deadline,
-    aws_error_kind,
-    aws_error_summary,
+from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
+from alivemcp.plumbing.canary import canary_document
+from alivemcp.plumbing.s3 import list_objects
+from alivemcp.probe import (
+    Duration,
+    ErrorKind,
+    Findings,
+    Observable,
+    Probe,
+    ProbeError,
+    ProbeParams,
+    ProbeResult,
+    Status,
 )
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 
 __all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
 
@@ -71,13 +77,13 @@ _CHUNK = 256 * 1024
 _OVERLAP = 64 * 1024
 #: How far past the canary a scan reads looking for the end of its line.
 _LINE_CAP = 1024 * 1024
-_RANK = {Status.UP: 0, Status.UNKNOWN: 1, Status.DEGRADED: 2, Status.DOWN: 3}
+#: A request the stream or bucket refuses as invalid blames the delivery path (as a 5xx does).
+_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
 
 
 class FirehoseFreshnessParams(ProbeParams):
-    aws: AwsSettings = Field(
-        default_factory=AwsSettings,
-        description="AWS identity/region for Firehose, CloudWatch and the destination bucket.",
+    aws: AwsSettings = aws_settings_field(
+        "AWS identity/region for Firehose, CloudWatch and the destination bucket."
     )
     stream_name: str = Field(min_length=1, description="Delivery stream name.")
     degraded_above: Duration | None = Field(
@@ -159,12 +165,6 @@ class _CanaryVerdict:
 
 
 @dataclass
-class _Finding:
-    status: Status
-    text: str
-
-
-@dataclass
 class _DeliveryCheck:
     """What the canary's bytes look like in a delivered object."""
 
@@ -203,10 +203,12 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         p = self.params
         aws = self.context.plumbing.aws
         firehose = await aws.client("firehose", p.aws)
+        findings = Findings()
         try:
             described = await firehose.describe_delivery_stream(DeliveryStreamName=p.stream_name)
-        except (ClientError, BotoCoreError) as exc:
-            return _describe_failed(exc, p.stream_name)
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES, reason=_describe_failure(err.kind, p.stream_name))
+            return findings.result()
         desc = described.get("DeliveryStreamDescription") or {}
         status = desc.get("DeliveryStreamStatus")
         if status != "ACTIVE":
@@ -222,29 +224,26 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 f"{p.stream_name} has no S3 destination: only S3 delivery is checked"
             )
         degraded_above, down_above = self._thresholds(dest)
-        findings: list[_Finding] = []
-        observations: dict[str, float] = {"buffer_interval_seconds": dest.buffer_interval}
-        details: dict[str, Any] = {
-            "stream": p.stream_name,
-            "bucket": dest.bucket,
-            "prefix": dest.prefix,
-            "error_prefix": dest.error_prefix,
-            "compression": dest.compression,
-            "degraded_above_seconds": degraded_above,
-            "down_above_seconds": down_above,
-        }
+        findings.observe("buffer_interval_seconds", dest.buffer_interval)
+        findings.details.update(
+            stream=p.stream_name,
+            bucket=dest.bucket,
+            prefix=dest.prefix,
+            error_prefix=dest.error_prefix,
+            compression=dest.compression,
+            degraded_above_seconds=degraded_above,
+            down_above_seconds=down_above,
+        )
         s3 = await aws.client("s3", p.aws)
         cloudwatch = await aws.client("cloudwatch", p.aws)
-        findings += await self._check_metrics(cloudwatch, degraded_above, down_above,
-                                              observations, details)
-        findings += await self._check_errors(s3, dest, observations, details)
+        await self._check_metrics(cloudwatch, degraded_above, down_above, findings)
+        await self._check_errors(s3, dest, findings)
         if p.canary:
             direct_put = desc.get("DeliveryStreamType", "DirectPut") == "DirectPut"
-            findings += await self._check_canary(
-                firehose, s3, dest, direct_put, degraded_above, down_above, observations,
-                details,
-            )
-        return _verdict(findings, observations, details)
+            await self._check_canary(firehose, s3, dest, direct_put, degraded_above, down_above,
+                                     findings)
+        findings.details["findings"] = findings.as_json()
+        return findings.result(_all_well(findings))
 
     # --- thresholds ---
 
@@ -257,8 +256,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     # --- CloudWatch ---
 
     async def _check_metrics(self, cloudwatch: Any, degraded_above: float, down_above: float,
-                             observations: dict[str, float],
-                             details: dict[str, Any]) -> list[_Finding]:
+                             findings: Findings) -> None:
         p = self.params
         period = max(60, int(p.metric_period) // 60 * 60)  # standard-resolution periods
         end_epoch = int(time.time()) // period * period
@@ -280,51 +278,52 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 StartTime=start,
                 EndTime=end,
             )
-        except (ClientError, BotoCoreError) as exc:
-            return [_Finding(Status.UNKNOWN, f"cannot read CloudWatch metrics: "
-                                             f"{aws_error_summary(exc)}")]
+        except ProbeError as err:
+            # The metrics are the prober's view of the stream, not the stream itself.
+            findings.add(Status.UNKNOWN, f"cannot read CloudWatch metrics: {err.operation}: "
+                                         f"{err.detail}")
+            return
         values = {r["Id"]: [float(v) for v in r.get("Values", [])]
                   for r in resp.get("MetricDataResults", [])}
-        details["metric_window"] = {"start": start.isoformat(), "end": end.isoformat(),
-                                    "period_seconds": period}
-        found: list[_Finding] = []
+        findings.details["metric_window"] = {"start": start.isoformat(), "end": end.isoformat(),
+                                             "period_seconds": period}
         freshness = values.get("freshness") or []
         if freshness:
             worst = max(freshness)
-            observations["data_freshness_seconds"] = worst
+            findings.observe("data_freshness_seconds", worst)
             if worst > down_above:
-                found.append(_Finding(Status.DOWN, f"DataFreshness {worst:.0f}s is over the "
-                                                   f"{down_above:.0f}s limit (records stale)"))
+                findings.add(Status.DOWN, f"DataFreshness {worst:.0f}s is over the "
+                                          f"{down_above:.0f}s limit (records stale)")
             elif worst > degraded_above:
-                found.append(_Finding(Status.DEGRADED, f"DataFreshness {worst:.0f}s is over "
-                                                       f"{degraded_above:.0f}s"))
+                findings.add(Status.DEGRADED, f"DataFreshness {worst:.0f}s is over "
+                                              f"{degraded_above:.0f}s")
         else:
-            details["metric_note"] = "no DataFreshness datapoints in the window"
+            findings.details["metric_note"] = "no DataFreshness datapoints in the window"
         success = values.get("success") or []
         if success:
             lowest = min(success)
-            observations["delivery_success_ratio"] = lowest
+            findings.observe("delivery_success_ratio", lowest)
             if lowest < 1:
-                found.append(_Finding(Status.DEGRADED, f"DeliveryToS3.Success {lowest:.2f} < 1: "
-                                                       "some S3 deliveries failed"))
-        return found
+                findings.add(Status.DEGRADED, f"DeliveryToS3.Success {lowest:.2f} < 1: "
+                                              "some S3 deliveries failed")
 
     # --- error prefix ---
 
-    async def _check_errors(self, s3: Any, dest: _Destination, observations: dict[str, float],
-                            details: dict[str, Any]) -> list[_Finding]:
+    async def _check_errors(self, s3: Any, dest: _Destination, findings: Findings) -> None:
         p = self.params
         prefixes = (list(p.error_prefixes) if p.error_prefixes is not None
                     else _error_listing_prefixes(dest.error_prefix))
-        details["error_prefixes_watched"] = prefixes
+        findings.details["error_prefixes_watched"] = prefixes
         now = datetime.now(UTC)
         watermark = self._error_watermark or now - timedelta(seconds=p.error_lookback)
         listed: list[dict[str, Any]] = []
         try:
             for prefix in prefixes:
-                listed += await _list(s3, dest.bucket, prefix, p.max_list_pages)
-        except (ClientError, BotoCoreError) as exc:
-            return [_s3_finding(exc, f"listing error prefixes in {dest.bucket}")]
+                listed += await list_objects(s3, dest.bucket, prefix, p.max_list_pages)
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES,
+                               reason=f"listing error prefixes in {dest.bucket}: {err.operation}")
+            return
         seen = self._error_seen_at_watermark
         new = [
             obj for obj in listed
@@ -336,82 +335,70 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         self._error_seen_at_watermark = {
             obj["Key"] for obj in listed if obj["LastModified"] == self._error_watermark
         }
-        observations["new_error_objects"] = float(len(new))
+        findings.observe("new_error_objects", float(len(new)))
         if not new:
-            return []
+            return
         new.sort(key=lambda obj: obj["LastModified"])
         samples = [obj["Key"] for obj in new[-5:]]
         kinds = sorted({kind for kind in ERROR_TYPES if any(kind in k for k in samples)})
-        details["new_error_objects"] = {"count": len(new), "sample_keys": samples}
+        findings.details["new_error_objects"] = {"count": len(new), "sample_keys": samples}
         what = f" ({', '.join(kinds)})" if kinds else ""
-        return [_Finding(Status.DOWN, f"{len(new)} new object(s) under the error prefix"
-                                      f"{what} since the last run, e.g. {samples[-1]}")]
+        findings.add(Status.DOWN, f"{len(new)} new object(s) under the error prefix{what} since "
+                                  f"the last run, e.g. {samples[-1]}")
 
     # --- canary ---
 
     async def _check_canary(self, firehose: Any, s3: Any, dest: _Destination, direct_put: bool,
                             degraded_above: float, down_above: float,
-                            observations: dict[str, float],
-                            details: dict[str, Any]) -> list[_Finding]:
+                            findings: Findings) -> None:
         p = self.params
-        if not direct_put:
-            details["canary"] = "skipped: the stream reads from Kinesis (no direct PUT)"
-            return []
-        if dest.format_conversion:
-            details["canary"] = "skipped: records are converted to Parquet/ORC"
-            return []
-        if dest.dynamic_partitioning:
-            # A canary lacks the partition keys (it would land under the error prefix), and its
-            # object could be anywhere under the partitions.
-            details["canary"] = "skipped: dynamic partitioning"
-            return []
-        if dest.compression not in ("UNCOMPRESSED", "GZIP"):
-            details["canary"] = f"skipped: cannot read {dest.compression} objects"
-            return []
-        found: list[_Finding] = []
+        skipped = _canary_skipped(dest, direct_put)
+        if skipped is not None:
+            findings.details["canary"] = f"skipped: {skipped}"
+            return
         if self._pending is not None:
-            found += await self._verify_pending(s3, dest, down_above)
+            await self._verify_pending(s3, dest, down_above, findings)
         if self._pending is None:
-            put = await self._put_canary(firehose)
-            if put is not None:
-                return [*found, put]
+            if not await self._put_canary(firehose, findings):
+                return
             if dest.buffer_interval <= p.canary_inline_wait:
                 deadline = time.monotonic() + p.canary_inline_wait
                 while self._pending is not None and time.monotonic() < deadline:
-                    errors = await self._verify_pending(s3, dest, down_above)
-                    if errors:
-                        found += errors
+                    if not await self._verify_pending(s3, dest, down_above, findings):
                         break
                     if self._pending is not None:
                         await asyncio.sleep(0.5)
-        return [*found, *self._canary_findings(degraded_above, down_above, observations,
-                                               details)]
+        self._canary_findings(degraded_above, down_above, findings)
 
-    async def _put_canary(self, firehose: Any) -> _Finding | None:
+    async def _put_canary(self, firehose: Any, findings: Findings) -> bool:
+        """Put a new canary record; False when the put failed (a finding says why)."""
         record_id = uuid.uuid4().hex
         put_at = datetime.now(UTC)
-        record = {_CANARY_FIELD: record_id, "sent_at": put_at.isoformat(),
-                  "check": self.context.name}
+        record = canary_document("firehose_freshness", self.context.name,
+                                 fields={_CANARY_FIELD: record_id})
         data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         try:
             await firehose.put_record(DeliveryStreamName=self.params.stream_name,
                                       Record={"Data": data})
-        except (ClientError, BotoCoreError) as exc:
-            if aws_error_kind(exc) == "credentials":
-                return _Finding(Status.UNKNOWN, f"prober credentials: {aws_error_summary(exc)}")
-            return _Finding(Status.DOWN, f"PutRecord of the canary failed: "
-                                         f"{aws_error_summary(exc)}")
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES, reason="prober credentials"
+                               if err.kind is ErrorKind.AUTH else "PutRecord of the canary failed")
+            return False
         self._pending = _Canary(record_id, put_at)
-        return None
+        return True
 
-    async def _verify_pending(self, s3: Any, dest: _Destination, down_above: float) -> list[
-            _Finding]:
+    async def _verify_pending(self, s3: Any, dest: _Destination, down_above: float,
+                              findings: Findings) -> bool:
+        """Look for the pending canary in S3 and resolve it when found or overdue; False when
+        the search failed (a finding says why)."""
         canary = self._pending
         assert canary is not None
         try:
             hit = await self._search(s3, dest, canary)
-        except (ClientError, BotoCoreError) as exc:
-            return [_s3_finding(exc, f"looking for the canary in {dest.bucket}")]
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES, reason=f"looking for the canary in "
+                                                       f"{dest.bucket}: {err.operation}")
+            return False
         if hit is not None:
             key, modified, check = hit
             freshness = max(0.0, (modified - canary.put_at).total_seconds())
@@ -422,7 +409,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 self._last_canary = _CanaryVerdict(canary.record_id, Status.UP, "delivered",
                                                    freshness, key)
             self._pending = None
-            return []
+            return True
         age = (datetime.now(UTC) - canary.put_at).total_seconds()
         if age > down_above:
             self._last_canary = _CanaryVerdict(
@@ -435,35 +422,35 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                    if canary.saw_binary else ""),
             )
             self._pending = None
-        return []
+        return True
 
     def _canary_findings(self, degraded_above: float, down_above: float,
-                         observations: dict[str, float], details: dict[str, Any]) -> list[
-            _Finding]:
-        found: list[_Finding] = []
+                         findings: Findings) -> None:
+        """The last resolved canary's verdict (it holds until the next one resolves) and the
+        pending one's age."""
         last = self._last_canary
         if last is not None:
-            details["canary"] = {"id": last.record_id, "status": last.status.value,
-                                 "reason": last.reason, "key": last.key}
+            findings.details["canary"] = {"id": last.record_id, "status": last.status.value,
+                                          "reason": last.reason, "key": last.key}
             if last.freshness is not None:
-                observations["canary_freshness_seconds"] = last.freshness
+                findings.observe("canary_freshness_seconds", last.freshness)
             if last.status is not Status.UP:
-                found.append(_Finding(last.status, last.reason))
+                findings.add(last.status, last.reason)
             elif last.freshness is not None and last.freshness > down_above:
-                found.append(_Finding(Status.DOWN, f"canary took {last.freshness:.0f}s end to "
-                                                   f"end (limit {down_above:.0f}s)"))
+                findings.add(Status.DOWN, f"canary took {last.freshness:.0f}s end to end "
+                                          f"(limit {down_above:.0f}s)")
             elif last.freshness is not None and last.freshness > degraded_above:
-                found.append(_Finding(Status.DEGRADED, f"canary took {last.freshness:.0f}s end "
-                                                       f"to end (over {degraded_above:.0f}s)"))
+                findings.add(Status.DEGRADED, f"canary took {last.freshness:.0f}s end to end "
+                                              f"(over {degraded_above:.0f}s)")
         pending = self._pending
         if pending is not None:
             age = (datetime.now(UTC) - pending.put_at).total_seconds()
-            observations["canary_pending_seconds"] = age
-            details["canary_pending"] = {"id": pending.record_id, "age_seconds": round(age, 1)}
+            findings.observe("canary_pending_seconds", age)
+            findings.details["canary_pending"] = {"id": pending.record_id,
+                                                  "age_seconds": round(age, 1)}
             if age > degraded_above:
-                found.append(_Finding(Status.DEGRADED, f"canary {pending.record_id} not "
-                                                       f"delivered yet after {age:.0f}s"))
-        return found
+                findings.add(Status.DEGRADED, f"canary {pending.record_id} not delivered yet "
+                                              f"after {age:.0f}s")
 
     async def _search(self, s3: Any, dest: _Destination,
                       canary: _Canary) -> tuple[str, datetime, _DeliveryCheck] | None:
@@ -473,7 +460,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         since = canary.put_at.replace(microsecond=0) - timedelta(seconds=5)
         candidates: dict[str, dict[str, Any]] = {}
         for prefix in _delivery_prefixes(dest.prefix, canary.put_at):
-            for obj in await _list(s3, dest.bucket, prefix, p.max_list_pages):
+            for obj in await list_objects(s3, dest.bucket, prefix, p.max_list_pages):
                 if obj["LastModified"] >= since and obj["Key"] not in canary.scanned:
                     candidates[obj["Key"]] = obj
         oldest_first = sorted(candidates.values(), key=lambda o: o["LastModified"])
@@ -699,51 +686,40 @@ def _expand_timestamps(prefix: str, moment: datetime) -> str:
     return "".join(result)
 
 
-async def _list(s3: Any, bucket: str, prefix: str, max_pages: int) -> list[dict[str, Any]]:
-    objects: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-    for _ in range(max_pages):
-        resp = await s3.list_objects_v2(**kwargs)
-        objects += resp.get("Contents", [])
-        token = resp.get("NextContinuationToken")
-        if not resp.get("IsTruncated") or not token:
-            break
-        kwargs["ContinuationToken"] = token
-    return objects
+def _canary_skipped(dest: _Destination, direct_put: bool) -> str | None:
+    """Why no canary can be put or found for this stream (None: it can)."""
+    if not direct_put:
+        return "the stream reads from Kinesis (no direct PUT)"
+    if dest.format_conversion:
+        return "records are converted to Parquet/ORC"
+    if dest.dynamic_partitioning:
+        # A canary lacks the partition keys (it would land under the error prefix), and its
+        # object could be anywhere under the partitions.
+        return "dynamic partitioning"
+    if dest.compression not in ("UNCOMPRESSED", "GZIP"):
+        return f"cannot read {dest.compression} objects"
+    return None
 
 
-def _describe_failed(exc: BaseException, stream: str) -> ProbeResult:
-    kind = aws_error_kind(exc)
-    summary = aws_error_summary(exc)
-    if kind == "credentials":
-        return ProbeResult.unknown(f"prober credentials: {summary}")
-    if kind == "not_found":
-        return ProbeResult.down(f"delivery stream {stream} not found: {summary}")
-    if kind == "permission":
-        return ProbeResult.unknown(f"not allowed to describe {stream}: {summary}")
-    return ProbeResult.down(f"DescribeDeliveryStream failed: {summary}")
+def _describe_failure(kind: ErrorKind, stream: str) -> str:
+    if kind is ErrorKind.AUTH:
+        return "prober credentials"
+    if kind is ErrorKind.NOT_FOUND:
+        return f"delivery stream {stream} not found"
+    if kind is ErrorKind.PERMISSION:
+        return f"not allowed to describe {stream}"
+    return "DescribeDeliveryStream failed"
 
 
-def _s3_finding(exc: BaseException, doing: str) -> _Finding:
-    kind = aws_error_kind(exc)
-    status = Status.UNKNOWN if kind in ("credentials", "permission") else Status.DOWN
-    return _Finding(status, f"{doing}: {aws_error_summary(exc)}")
-
-
-def _verdict(findings: list[_Finding], observations: dict[str, float],
-             details: dict[str, Any]) -> ProbeResult:
-    details["findings"] = [{"status": f.status.value, "text": f.text} for f in findings]
-    if not findings:
-        fresh = observations.get("canary_freshness_seconds")
-        metric = observations.get("data_freshness_seconds")
-        parts = ["stream ACTIVE"]
-        if metric is not None:
-            parts.append(f"DataFreshness {metric:.0f}s")
-        if fresh is not None:
-            parts.append(f"canary delivered in {fresh:.0f}s")
-        elif "canary_pending" in details:
-            parts.append("canary pending")
-        return ProbeResult.up(", ".join(parts), observations=observations, details=details)
-    worst = max(findings, key=lambda f: _RANK[f.status]).status
-    reason = "; ".join(f.text for f in sorted(findings, key=lambda f: -_RANK[f.status]))
-    return ProbeResult(worst, reason, observations=observations, details=details)
+def _all_well(findings: Findings) -> str:
+    """The reason when nothing is wrong: what was checked and how fresh it was."""
+    parts = ["stream ACTIVE"]
+    metric = findings.observations.get("data_freshness_seconds")
+    if metric is not None:
+        parts.append(f"DataFreshness {metric:.0f}s")
+    fresh = findings.observations.get("canary_freshness_seconds")
+    if fresh is not None:
+        parts.append(f"canary delivered in {fresh:.0f}s")
+    elif "canary_pending" in findings.details:
+        parts.append("canary pending")
+    return ", ".join(parts)

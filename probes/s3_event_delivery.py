@@ -360,8 +360,8 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         findings.details.update(bucket=p.bucket, key=key)
         s3 = await self._s3()
         started = time.monotonic()
-        document = canary_document("s3_event_delivery", self.context.name, p.body_fields,
-                                   key=key)
+        document = canary_document("s3_event_delivery", self.context.name,
+                                   fields={"key": key}, body_fields=p.body_fields)
         try:
             await self._canaries.write(s3, p.bucket, key, document, p.tags)
         except ProbeError as err:

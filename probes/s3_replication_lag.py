@@ -217,7 +217,8 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             sla_seconds=p.sla,
             grace_seconds=p.grace,
         )
-        document = canary_document("s3_replication_lag", self.context.name, p.body_fields)
+        document = canary_document("s3_replication_lag", self.context.name,
+                                   body_fields=p.body_fields)
         try:
             version_id = await self._canaries.write(source, p.source_bucket, key, document,
                                                     p.tags)

@@ -90,7 +90,11 @@ def check_slug(check_name: str) -> str:
 
 
 def canary_document(
-    probe: str, check: str, body_fields: Mapping[str, str] | None = None, **fields: Any
+    probe: str,
+    check: str,
+    *,
+    fields: Mapping[str, Any] | None = None,
+    body_fields: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A canary's JSON body: who wrote it and when, the probe's own ``fields``, then the
     user's ``body_fields``."""
@@ -100,7 +104,7 @@ def canary_document(
         "check": check,
         "written_at": now.isoformat(),
         "written_at_epoch": now.timestamp(),
-        **fields,
+        **(fields or {}),
         **(body_fields or {}),
     }
 

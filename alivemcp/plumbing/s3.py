@@ -1,12 +1,13 @@
-"""S3 canary housekeeping shared by the S3 probes: canaries live in versioned buckets
-(replication needs versioning), so deleting one means deleting every version and marker."""
+"""S3 helpers shared by the probes: bounded listings, and deleting every version and marker
+of an object (canaries live in versioned buckets, where a plain delete only adds a marker).
+Errors are the client's: ``ProbeError``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["delete_all_versions", "delete_versions_under"]
+__all__ = ["delete_all_versions", "delete_versions_under", "list_objects"]
 
 
 async def delete_all_versions(client: Any, bucket: str, key: str) -> None:
@@ -45,3 +46,19 @@ async def delete_versions_under(
             Bucket=bucket, Delete={"Objects": objects[start : start + 1000], "Quiet": True}
         )
     return len(objects)
+
+
+async def list_objects(
+    client: Any, bucket: str, prefix: str, max_pages: int
+) -> list[dict[str, Any]]:
+    """The objects under ``prefix``, at most ``max_pages`` ListObjectsV2 pages of them."""
+    objects: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    for _ in range(max_pages):
+        resp = await client.list_objects_v2(**kwargs)
+        objects += resp.get("Contents", [])
+        token = resp.get("NextContinuationToken")
+        if not resp.get("IsTruncated") or not token:
+            break
+        kwargs["ContinuationToken"] = token
+    return objects
