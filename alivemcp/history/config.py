@@ -30,7 +30,7 @@ class Retention(_Strict):
     @model_validator(mode="after")
     def _covers_windows(self) -> Retention:
         for field, least, window in (
-            ("minute", HOUR, "1h"), ("hour", DAY, "24h"), ("day", 7 * DAY, "7d"),
+            ("minute", HOUR, "1h"), ("hour", DAY, "24h"), ("day", 30 * DAY, "30d"),
         ):
             if getattr(self, field) < least:
                 raise ValueError(f"retention.{field} must be at least {window}: the {window} "
