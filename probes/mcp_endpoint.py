@@ -102,8 +102,8 @@ from probes.mcp.handshake import (
     Down,
     Era,
     EraMismatch,
-    Findings,
     Handshake,
+    HandshakeFacts,
     HandshakeOptions,
     ToolCallSpec,
 )
@@ -394,7 +394,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 await session.aclose()
             break
         elapsed = time.perf_counter() - started
-        self.era = handshake.findings.era if result.status in (
+        self.era = handshake.facts.era if result.status in (
             Status.UP, Status.DEGRADED) else None
         return self._report(result, handshake, elapsed)
 
@@ -416,7 +416,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 try:
                     await handshake.run(self.era, may_switch=True)
                 except EraMismatch as exc:
-                    handshake.findings.notes.append(f"transport changed ({exc}); re-detected")
+                    handshake.facts.notes.append(f"transport changed ({exc}); re-detected")
                     await handshake.run(Era.STREAMABLE, may_switch=True)
             else:
                 await handshake.run(Era.STREAMABLE, may_switch=True)
@@ -424,7 +424,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             return ProbeResult.down(str(exc))
         except _SURPRISES as exc:
             return self._surprised(exc, handshake)
-        problems = handshake.findings.problems
+        problems = handshake.facts.problems
         if problems:
             return ProbeResult.degraded("; ".join(problems))
         return ProbeResult.up("ok")
@@ -470,7 +470,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         )
 
     def _report(self, result: ProbeResult, handshake: Handshake, elapsed: float) -> ProbeResult:
-        f = handshake.findings
+        f = handshake.facts
         timings = handshake.session.timings
         observations: dict[str, float] = {"total_seconds": elapsed}
         connect = (timings.dns_seconds or 0.0) + (timings.connect_seconds or 0.0)
@@ -549,7 +549,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                            labeled_observations=labeled, details=details or None)
 
 
-def _summary(f: Findings) -> str:
+def _summary(f: HandshakeFacts) -> str:
     server = " ".join(x for x in (f.server_name, f.server_version) if x) or "unnamed server"
     era = f.era.value if f.era else "?"
     tools = f", {len(f.tools)} tools" if f.tools is not None else ""

@@ -46,8 +46,8 @@ __all__ = [
     "Down",
     "Era",
     "EraMismatch",
-    "Findings",
     "Handshake",
+    "HandshakeFacts",
     "HandshakeOptions",
     "ToolCallSpec",
 ]
@@ -119,7 +119,10 @@ class HandshakeOptions:
 
 
 @dataclass(slots=True)
-class Findings:
+class HandshakeFacts:
+    """What one run's handshake learnt about the server (the verdict is made from it by
+    ``mcp_endpoint``): transport, versions, tools, per-phase seconds, and the problems found."""
+
     era: Era | None = None
     protocol_version: str | None = None
     server_name: str | None = None
@@ -229,7 +232,7 @@ class Handshake:
         self.o = options
         self.session = session
         self.deadline = deadline
-        self.findings = Findings()
+        self.facts = HandshakeFacts()
         #: The step under way (for a reason when the server's data surprises the probe).
         self.phase = "start"
         #: The endpoint URL; a same-origin 307/308 redirect replaces it for the rest of the run.
@@ -258,8 +261,8 @@ class Handshake:
         return message
 
     def _note_first(self, reply: Reply) -> None:
-        if self.findings.first_request_seconds is None:
-            self.findings.first_request_seconds = reply.seconds
+        if self.facts.first_request_seconds is None:
+            self.facts.first_request_seconds = reply.seconds
 
     async def _post(self, message: dict[str, Any], headers: Mapping[str, str], phase: str
                     ) -> Reply:
@@ -273,7 +276,7 @@ class Handshake:
                 raise Down(f"{phase}: {exc}") from exc
             except NotMcp as exc:
                 raise Down(f"{phase}: not MCP: {exc}") from exc
-            self.findings.resumptions += reply.resumptions
+            self.facts.resumptions += reply.resumptions
             target = self._redirect_target(reply, url)
             if target is None or hop == _MAX_REDIRECTS:
                 break
@@ -281,8 +284,8 @@ class Handshake:
         if url != self.url:
             # /mcp -> /mcp/ behind a proxy: talk to the final URL for the rest of the run.
             self.url = url
-            self.findings.redirected_to = url
-            self.findings.notes.append(f"followed a redirect to {_short(url, 120)}")
+            self.facts.redirected_to = url
+            self.facts.notes.append(f"followed a redirect to {_short(url, 120)}")
         self._note_first(reply)
         return reply
 
@@ -315,8 +318,8 @@ class Handshake:
         headers = dict(self._base_headers)
         if self._session_id:
             headers["Mcp-Session-Id"] = self._session_id
-        if self.findings.protocol_version:
-            headers["MCP-Protocol-Version"] = self.findings.protocol_version
+        if self.facts.protocol_version:
+            headers["MCP-Protocol-Version"] = self.facts.protocol_version
         return headers
 
     def _initialize_message(self) -> dict[str, Any]:
@@ -331,17 +334,17 @@ class Handshake:
         if _speaks_modern(reply.message) and reply.status in (200, 400):
             if not may_switch:
                 raise Down("initialize: the server only speaks 2026-07-28 (transport: stateless)")
-            self.findings.notes.append("initialize answered -32022: using 2026-07-28")
+            self.facts.notes.append("initialize answered -32022: using 2026-07-28")
             await self._stateless(may_switch=False)
             return
         if reply.status in (400, 404, 405) and may_switch:
             await self._legacy(may_switch=False, after=reply)
             return
-        self.findings.era = Era.STREAMABLE
+        self.facts.era = Era.STREAMABLE
         try:
             result = self._check_initialize(reply)
             self._session_id = self._check_session_id(reply)
-            self.findings.phases["initialize"] = reply.seconds
+            self.facts.phases["initialize"] = reply.seconds
             await self._initialized()
             await self._after_initialize(result, self._send_in_session)
         finally:
@@ -363,7 +366,7 @@ class Handshake:
         if reply.status in _SESSION_GONE and self._session_id and not self._reinitialized:
             self._reinitialized = True
             self._session_id = None  # gone: nothing to DELETE
-            self.findings.notes.append(f"session expired during {phase} "
+            self.facts.notes.append(f"session expired during {phase} "
                                        f"(HTTP {reply.status}); initialized a new one")
             await self._reinitialize()
             reply = await self._post(self._request(method, params), self._session_headers(),
@@ -385,17 +388,17 @@ class Handshake:
             reply = await post(self.session, self.url, message, self._session_headers(),
                                timeout=self._timeout("notifications/initialized"))
         except (WireError, NotMcp) as exc:
-            self.findings.problems.append(f"notifications/initialized: {exc}")
+            self.facts.problems.append(f"notifications/initialized: {exc}")
             return
         if reply.status in _SESSION_GONE and self._session_id and not self._reinitialized:
             self._reinitialized = True
             self._session_id = None
-            self.findings.notes.append("session expired right after initialize "
+            self.facts.notes.append("session expired right after initialize "
                                        f"(HTTP {reply.status}); initialized a new one")
             await self._reinitialize()
             return
         if reply.status not in (200, 202, 204):
-            self.findings.problems.append(f"notifications/initialized: HTTP {reply.status}")
+            self.facts.problems.append(f"notifications/initialized: HTTP {reply.status}")
 
     async def _delete(self) -> None:
         if not self._session_id:
@@ -406,9 +409,9 @@ class Handshake:
         remaining = self.deadline - self._loop.time()
         status = await send_delete(self.session, self.url, headers,
                                    timeout=max(0.05, min(self.o.request_timeout, remaining)))
-        self.findings.delete_status = status
+        self.facts.delete_status = status
         if status not in _FINE_DELETE:
-            self.findings.notes.append(f"DELETE of the session: {status}")
+            self.facts.notes.append(f"DELETE of the session: {status}")
 
     def _check_initialize(self, reply: Reply) -> dict[str, Any]:
         location = reply.headers.get("Location")
@@ -435,8 +438,8 @@ class Handshake:
                        f"(offered {self.o.offer})")
         name, server_version = _check_server_info(result.get("serverInfo"), "initialize")
         _check_capabilities(result, "initialize")
-        self.findings.protocol_version = version
-        self.findings.server_name, self.findings.server_version = name, server_version
+        self.facts.protocol_version = version
+        self.facts.server_name, self.facts.server_version = name, server_version
         return result
 
     # -- what every era does after the handshake ---------------------------------------------
@@ -452,14 +455,14 @@ class Handshake:
             advertises or bool(self.o.required_tools) or self.o.call is not None
         )
         if not advertises:
-            self.findings.notes.append("the server advertises no tools capability")
+            self.facts.notes.append("the server advertises no tools capability")
         if wanted:
             await self._tools_list(send)
-        if self.o.required_tools and self.findings.tools is not None:
-            names = {t["name"] for t in self.findings.tools}
+        if self.o.required_tools and self.facts.tools is not None:
+            names = {t["name"] for t in self.facts.tools}
             missing = [n for n in self.o.required_tools if n not in names]
             if missing:
-                self.findings.problems.append("required tool(s) missing: " + ", ".join(missing))
+                self.facts.problems.append("required tool(s) missing: " + ", ".join(missing))
         if self.o.call is not None:
             await self._tools_call(send, self.o.call)
 
@@ -476,7 +479,7 @@ class Handshake:
             try:
                 reply = await send("tools/list", params, "tools/list")
             except Down as exc:
-                self.findings.problems.append(str(exc))
+                self.facts.problems.append(str(exc))
                 return
             elapsed += reply.seconds
             result = self._result_of(reply, "tools/list")
@@ -484,45 +487,45 @@ class Handshake:
                 return
             problem = _page_problem(result.get("tools"), names)
             if problem is not None:
-                self.findings.problems.append(f"tools/list: {problem}")
+                self.facts.problems.append(f"tools/list: {problem}")
                 return
             tools.extend(result["tools"])
             cursor = result.get("nextCursor")
             if cursor is not None and not isinstance(cursor, str):
-                self.findings.problems.append(
+                self.facts.problems.append(
                     f"tools/list: nextCursor is {json_kind(cursor)}, not a string")
                 return
             if not cursor:
                 break
             if cursor in cursors:
-                self.findings.problems.append(
+                self.facts.problems.append(
                     f"tools/list: nextCursor {_short(cursor, 60)!r} repeats (pagination loops)")
                 return
             cursors.add(cursor)
         else:
-            self.findings.notes.append(f"tools/list: stopped after {_MAX_TOOL_PAGES} pages")
+            self.facts.notes.append(f"tools/list: stopped after {_MAX_TOOL_PAGES} pages")
         try:
             digest = surface_hash(tools)
         except (ValueError, TypeError, RecursionError):
-            self.findings.problems.append(
+            self.facts.problems.append(
                 "tools/list: an inputSchema cannot be serialized (nested too deeply)")
             return
-        self.findings.phases["tools_list"] = elapsed
-        self.findings.tools = tools
-        self.findings.tools_digest = digest
+        self.facts.phases["tools_list"] = elapsed
+        self.facts.tools = tools
+        self.facts.tools_digest = digest
 
     def _result_of(self, reply: Reply, phase: str) -> dict[str, Any] | None:
         """The result object, or None after recording the problem."""
         if reply.status >= 300 or reply.message is None:
-            self.findings.problems.append(f"{phase}: HTTP {reply.status}"
+            self.facts.problems.append(f"{phase}: HTTP {reply.status}"
                                           + ("" if reply.status >= 300 else " without a response"))
             return None
         if "error" in reply.message:
-            self.findings.problems.append(f"{phase}: JSON-RPC error {_rpc_error(reply.message)}")
+            self.facts.problems.append(f"{phase}: JSON-RPC error {_rpc_error(reply.message)}")
             return None
         result = reply.message.get("result")
         if not isinstance(result, dict):
-            self.findings.problems.append(
+            self.facts.problems.append(
                 f"{phase}: the result is {json_kind(result)}, not an object")
             return None
         return result
@@ -537,33 +540,33 @@ class Handshake:
             reply = await send("tools/call", {"name": call.name, "arguments": call.arguments},
                                phase)
         except Down as exc:
-            self.findings.problems.append(str(exc))
+            self.facts.problems.append(str(exc))
             return
-        self.findings.phases["tools_call"] = reply.seconds
+        self.facts.phases["tools_call"] = reply.seconds
         result = self._result_of(reply, phase)
         if result is None:
             return
         content = result.get("content")
         if content is not None and not isinstance(content, list):
-            self.findings.problems.append(
+            self.facts.problems.append(
                 f"{phase}: content is {json_kind(content)}, not a list")
             return
         if not all(isinstance(c, dict) for c in content or []):
-            self.findings.problems.append(f"{phase}: content holds an item that is not an object")
+            self.facts.problems.append(f"{phase}: content holds an item that is not an object")
             return
         is_error = result.get("isError")
         if is_error is not None and not isinstance(is_error, bool):
-            self.findings.problems.append(
+            self.facts.problems.append(
                 f"{phase}: isError is {json_kind(is_error)}, not a boolean")
             return
         structured = result.get("structuredContent")
         if structured is not None and not isinstance(structured, dict):
-            self.findings.problems.append(
+            self.facts.problems.append(
                 f"{phase}: structuredContent is {json_kind(structured)}, not an object")
             return
         texts = [c["text"] for c in content or [] if isinstance(c.get("text"), str)]
         if is_error:
-            self.findings.problems.append(f"{phase}: the tool reported an error: "
+            self.facts.problems.append(f"{phase}: the tool reported an error: "
                                           f"{_short(' '.join(texts))}")
             return
         if call.expect_contains is not None:
@@ -572,21 +575,21 @@ class Handshake:
                 try:
                     haystack += "\n" + json.dumps(result["structuredContent"], default=str)
                 except (ValueError, RecursionError):
-                    self.findings.problems.append(
+                    self.facts.problems.append(
                         f"{phase}: structuredContent cannot be serialized (nested too deeply)")
                     return
             if call.expect_contains not in haystack:
-                self.findings.problems.append(
+                self.facts.problems.append(
                     f"{phase}: the result does not contain {call.expect_contains!r}"
                 )
                 return
         if call.expect_json_path is not None:
             found, value = json_path(result, call.expect_json_path)
             if not found:
-                self.findings.problems.append(f"{phase}: {call.expect_json_path} is absent "
+                self.facts.problems.append(f"{phase}: {call.expect_json_path} is absent "
                                               "from the result")
             elif call.has_expect_value and value != call.expect_value:
-                self.findings.problems.append(
+                self.facts.problems.append(
                     f"{phase}: {call.expect_json_path} is {_as_json(value)}, "
                     f"expected {_as_json(call.expect_value)}"
                 )
@@ -635,10 +638,10 @@ class Handshake:
         info = info if info is not None else result.get("serverInfo")
         name, version = _check_server_info(info, "server/discover")
         _check_capabilities(result, "server/discover")
-        self.findings.era = Era.STATELESS
-        self.findings.protocol_version = MODERN_VERSION
-        self.findings.phases["initialize"] = reply.seconds
-        self.findings.server_name, self.findings.server_version = name, version
+        self.facts.era = Era.STATELESS
+        self.facts.protocol_version = MODERN_VERSION
+        self.facts.phases["initialize"] = reply.seconds
+        self.facts.server_name, self.facts.server_version = name, version
         await self._after_initialize(result, self._send_modern)
 
     # -- legacy HTTP+SSE ---------------------------------------------------------------------
@@ -666,7 +669,7 @@ class Handshake:
                 raise Down(f"legacy SSE stream: {exc}") from exc
             except WireError as exc:
                 raise Down(f"legacy SSE stream: {exc}") from exc
-            self.findings.era = Era.LEGACY
+            self.facts.era = Era.LEGACY
 
             async def send(method: str, params: Mapping[str, Any] | None, phase: str) -> Reply:
                 self.phase = phase
@@ -684,17 +687,17 @@ class Handshake:
             if reply.status in (401, 403):
                 raise AuthRejected("initialize", reply)
             result = self._check_initialize(reply)
-            self.findings.phases["initialize"] = reply.seconds
+            self.facts.phases["initialize"] = reply.seconds
             try:
                 notified = await channel.send(
                     {"jsonrpc": "2.0", "method": "notifications/initialized"},
                     timeout=self._timeout("notifications/initialized"),
                 )
                 if notified.status not in (200, 202, 204):
-                    self.findings.problems.append(
+                    self.facts.problems.append(
                         f"notifications/initialized: HTTP {notified.status}")
             except (WireError, NotMcp) as exc:
-                self.findings.problems.append(f"notifications/initialized: {exc}")
+                self.facts.problems.append(f"notifications/initialized: {exc}")
             await self._after_initialize(result, send)
         finally:
             await channel.aclose()
