@@ -95,7 +95,20 @@ def _parser() -> argparse.ArgumentParser:
     alert.add_argument("--config", "-c", required=True, type=Path)
     alert.add_argument("--receiver", required=True)
     alert.set_defaults(func=_cmd_alert_test)
+
+    from alivemcp.report import add_arguments as add_report_arguments
+
+    report = sub.add_parser("report", help="uptime, incidents, downtime and MTTR per check "
+                            "over a period (the SLA report)")
+    add_report_arguments(report)
+    report.set_defaults(func=_cmd_report)
     return parser
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from alivemcp.report import run_from_args
+
+    return run_from_args(args)
 
 
 def _run_async(coro_fn: Callable[[], Coroutine[Any, Any, int]]) -> int:
