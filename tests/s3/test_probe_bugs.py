@@ -1,0 +1,46 @@
+"""A bug in a probe is the prober's failure, never the target's: it propagates to the runner,
+which reports ``unknown`` (before, ``except Exception`` around the canary write read it as the
+bucket being ``down``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from alivemcp.localstack.moto import MotoServer
+from alivemcp.plumbing.canary import S3Canaries
+from tests.s3.event_support import make_bucket, make_queue, notify_queue_directly
+from tests.s3.replication_support import replication_stand_in
+from tests.support import run_check
+
+
+def _break_canary_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def buggy_write(self: S3Canaries, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("bug while writing the canary")
+
+    monkeypatch.setattr(S3Canaries, "write", buggy_write)
+
+
+async def test_replication_probe_bug_is_unknown_not_down(
+    moto: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _break_canary_writes(monkeypatch)
+    with replication_stand_in(moto) as stand_in:
+        result = await run_check("s3_replication_lag", stand_in.params())
+    assert result.status == "unknown", result.reason
+    assert "RuntimeError: bug while writing the canary" in result.reason
+
+
+async def test_event_delivery_probe_bug_is_unknown_not_down(
+    moto: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _break_canary_writes(monkeypatch)
+    make_bucket(moto)
+    queue_url = make_queue(moto, "canary-events")
+    notify_queue_directly(moto, queue_url)
+    params = {"bucket": "mcp-uploads", "queue_url": queue_url, "aws": moto.aws_params(),
+              "limit": 2}
+    result = await run_check("s3_event_delivery", params)
+    assert result.status == "unknown", result.reason
+    assert "RuntimeError: bug while writing the canary" in result.reason
