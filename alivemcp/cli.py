@@ -91,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
                       help="stop after this many seconds (default: until Ctrl-C)")
     demo.set_defaults(func=_cmd_demo)
 
+    new_probe = sub.add_parser("new-probe",
+                               help="create a probe type as an installable plugin project")
+    new_probe.add_argument("name", metavar="NAME",
+                           help="the probe type's name (lower_snake_case, at most 32 characters)")
+    new_probe.add_argument("--dir", type=Path, default=None, dest="directory", metavar="DIR",
+                           help="where to create the project (default: ./alivemcp-NAME; it must "
+                                "not exist or be empty)")
+    new_probe.set_defaults(func=_cmd_new_probe)
+
     alert = sub.add_parser("alert-test", help="send a test notification to a receiver")
     alert.add_argument("--config", "-c", required=True, type=Path)
     alert.add_argument("--receiver", required=True)
@@ -103,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     add_report_arguments(report)
     report.set_defaults(func=_cmd_report)
     return parser
+
+
+def _cmd_new_probe(args: argparse.Namespace) -> int:
+    from alivemcp.scaffold import run_new_probe
+
+    return run_new_probe(args.name, args.directory)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

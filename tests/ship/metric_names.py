@@ -70,7 +70,7 @@ def sample_names_from_exposition(text: str) -> set[str]:
 def observation_metric_names() -> set[str]:
     return {
         OBSERVATION_PREFIX + name
-        for names in probe_observations(REPO / "probes").values()
+        for names in probe_observations().values()
         for name in names
     }
 

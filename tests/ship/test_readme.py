@@ -111,7 +111,7 @@ def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server
     assert (code, row["status"], row["reason"]) == (1, "down", "HTTP 503")
     code, row = check(f"http://127.0.0.1:{free_port()}/nothing-listens")
     assert (code, row["status"]) == (1, "down")
-    assert "ConnectError" in str(row["reason"])
+    assert "cannot connect" in str(row["reason"])
     # `alivemcp probes` lists it with its params.
     listing = subprocess.run([sys.executable, "-m", "alivemcp", "probes"], capture_output=True,
                              text=True, env=env, timeout=120, cwd=tmp_path)

@@ -29,21 +29,15 @@ def test_reference_covers_every_builtin_probe_and_every_engine_metric() -> None:
         assert f"`{family}" in text, family
 
 
-def test_observation_names_are_read_from_source() -> None:
-    source = '''
-observations = {"a_seconds": 1.0}
-observations["b_total"] = 2
-obs.update({"c_bytes": 3})
-ProbeResult.up("ok", observations={"d_ratio": 1})
-LabeledObservation("e_messages", 1.0, {"group": "g"})
-other = {"not_an_observation": 1}
-details = {"id": "x", "age_seconds": 3}
-scope = "topic"
-scope = "partition"
-LabeledObservation(f"{scope}_lag_seconds", 1.0, {})
-LabeledObservation(f"{unknowable()}_x", 1.0, {})
-_Watch(result, {"end_to_end_latency_seconds": 1.0})
-'''
-    assert gen_reference.observation_names_in_source(source) == {
-        "a_seconds", "b_total", "c_bytes", "d_ratio", "e_messages", "topic_lag_seconds",
-        "partition_lag_seconds", "end_to_end_latency_seconds"}
+def test_observations_come_from_the_declarations() -> None:
+    from alivemcp.registry import registry
+    from probe_observables import unit_of
+
+    text = gen_reference.render()
+    for name in gen_reference.builtin_entry_points():
+        declared = registry().get(name).observables
+        assert declared, f"{name} declares no observables"
+        assert gen_reference.probe_observations()[name] == sorted(o.name for o in declared)
+        for o in declared:
+            labels = ", ".join(f"`{x}`" for x in o.labels) or "none"
+            assert f"| `{o.name}` | {unit_of(o.name)} | {labels} |" in text
