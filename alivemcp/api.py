@@ -1,15 +1,376 @@
-"""The JSON history API (``/api/v1/...``) and badges (``/badge/...``)."""
+"""The JSON history API (``/api/v1/...``) and badges (``/badge/...``).
+
+Every answer is JSON with a stable shape (docs/http-api.md is the reference); errors are JSON
+too, ``{"error": "..."}``, with ``parameter`` and ``allowed`` when a query parameter was
+wrong. Check names in paths are percent-encoded; an encoded ``/`` (``%2F``) and a literal one
+both work, because the last path segment always names the view (``uptime``, ``status.svg``...).
+
+Nothing here writes: history answers come from :class:`~alivemcp.history.HistoryStore`
+(flushed first, so a result recorded before the request is in the answer), the check list
+from the status store plus the history's in-memory 24h/7d/30d counts.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
 from aiohttp import web
 
-from alivemcp.history import HistoryStore
+from alivemcp import badges
+from alivemcp.durations import parse_duration
+from alivemcp.history import HistoryStore, HistoryUnavailable
+from alivemcp.history.live import LIVE_WINDOWS
+from alivemcp.history.queries import WINDOWS
+from alivemcp.results import CheckInfo
 from alivemcp.status import StatusStore
 
-__all__ = ["add_api_routes"]
+__all__ = [
+    "DEFAULT_INCIDENTS_SINCE",
+    "MAX_INCIDENTS",
+    "ChecksEncoder",
+    "add_api_routes",
+    "checks_document",
+    "parse_since",
+]
+
+DEFAULT_WINDOW = "24h"
+DEFAULT_INCIDENTS_SINCE = "30d"
+DEFAULT_INCIDENTS_LIMIT = 100
+MAX_INCIDENTS = 1000
+#: JSON answers are live data: a proxy or browser must not answer from a stale copy.
+JSON_CACHE_CONTROL = "no-store"
+RETRY_UNAVAILABLE_SECONDS = "5"
+_DURATION_WITH_UNIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*$")
+BADGE_WINDOWS = ("24h", "7d", "30d")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class _ApiError(Exception):
+    def __init__(self, status: int, doc: dict[str, Any], headers: Mapping[str, str] | None = None
+                 ) -> None:
+        super().__init__(doc["error"])
+        self.status = status
+        self.doc = doc
+        self.headers = dict(headers or {})
+
+
+def _json(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None
+          ) -> web.Response:
+    return web.Response(text=json.dumps(doc), status=status, content_type="application/json",
+                        headers={"Cache-Control": JSON_CACHE_CONTROL, **(headers or {})})
+
+
+def _bad_parameter(name: str, message: str, allowed: Iterable[str] | None = None) -> _ApiError:
+    doc: dict[str, Any] = {"error": message, "parameter": name}
+    if allowed is not None:
+        doc["allowed"] = list(allowed)
+    return _ApiError(400, doc)
+
+
+def _params(request: web.Request, accepted: tuple[str, ...]) -> dict[str, str]:
+    """The query parameters, refusing unknown or repeated ones: a typo (``?windw=7d``) must
+    not silently answer for the default."""
+    query = request.rel_url.query
+    out: dict[str, str] = {}
+    for key in query:
+        if key not in accepted:
+            takes = ", ".join(accepted) if accepted else "no parameters"
+            raise _bad_parameter(key, f"unknown parameter {key!r}; this endpoint takes: {takes}",
+                                 accepted)
+        values = query.getall(key)
+        if len(values) > 1:
+            raise _bad_parameter(key, f"parameter {key!r} given {len(values)} times; give it once")
+        out[key] = values[0]
+    return out
+
+
+def _window(params: Mapping[str, str], allowed: Iterable[str]) -> str:
+    allowed = list(allowed)
+    window = params.get("window", DEFAULT_WINDOW)
+    if window not in allowed:
+        raise _bad_parameter("window", f"window must be one of {', '.join(allowed)} "
+                                       f"(got {window!r})", allowed)
+    return window
+
+
+def parse_since(value: str, now: float) -> float:
+    """``30d`` (a duration with a unit: that long ago), ``1767225600`` (unix seconds) or
+    ``2026-01-01T00:00:00Z`` (ISO-8601; without an offset it is UTC) → unix seconds."""
+    text = value.strip()
+    if _DURATION_WITH_UNIT.match(text):
+        try:
+            return now - float(parse_duration(text))
+        except ValueError as exc:
+            raise _bad_parameter("since", f"since: {exc}") from None
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+        raise _bad_parameter("since", f"since must be a finite, non-negative unix time "
+                                      f"(got {value!r})")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _bad_parameter(
+            "since", f"since must be a duration with a unit (30d, 12h, 90m), unix seconds "
+                     f"(1767225600) or ISO-8601 (2026-01-01T00:00:00Z); got {value!r}",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _limit(params: Mapping[str, str]) -> int:
+    raw = params.get("limit")
+    if raw is None:
+        return DEFAULT_INCIDENTS_LIMIT
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_INCIDENTS:
+        raise _bad_parameter("limit", f"limit must be a whole number from 1 to {MAX_INCIDENTS} "
+                                      f"(got {raw!r})")
+    return limit
+
+
+def _uptime_of(history: HistoryStore, name: str, now: float
+               ) -> dict[str, dict[str, float | None]]:
+    out = {}
+    for window in LIVE_WINDOWS:
+        up_ratio, available_ratio = history.live_uptime(name, window, now)
+        out[window] = {"up_ratio": up_ratio, "available_ratio": available_ratio}
+    return out
+
+
+def checks_document(store: StatusStore, history: HistoryStore | None, now: float
+                    ) -> dict[str, Any]:
+    """The ``/api/v1/checks`` document: every configured check, in config order.
+    (:class:`ChecksEncoder` writes the same document faster; this is its reference.)"""
+    return {"generated_at": now, "checks": [
+        {
+            "check": state.info.name,
+            "probe": state.info.probe_type,
+            "labels": dict(state.info.labels),
+            "status": state.last.status.value if state.last else "pending",
+            "since": state.since,
+            "uptime": None if history is None else _uptime_of(history, state.info.name, now),
+        }
+        for state in store.states()
+    ]}
+
+
+def _number(value: float | None) -> str:
+    return "null" if value is None else repr(float(value))
+
+
+def _row_head(info: CheckInfo) -> str:
+    """A row up to its status value: what only a reload changes."""
+    labels = json.dumps(dict(info.labels), separators=(",", ":"))
+    return (f'{{"check":{json.dumps(info.name)},"probe":{json.dumps(info.probe_type)},'
+            f'"labels":{labels},"status":"')
+
+
+def _uptime_json(windows: tuple[str, ...], ratios: tuple[float | None, ...]) -> str:
+    return "{" + ",".join(
+        f'"{window}":{{"up_ratio":{_number(ratios[2 * i])},'
+        f'"available_ratio":{_number(ratios[2 * i + 1])}}}'
+        for i, window in enumerate(windows)) + "}"
+
+
+class ChecksEncoder:
+    """Writes the ``/api/v1/checks`` JSON for 50,000 checks well within a second.
+
+    What costs at that scale is building and encoding 300,000 small objects per request.
+    The part of a row that changes only on reload (name, probe, labels) is encoded once per
+    check and kept; the uptime part is encoded once per distinct set of ratios in a request
+    (checks that all ran fine share one); the rest is a few string joins.
+    """
+
+    def __init__(self) -> None:
+        self._heads: dict[str, tuple[CheckInfo, str]] = {}
+
+    def encode(self, store: StatusStore, history: HistoryStore | None, now: float) -> bytes:
+        heads = self._heads
+        fresh: dict[str, tuple[CheckInfo, str]] = {}
+        uptimes: dict[tuple[float | None, ...], str] = {}
+        windows = tuple(LIVE_WINDOWS)
+        parts = ['{"generated_at":', _number(now), ',"checks":[']
+        for state in store.states():
+            info = state.info
+            head = heads.get(info.name)
+            if head is None or head[0] is not info:
+                head = (info, _row_head(info))
+            fresh[info.name] = head
+            if history is None:
+                uptime = "null"
+            else:
+                key = tuple(r for w in windows for r in history.live_uptime(info.name, w, now))
+                uptime = uptimes.get(key) or uptimes.setdefault(key, _uptime_json(windows, key))
+            last = state.last
+            parts.append(head[1])
+            parts.append(last.status.value if last else "pending")
+            parts.append('","since":')
+            parts.append(_number(state.since))
+            parts.append(',"uptime":')
+            parts.append(uptime)
+            parts.append("},")
+        if parts[-1] == "},":
+            parts[-1] = "}"
+        parts.append("]}")
+        self._heads = fresh  # checks removed by a reload drop out here
+        return "".join(parts).encode()
+
+
+class _Api:
+    def __init__(self, store: StatusStore, history: HistoryStore | None) -> None:
+        self._store = store
+        self._history = history
+        self._encoder = ChecksEncoder()
+
+    # -- JSON ---------------------------------------------------------------------------------
+
+    async def checks(self, request: web.Request) -> web.Response:
+        _params(request, ())
+        # 50,000 rows take a few hundred ms to encode: off the event loop.
+        body = await asyncio.to_thread(self._encoder.encode, self._store, self._history,
+                                       time.time())
+        return web.Response(body=body, content_type="application/json",
+                            headers={"Cache-Control": JSON_CACHE_CONTROL})
+
+    async def uptime(self, request: web.Request) -> web.Response:
+        history, name = await self._history_check(request)
+        window = _window(_params(request, ("window",)), WINDOWS)
+        return _json(await history.uptime(name, window))
+
+    async def series(self, request: web.Request) -> web.Response:
+        history, name = await self._history_check(request)
+        window = _window(_params(request, ("window",)), WINDOWS)
+        return _json(await history.series(name, window))
+
+    async def incidents(self, request: web.Request) -> web.Response:
+        history, name = await self._history_check(request)
+        params = _params(request, ("since", "limit"))
+        since = parse_since(params.get("since", DEFAULT_INCIDENTS_SINCE), time.time())
+        limit = _limit(params)
+        return _json({"check": name, "incidents": await history.incidents(name, since, limit)})
+
+    async def api_not_found(self, request: web.Request) -> web.Response:
+        return _json({"error": f"no API endpoint {request.path!r}; see "
+                               "/api/v1/checks and /api/v1/checks/{name}/uptime|incidents|history"},
+                     status=404)
+
+    async def _history_check(self, request: web.Request) -> tuple[HistoryStore, str]:
+        name = request.match_info["name"]
+        if self._history is None:
+            raise _ApiError(503, {"error": "history is disabled (history.enabled: false in the "
+                                           "config)"})
+        if not await self._known(name):
+            raise _ApiError(404, {"error": f"no check named {name!r}"})
+        return self._history, name
+
+    async def _known(self, name: str) -> bool:
+        if self._store.get(name) is not None:
+            return True
+        return self._history is not None and await self._history.known(name)
+
+    # -- badges -------------------------------------------------------------------------------
+
+    async def status_badge(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        state = self._store.get(name)
+        if state is None:
+            return self._not_found_badge(request, "status")
+        status = state.last.status.value if state.last else "pending"
+        label = request.rel_url.query.get("label", name)
+        return badges.badge_response(request, badges.Badge(label, status,
+                                                           badges.status_colour(status)))
+
+    async def uptime_badge(self, request: web.Request) -> web.Response:
+        name, window = request.match_info["name"], request.match_info["window"]
+        default_label = f"uptime {window}"
+        if not await self._known(name):
+            return self._not_found_badge(request, default_label)
+        label = request.rel_url.query.get("label", default_label)
+        if self._history is None:
+            return self._history_off_badge(request, label)
+        up_ratio, _ = self._history.live_uptime(name, window)
+        return badges.badge_response(request, badges.Badge(
+            label, badges.format_uptime(up_ratio), badges.uptime_colour(up_ratio)))
+
+    async def latency_badge(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        default_label = "p95 24h"
+        if not await self._known(name):
+            return self._not_found_badge(request, default_label)
+        label = request.rel_url.query.get("label", default_label)
+        if self._history is None:
+            return self._history_off_badge(request, label)
+        try:
+            doc = await self._history.uptime(name, "24h")
+        except HistoryUnavailable:
+            return badges.badge_response(
+                request, badges.Badge(label, "unavailable", badges.COLOURS["grey"]), status=503)
+        p95 = doc["latency_seconds"]["p95"]
+        colour = badges.COLOURS["grey"] if p95 is None else badges.COLOURS["blue"]
+        return badges.badge_response(request, badges.Badge(label, badges.format_latency(p95),
+                                                           colour))
+
+    async def badge_not_found(self, request: web.Request) -> web.Response:
+        return badges.badge_response(
+            request, badges.Badge("badge", "no such badge", badges.COLOURS["grey"]), status=404)
+
+    @staticmethod
+    def _not_found_badge(request: web.Request, label: str) -> web.Response:
+        return badges.badge_response(
+            request, badges.Badge(label, "not found", badges.COLOURS["grey"]), status=404)
+
+    @staticmethod
+    def _history_off_badge(request: web.Request, label: str) -> web.Response:
+        return badges.badge_response(
+            request, badges.Badge(label, "history off", badges.COLOURS["grey"]), status=503)
+
+
+def _only_api(handler: Handler) -> Handler:
+    """Errors of the JSON endpoints as JSON answers (a middleware would see every request of
+    the application, the status page's included)."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except _ApiError as err:
+            return _json(err.doc, status=err.status, headers=err.headers)
+        except HistoryUnavailable as exc:
+            return _json({"error": f"history cannot be read right now: {exc}"}, status=503,
+                         headers={"Retry-After": RETRY_UNAVAILABLE_SECONDS})
+
+    return wrapped
 
 
 def add_api_routes(app: web.Application, store: StatusStore, history: HistoryStore | None
                    ) -> None:
-    """Placeholder: the routes are added in the next change."""
+    api = _Api(store, history)
+    router = app.router
+    # ``{name:.+}`` (not the default one-segment pattern): a name may hold literal slashes
+    # when a client does not encode them; the view is always the last segment.
+    router.add_get("/api/v1/checks", _only_api(api.checks))
+    router.add_get("/api/v1/checks/{name:.+}/uptime", _only_api(api.uptime))
+    router.add_get("/api/v1/checks/{name:.+}/incidents", _only_api(api.incidents))
+    router.add_get("/api/v1/checks/{name:.+}/history", _only_api(api.series))
+    router.add_get("/api/{tail:.*}", api.api_not_found)
+    router.add_get("/badge/{name:.+}/status.svg", api.status_badge)
+    router.add_get("/badge/{name:.+}/uptime-{window:" + "|".join(BADGE_WINDOWS) + "}.svg",
+                   api.uptime_badge)
+    router.add_get("/badge/{name:.+}/latency.svg", api.latency_badge)
+    router.add_get("/badge/{tail:.*}", api.badge_not_found)
