@@ -7,9 +7,11 @@ connection breaks they are closed and rebuilt on the next call rather than leake
 
 Every failure leaves this plumbing as a :class:`~alivemcp.errors.ProbeError` (a
 :class:`KafkaPlumbingError`): probes never see an aiokafka type. The parts live in modules of
-their own and are re-exported here: errors (``kafka_errors``), hung brokers and run budgets
+their own and are re-exported here: connection settings (``kafka_settings``), metadata
+snapshots (``kafka_metadata``), errors (``kafka_errors``), hung brokers and run budgets
 (``kafka_brokers``), MSK IAM tokens (``kafka_iam``), partition readers and writers
-(``kafka_partitions``); consumer groups and offsets are read by ``kafka_offsets``.
+(``kafka_partitions``). Consumer groups and offsets are read by ``kafka_offsets``, MSK's
+CloudWatch metrics by ``kafka_cloudwatch``.
 
 Metadata requests never auto-create topics: Kafka's default ``auto.create.topics.enable=true``
 would otherwise turn "does this topic exist?" (or a probe still watching a deleted topic)
@@ -20,13 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import ssl
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -42,10 +41,9 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.admin import DescribeConfigsRequest
 from aiokafka.protocol.metadata import MetadataRequest
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing.aws import AwsSettings, aws_error_summary
+from alivemcp.plumbing.aws import aws_error_summary
 from alivemcp.plumbing.kafka_brokers import (
     BrokerHealth,
     RunBudget,
@@ -63,7 +61,15 @@ from alivemcp.plumbing.kafka_errors import (
     kind_for_code,
 )
 from alivemcp.plumbing.kafka_iam import MskIamTokenProvider
+from alivemcp.plumbing.kafka_metadata import (
+    BrokerInfo,
+    ClusterMetadata,
+    PartitionState,
+    TopicState,
+    parse_metadata,
+)
 from alivemcp.plumbing.kafka_partitions import PartitionReader, PartitionWriter, close_quietly
+from alivemcp.plumbing.kafka_settings import KafkaConnection, split_servers
 
 if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
@@ -89,9 +95,6 @@ __all__ = [
     "cluster_problem",
     "format_list",
 ]
-
-SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL"]
-SaslMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512", "AWS_MSK_IAM"]
 
 #: A partition as probes name it: (topic, partition number).
 PartitionId = tuple[str, int]
@@ -125,198 +128,6 @@ def format_list(items: Sequence[str], limit: int) -> str:
     and brokers)."""
     shown = ", ".join(items[:limit])
     return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
-
-
-# --------------------------------------------------------------------------------------------
-# Connection settings
-
-
-class KafkaConnection(BaseModel):
-    """How to reach one Kafka/MSK cluster: the ``cluster:`` block of every Kafka probe."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    bootstrap_servers: str | None = Field(
-        None, description="Comma-separated host:port list. Either this or cluster_arn."
-    )
-    cluster_arn: str | None = Field(
-        None,
-        description="MSK cluster ARN, resolved with kafka:GetBootstrapBrokers to the broker "
-        "string matching the security settings.",
-    )
-    public_access: bool = Field(
-        False, description="With cluster_arn: use MSK's public (internet) broker strings."
-    )
-    aws: AwsSettings = Field(
-        default_factory=AwsSettings,
-        description="AWS identity for cluster_arn resolution and MSK IAM authentication.",
-    )
-    security_protocol: SecurityProtocol = Field(
-        "PLAINTEXT", description="PLAINTEXT, SSL or SASL_SSL."
-    )
-    sasl_mechanism: SaslMechanism | None = Field(
-        None,
-        description="With SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512 or AWS_MSK_IAM (OAUTHBEARER "
-        "with MSK IAM tokens signed by the aws identity).",
-    )
-    username: str | None = Field(None, description="SCRAM user name.")
-    password: SecretStr | None = Field(None, description="SCRAM password.")
-    ca_file: Path | None = Field(
-        None, description="PEM CA bundle to verify brokers (default: system trust store)."
-    )
-    client_cert_file: Path | None = Field(None, description="PEM client certificate (mTLS).")
-    client_key_file: Path | None = Field(None, description="PEM client private key (mTLS).")
-    client_key_password: SecretStr | None = Field(
-        None, description="Password of an encrypted client key."
-    )
-    check_hostname: bool = Field(True, description="Verify broker host names against certs.")
-    client_id: str = Field("alivemcp", description="Client id shown in broker logs and quotas.")
-    request_timeout: float = Field(
-        10.0, gt=0, le=300, description="Seconds one Kafka request may take before it fails."
-    )
-    metadata_max_age: float = Field(
-        60.0, gt=0, description="Seconds between background metadata refreshes."
-    )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> KafkaConnection:
-        if (self.bootstrap_servers is None) == (self.cluster_arn is None):
-            raise ValueError("set exactly one of bootstrap_servers or cluster_arn")
-        if self.bootstrap_servers is not None:
-            servers = _split_servers(self.bootstrap_servers)
-            if not servers:
-                raise ValueError("bootstrap_servers is empty")
-            bad = [server for server in servers if not _valid_server(server)]
-            if bad:
-                raise ValueError(f"bootstrap_servers entries must be host:port, not {bad}")
-        if self.cluster_arn is not None and not _MSK_ARN.match(self.cluster_arn):
-            raise ValueError("cluster_arn is not an MSK cluster ARN (arn:aws:kafka:...)")
-        if self.security_protocol == "SASL_SSL" and self.sasl_mechanism is None:
-            raise ValueError("security_protocol SASL_SSL needs sasl_mechanism")
-        if self.sasl_mechanism is not None and self.security_protocol != "SASL_SSL":
-            raise ValueError("sasl_mechanism needs security_protocol SASL_SSL")
-        if self.sasl_mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512") and (
-            not self.username or self.password is None
-        ):
-            raise ValueError(f"{self.sasl_mechanism} needs username and password")
-        if (self.client_cert_file is None) != (self.client_key_file is None):
-            raise ValueError("client_cert_file and client_key_file go together")
-        return self
-
-    def identity_key(self) -> tuple[Any, ...]:
-        """Everything that makes two connections different, secrets included (never shown)."""
-        return (
-            self.bootstrap_servers,
-            self.cluster_arn,
-            self.public_access,
-            self.aws.identity_key(),
-            self.aws.region,
-            self.aws.endpoint_url,
-            tuple(sorted(self.aws.endpoint_urls.items())),
-            self.security_protocol,
-            self.sasl_mechanism,
-            self.username,
-            self.password.get_secret_value() if self.password else None,
-            str(self.ca_file),
-            str(self.client_cert_file),
-            str(self.client_key_file),
-            self.client_key_password.get_secret_value() if self.client_key_password else None,
-            self.check_hostname,
-            self.client_id,
-            self.request_timeout,
-            self.metadata_max_age,
-        )
-
-    def describe(self) -> str:
-        """A short, secret-free name for reasons: the ARN or the first bootstrap server."""
-        if self.cluster_arn:
-            return self.cluster_arn
-        servers = _split_servers(self.bootstrap_servers or "")
-        return servers[0] + (f" (+{len(servers) - 1})" if len(servers) > 1 else "")
-
-    @property
-    def region(self) -> str | None:
-        if self.cluster_arn:
-            return self.cluster_arn.split(":")[3] or self.aws.region
-        return self.aws.region
-
-    def broker_string_field(self) -> str:
-        """Which GetBootstrapBrokers field carries the brokers for this auth mode."""
-        public = "Public" if self.public_access else ""
-        if self.security_protocol == "PLAINTEXT":
-            if self.public_access:
-                raise ValueError("MSK public access has no plaintext brokers")
-            return "BootstrapBrokerString"
-        if self.security_protocol == "SSL":
-            return f"BootstrapBrokerString{public}Tls"
-        if self.sasl_mechanism == "AWS_MSK_IAM":
-            return f"BootstrapBrokerString{public}SaslIam"
-        return f"BootstrapBrokerString{public}SaslScram"
-
-
-_MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:(serverless-)?cluster/\S+$")
-
-
-_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
-
-
-def _valid_server(server: str) -> bool:
-    match = _HOST_PORT.match(server)
-    return match is not None and 0 < int(match.group(2)) < 65536
-
-
-def _split_servers(value: str) -> list[str]:
-    return [part.strip() for part in value.split(",") if part.strip()]
-
-
-# --------------------------------------------------------------------------------------------
-# Snapshots the probes read
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    topic: str
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-    error_code: int
-
-    @property
-    def offline(self) -> bool:
-        """No leader: nothing can be read or written."""
-        return self.leader < 0
-
-    @property
-    def missing_from_isr(self) -> tuple[int, ...]:
-        return tuple(r for r in self.replicas if r not in self.isr)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicState:
-    name: str
-    error_code: int
-    internal: bool
-    partitions: tuple[PartitionState, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterMetadata:
-    brokers: Mapping[int, BrokerInfo]
-    controller_id: int
-    topics: Mapping[str, TopicState]
 
 
 # --------------------------------------------------------------------------------------------
@@ -599,7 +410,7 @@ class KafkaClusterClient:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         options = await self.client_options()
-        servers = _split_servers(options["bootstrap_servers"])
+        servers = split_servers(options["bootstrap_servers"])
         rank_for = self.conn.request_timeout if timeout is None else timeout / 2
         ranked = await self._rank_bootstrap(servers, rank_for)
         options["bootstrap_servers"] = ",".join(ranked)
@@ -641,7 +452,7 @@ class KafkaClusterClient:
         """Why bootstrapping failed: aiokafka only logs the per-broker cause (a refused
         password, an untrusted certificate) and raises "Unable to bootstrap"."""
         options = await self._connection_options()
-        servers = _split_servers(await self.bootstrap_servers())
+        servers = split_servers(await self.bootstrap_servers())
         found: BaseException | None = None
         for server in servers[:3]:
             host, _, port = server.rpartition(":")
@@ -985,7 +796,7 @@ class KafkaClusterClient:
         None). Never creates a topic; a missing one comes back with error code 3."""
         request = _MetadataRequestNoAutoCreate(list(topics) if topics is not None else None)
         response = await self._guard(self._send_any(request, "Metadata", timeout), "Metadata")
-        snapshot = _parse_metadata(response)
+        snapshot = parse_metadata(response)
         self.brokers = dict(snapshot.brokers)
         self._addresses.update({n: b.address for n, b in snapshot.brokers.items()})
         for suspicion in self.health.suspects():  # a bootstrap server is a broker after all
@@ -1097,38 +908,6 @@ class KafkaClusterClient:
 
 def _is_bootstrap_error(exc: BaseException) -> bool:
     return isinstance(exc, KafkaConnectionError) and "bootstrap" in str(exc)
-
-
-def _parse_metadata(response: Any) -> ClusterMetadata:
-    obj = response.to_object()
-    brokers = {
-        int(b["node_id"]): BrokerInfo(int(b["node_id"]), str(b["host"]), int(b["port"]))
-        for b in obj.get("brokers", [])
-    }
-    topics: dict[str, TopicState] = {}
-    for t in obj.get("topics", []):
-        name = str(t["topic"])
-        parts = tuple(
-            PartitionState(
-                topic=name,
-                partition=int(p["partition"]),
-                leader=int(p["leader"]),
-                replicas=tuple(int(r) for r in p["replicas"]),
-                isr=tuple(int(r) for r in p["isr"]),
-                offline_replicas=tuple(int(r) for r in p.get("offline_replicas", ())),
-                error_code=int(p["error_code"]),
-            )
-            for p in sorted(t.get("partitions", []), key=lambda p: int(p["partition"]))
-        )
-        topics[name] = TopicState(
-            name=name,
-            error_code=int(t["error_code"]),
-            internal=bool(t.get("is_internal", False)),
-            partitions=parts,
-        )
-    return ClusterMetadata(
-        brokers=brokers, controller_id=int(obj.get("controller_id", -1)), topics=topics
-    )
 
 
 class KafkaClients:

@@ -6,6 +6,8 @@ The failure scenario (a paused partition leader) runs on three brokers in
 
 from __future__ import annotations
 
+import asyncio
+
 from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
@@ -46,17 +48,24 @@ async def test_one_message_per_partition_per_run(kafka_single: KafkaCluster) -> 
     kc = plumbing.kafka.cluster(KafkaConnection(**conn(kafka_single)))
     await kc.create_topic("canary-wide", partitions=4, replication_factor=1)
     offsets = ConsumerGroupReader(kc)
-    leaders = {
-        ("canary-wide", part.partition): part.leader
-        for part in (await kc.metadata(["canary-wide"])).topics["canary-wide"].partitions
-    }
+
+    async def log_ends() -> dict[tuple[str, int], int]:
+        for _ in range(50):  # leaders are elected within moments of creation
+            partitions = (await kc.metadata(["canary-wide"])).topics["canary-wide"].partitions
+            leaders = {("canary-wide", p.partition): p.leader for p in partitions}
+            found, _ = await offsets.log_end_offsets(leaders, timeout=10)
+            if len(found) == 4:
+                return found
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"log ends of canary-wide not readable: {found}")
+
     try:
-        before, _ = await offsets.log_end_offsets(leaders, timeout=10)
+        before = await log_ends()
         params = {"cluster": conn(kafka_single), "topic": "canary-wide", **RELAXED}
         result = await run_check("kafka_canary", params, plumbing=plumbing, runs=3)
         assert result.status == Status.UP, result.reason
-        after, _ = await offsets.log_end_offsets(leaders, timeout=10)
-        assert {tp[1]: after[tp] - before[tp] for tp in leaders} == {0: 3, 1: 3, 2: 3, 3: 3}
+        after = await log_ends()
+        assert {tp[1]: after[tp] - before[tp] for tp in before} == {0: 3, 1: 3, 2: 3, 3: 3}
         series = {
             (o.name, o.labels["partition"]) for o in result.labeled_observations
         }

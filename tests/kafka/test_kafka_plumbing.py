@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,18 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 import aiokafka.client
 import boto3
 import pytest
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    InvalidReplicationFactorError,
+    KafkaConnectionError,
+    NotEnoughReplicasError,
+    PolicyViolationError,
+    RequestTimedOutError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+    UnrecognizedBrokerVersion,
+)
 from aiokafka.protocol.metadata import MetadataRequest_v5
 from moto.kafka.models import KafkaBackend, kafka_backends
 from moto.kafka.responses import KafkaResponse
@@ -34,6 +47,7 @@ from alivemcp.plumbing.kafka import (
     MskIamTokenProvider,
     RunBudget,
 )
+from alivemcp.plumbing.kafka_errors import kafka_error, kind_for_code
 from alivemcp.probe import Status
 from tests.support import run_check
 
@@ -137,6 +151,55 @@ def test_client_metadata_requests_never_auto_create() -> None:
     request = aiokafka.client.MetadataRequest(["some-topic"])
     built = request.build(MetadataRequest_v5)
     assert built.allow_auto_topic_creation is False
+
+
+# -- the error boundary -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (TimeoutError(), ErrorKind.TIMEOUT),
+        (RequestTimedOutError(), ErrorKind.TIMEOUT),
+        (ssl.SSLCertVerificationError("certificate verify failed"), ErrorKind.TLS),
+        (socket.gaierror(-2, "Name or service not known"), ErrorKind.DNS),
+        (ConnectionRefusedError(111, "Connect call failed"), ErrorKind.CONNECT),
+        (KafkaConnectionError("Unable to bootstrap"), ErrorKind.CONNECT),
+        (SaslAuthenticationFailed("bad password"), ErrorKind.AUTH),
+        (TopicAuthorizationFailedError(), ErrorKind.PERMISSION),
+        (GroupAuthorizationFailedError(), ErrorKind.PERMISSION),
+        (UnknownTopicOrPartitionError(), ErrorKind.NOT_FOUND),
+        (InvalidReplicationFactorError(), ErrorKind.REJECTED),
+        (PolicyViolationError(), ErrorKind.REJECTED),
+        (NotEnoughReplicasError(), ErrorKind.UNAVAILABLE),
+        (ValueError("unpack requires a buffer of 4 bytes"), ErrorKind.PROTOCOL),
+        (UnrecognizedBrokerVersion(), ErrorKind.OTHER),
+    ],
+)
+def test_library_errors_become_probe_errors_of_one_kind(exc: Exception, kind: ErrorKind) -> None:
+    err = kafka_error(exc, target="broker 2 (127.0.0.1:9092)", operation="Produce", timeout=3)
+    assert isinstance(err, ProbeError) and err.kind is kind
+    assert str(err).startswith("Produce on broker 2 (127.0.0.1:9092): ")
+    assert type(exc).__name__ in err.detail or kind is ErrorKind.TLS  # TLS says "TLS: ..."
+    assert kafka_error(err, target="x", operation="y") is err  # translated once
+
+
+def test_unclassified_errors_while_connecting_mean_unreachable() -> None:
+    err = kafka_error(UnrecognizedBrokerVersion(), target="127.0.0.1:1", operation="admin "
+                      "client start", unclassified=ErrorKind.CONNECT)
+    assert err.kind is ErrorKind.CONNECT
+    # An empty library message still says what did not happen, and within how long.
+    assert kafka_error(TimeoutError(), target="t", operation="o", timeout=2).detail == (
+        "TimeoutError: no Kafka answer within 2s"
+    )
+
+
+def test_error_codes_in_answers_have_kinds() -> None:
+    assert kind_for_code(30) is ErrorKind.PERMISSION  # GroupAuthorizationFailed
+    assert kind_for_code(15) is ErrorKind.UNAVAILABLE  # CoordinatorNotAvailable
+    assert kind_for_code(7) is ErrorKind.TIMEOUT  # RequestTimedOut
+    assert kind_for_code(3) is ErrorKind.NOT_FOUND
+    assert kind_for_code(58) is ErrorKind.AUTH
 
 
 # -- MSK IAM tokens ---------------------------------------------------------------------------
