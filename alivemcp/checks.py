@@ -7,6 +7,7 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.probe import CheckContext
 from alivemcp.registry import Registry, registry
 from alivemcp.results import CheckInfo
+from alivemcp.resultsview import NO_RESULTS, ResultsView, StateSource, StoreResultsView
 from alivemcp.runner import ProbeHandle
 
 __all__ = ["build_handle", "check_info"]
@@ -22,9 +23,17 @@ def check_info(check: ResolvedCheck) -> CheckInfo:
 
 
 def build_handle(
-    check: ResolvedCheck, plumbing: Plumbing, reg: Registry | None = None
+    check: ResolvedCheck,
+    plumbing: Plumbing,
+    reg: Registry | None = None,
+    *,
+    results: StateSource | None = None,
 ) -> ProbeHandle:
+    """The check's probe instance and bookkeeping. ``results`` is where the latest results of
+    other checks are kept (the daemon's status store): a probe whose params read other checks
+    (``ResolvedCheck.reads``) sees theirs through ``CheckContext.results``, and nothing else."""
     probe_cls = (reg or registry()).get(check.probe_type)
+    view: ResultsView = StoreResultsView(check.reads, results) if check.reads else NO_RESULTS
     context = CheckContext(
         name=check.name,
         probe_type=check.probe_type,
@@ -32,5 +41,6 @@ def build_handle(
         timeout=check.timeout,
         labels=check.labels,
         plumbing=plumbing,
+        results=view,
     )
     return ProbeHandle(check_info(check), context, probe_cls(context, check.params))

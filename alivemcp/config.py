@@ -9,6 +9,7 @@ Loading goes in stages so every error can carry a precise path:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -38,6 +39,7 @@ from alivemcp.history.config import HistoryConfig
 from alivemcp.metrics import OBSERVATION_PREFIX, engine_label_owners
 from alivemcp.probe import ProbeParams
 from alivemcp.registry import ProbeTypeError, Registry, registry
+from alivemcp.resultsview import ReadableCheck, ReadsChecks, Reference
 from alivemcp.secrets import ConfigSecrets, mask_url_secrets
 from alivemcp.yamlfile import YamlFileError, load_yaml, read_text
 
@@ -187,6 +189,9 @@ class ResolvedCheck:
     params: ProbeParams
     depends_on: tuple[str, ...]
     alert: AlertPolicyOverride | None
+    #: The checks whose latest results the probe reads (its params' ``referenced_checks()``),
+    #: each name resolved to concrete checks and their intervals.
+    reads: tuple[Reference, ...] = ()
 
     def fingerprint(self) -> tuple[Any, ...]:
         """Equal fingerprints mean a reload can keep the running probe instance."""
@@ -196,6 +201,9 @@ class ResolvedCheck:
             self.timeout,
             tuple(sorted(self.labels.items())),
             _params_digest(self.params),
+            # A reader is rebuilt when what its names stand for changes (a target added to a
+            # member, a member's interval), so its view never holds the old resolution.
+            self.reads,
         )
 
 
@@ -409,12 +417,19 @@ def _resolve_checks(
 ) -> list[ResolvedCheck]:
     resolved: list[ResolvedCheck] = []
     seen: dict[str, str] = {}
+    # Base name of a multi-target check -> its checks' names, for references to the base name.
+    groups: dict[str, list[str]] = {}
+    # Names of checks (or multi-target bases) with an error of their own: a reference to them
+    # is not reported again as "no check named".
+    failed: set[str] = set()
     for index, spec in specs:
         path = f"checks[{index}]"
+        errors_before = len(errors)
         try:
             probe_cls = reg.get(spec.probe)
         except ProbeTypeError as exc:
             errors.append(f"{path}.probe: {exc}")
+            failed.add(spec.name)
             continue
         labels = {**config.defaults.labels, **spec.labels}
         owners = _label_owners(probe_cls)
@@ -432,6 +447,7 @@ def _resolve_checks(
             where = f"{path}.interval" if spec.interval else "defaults.interval"
             errors.append(f"{where}: {interval:g}s is shorter than the shortest interval "
                           f"allowed ({MIN_INTERVAL_SECONDS:g}s)")
+            failed.add(spec.name)
             continue
         timeout = spec.timeout or config.defaults.timeout or probe_cls.default_timeout
         if timeout is None:
@@ -447,6 +463,7 @@ def _resolve_checks(
                 f"{interval:g}s (runs of one check never overlap; raise the interval or set a "
                 "shorter timeout)"
             )
+            failed.add(spec.name)
             continue
         for name, target_labels, overrides, tpath in _expand(spec, probe_cls, base_dir, path,
                                                              errors):
@@ -460,6 +477,8 @@ def _resolve_checks(
                 errors.append(f"{tpath}.name: {name!r} is already used by {seen[name]}")
                 continue
             seen[name] = tpath
+            if spec.targets is not None or spec.targets_file is not None:
+                groups.setdefault(spec.name, []).append(name)
             resolved.append(
                 ResolvedCheck(
                     name=name,
@@ -472,7 +491,10 @@ def _resolve_checks(
                     alert=spec.alert,
                 )
             )
+        if len(errors) > errors_before:
+            failed.add(spec.name)
     known = {c.name for c in resolved}
+    resolved = _resolve_references(resolved, seen, groups, failed, errors)
     for index, spec in specs:
         for dep in spec.depends_on:
             if dep not in known:
@@ -480,6 +502,72 @@ def _resolve_checks(
                 more = f"; did you mean {hint[0]!r}?" if hint else ""
                 errors.append(f"checks[{index}].depends_on: no check named {dep!r}{more}")
     return resolved
+
+
+def _resolve_references(
+    checks: list[ResolvedCheck],
+    paths: Mapping[str, str],
+    groups: Mapping[str, list[str]],
+    failed: set[str],
+    errors: list[str],
+) -> list[ResolvedCheck]:
+    """Resolve the check names a probe's params read (:class:`ReadsChecks`, e.g. a composite's
+    ``members``): each must be a check or a multi-target base name (all its targets); a check
+    may not read itself, and readers may not read each other in a cycle."""
+    by_name = {c.name: c for c in checks}
+    out: list[ResolvedCheck] = []
+    edges: dict[str, list[str]] = {}
+    for check in checks:
+        if not isinstance(check.params, ReadsChecks):
+            out.append(check)
+            continue
+        path = f"{paths[check.name]}.params"
+        references: list[Reference] = []
+        for field, name in check.params.referenced_checks():
+            where = f"{path}.{field}"
+            targets = [name] if name in by_name else groups.get(name)
+            if targets is None:
+                if name not in failed and name.partition("/")[0] not in failed:
+                    hint = difflib.get_close_matches(name, [*by_name, *groups], n=1)
+                    more = f"; did you mean {hint[0]!r}?" if hint else ""
+                    errors.append(f"{where}: no check named {name!r}{more}")
+                continue
+            if check.name in targets:
+                what = "is" if name == check.name else "includes"
+                errors.append(f"{where}: {name!r} {what} this check itself (a check cannot "
+                              "read its own result)")
+                continue
+            references.append(Reference(name, tuple(
+                ReadableCheck(t, by_name[t].interval) for t in targets
+            )))
+            edges.setdefault(check.name, []).extend(targets)
+        out.append(dataclasses.replace(check, reads=tuple(references)))
+    for cycle in _cycles(edges):
+        errors.append(f"{paths[cycle[0]]}.params: checks read each other's results in a cycle: "
+                      + " -> ".join(cycle) + " (no result could ever be fresh)")
+    return out
+
+
+def _cycles(edges: Mapping[str, list[str]]) -> list[list[str]]:
+    """Each cycle of the reads graph once, as names with the first repeated at the end."""
+    done: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str, stack: list[str], on_stack: set[str]) -> None:
+        for nxt in edges.get(node, ()):
+            if nxt in on_stack:
+                found.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in done and nxt in edges:
+                stack.append(nxt)
+                on_stack.add(nxt)
+                visit(nxt, stack, on_stack)
+                on_stack.discard(stack.pop())
+        done.add(node)
+
+    for start in edges:
+        if start not in done:
+            visit(start, [start], {start})
+    return found
 
 
 def _expand(

@@ -261,7 +261,8 @@ class Daemon:
             self.history.set_checks(infos)
         for check in loaded.checks:
             if check.name not in self.scheduler.checks:
-                self.scheduler.add(build_handle(check, self.plumbing), check.fingerprint())
+                handle = build_handle(check, self.plumbing, results=self.store)
+                self.scheduler.add(handle, check.fingerprint())
         self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
         return retired
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from alivemcp.durations import Duration
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.resultsview import NO_RESULTS, MemberResult, ResultsView
 
 if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
@@ -35,11 +36,13 @@ __all__ = [
     "ErrorKind",
     "Findings",
     "LabeledObservation",
+    "MemberResult",
     "Observable",
     "Probe",
     "ProbeError",
     "ProbeParams",
     "ProbeResult",
+    "ResultsView",
     "Status",
     "status_for",
     "worst",
@@ -188,6 +191,9 @@ class CheckContext:
     timeout: float
     labels: Mapping[str, str]
     plumbing: Plumbing
+    #: The latest results of the checks the params declared (``referenced_checks()``); see
+    #: :mod:`alivemcp.resultsview`. Read-only: a probe never runs another check.
+    results: ResultsView = NO_RESULTS
 
 
 ParamsT = TypeVar("ParamsT", bound=ProbeParams)
