@@ -565,19 +565,53 @@ async def test_page_and_badges_from_the_real_daemon(tmp_path: Path, browser: Bro
             "document.querySelectorAll('#detail .incidents li').length === 1 &&"
             " !document.querySelector('#detail .incidents li').textContent.includes('(ongoing)')")
 
+        await browser.screenshot(SCREENSHOTS / "statuspage-history-daemon.png")
+
         # Each badge renders in the browser with a real size.
         badges = [f"badge/{quote(SLASHED, safe='')}/{kind}.svg"
                   for kind in ("status", "uptime-24h", "uptime-7d", "uptime-30d", "latency")]
         sizes = await browser.evaluate(f"""Promise.all({json.dumps(badges)}.map(src =>
             new Promise(done => {{
                 const img = new Image();
-                img.onload = () => done([src, img.naturalWidth, img.naturalHeight]);
+                img.onload = () => {{
+                    const box = img.getBoundingClientRect();
+                    done([src, Math.min(img.naturalWidth, box.width),
+                          Math.min(img.naturalHeight, box.height)]);
+                }};
                 img.onerror = () => done([src, 0, 0]);
+                document.getElementById('detail').appendChild(img);
                 img.src = src;
-                document.body.appendChild(img);
             }})))""")
         for src, width, height in sizes:
             assert width > 0 and height > 0, src
-        await browser.screenshot(SCREENSHOTS / "statuspage-history-daemon.png")
+        # An unknown check's badge is a grey "not found" badge: it renders too, not broken.
+        missing = await browser.evaluate("""new Promise(done => {
+            const img = new Image();
+            img.onload = () => done(img.naturalWidth);
+            img.onerror = () => done(0);
+            img.src = 'badge/no%20such%2Fcheck/status.svg'; })""")
+        assert missing > 0
+        assert browser.exceptions == []
+        assert await browser.evaluate("window.__csp") == []
+
+
+async def test_page_on_a_daemon_with_history_off(tmp_path: Path, browser: Browser) -> None:
+    config = tmp_path / "daemon.yaml"
+    config.write_text(yaml.safe_dump({
+        "logging": {"format": "json"},
+        "data_dir": str(tmp_path / "data"),
+        "defaults": {"interval": 1},
+        "history": {"enabled": False},
+        "checks": [{"name": SLASHED, "probe": "test_static"}],
+    }))
+    with DaemonProcess(config) as daemon:
+        daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
+        await browser.goto(daemon.base_url + "/#group=")
+        await browser.wait_for("document.getElementById('history-note').textContent === "
+                               "'history: history is off'")
+        await browser.wait_for(f"{CHECK_ROWS}.length === 1")
+        assert await browser.evaluate(f"{CHECK_ROWS}[0].querySelector('.up24').textContent") == ""
+        assert await browser.evaluate(
+            f"{CHECK_ROWS}[0].querySelector('.state').textContent") in ("up", "pending")
         assert browser.exceptions == []
         assert await browser.evaluate("window.__csp") == []
