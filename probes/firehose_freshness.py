@@ -41,8 +41,6 @@ from typing import Any
 from pydantic import Field
 
 from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
-from alivemcp.plumbing.canary import canary_document
-from alivemcp.plumbing.s3 import list_objects
 from alivemcp.probe import (
     Duration,
     ErrorKind,
@@ -319,7 +317,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         listed: list[dict[str, Any]] = []
         try:
             for prefix in prefixes:
-                listed += await list_objects(s3, dest.bucket, prefix, p.max_list_pages)
+                listed += await _list(s3, dest.bucket, prefix, p.max_list_pages)
         except ProbeError as err:
             findings.add_error(err, _OVERRIDES,
                                reason=f"listing error prefixes in {dest.bucket}: {err.operation}")
@@ -374,8 +372,8 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         """Put a new canary record; False when the put failed (a finding says why)."""
         record_id = uuid.uuid4().hex
         put_at = datetime.now(UTC)
-        record = canary_document("firehose_freshness", self.context.name,
-                                 fields={_CANARY_FIELD: record_id})
+        record = {_CANARY_FIELD: record_id, "sent_at": put_at.isoformat(),
+                  "check": self.context.name}
         data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         try:
             await firehose.put_record(DeliveryStreamName=self.params.stream_name,
@@ -460,7 +458,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         since = canary.put_at.replace(microsecond=0) - timedelta(seconds=5)
         candidates: dict[str, dict[str, Any]] = {}
         for prefix in _delivery_prefixes(dest.prefix, canary.put_at):
-            for obj in await list_objects(s3, dest.bucket, prefix, p.max_list_pages):
+            for obj in await _list(s3, dest.bucket, prefix, p.max_list_pages):
                 if obj["LastModified"] >= since and obj["Key"] not in canary.scanned:
                     candidates[obj["Key"]] = obj
         oldest_first = sorted(candidates.values(), key=lambda o: o["LastModified"])
@@ -684,6 +682,20 @@ def _expand_timestamps(prefix: str, moment: datetime) -> str:
         pos = match.end()
     result.append(prefix[pos:])
     return "".join(result)
+
+
+async def _list(s3: Any, bucket: str, prefix: str, max_pages: int) -> list[dict[str, Any]]:
+    """The objects under ``prefix``, at most ``max_pages`` ListObjectsV2 pages of them."""
+    objects: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    for _ in range(max_pages):
+        resp = await s3.list_objects_v2(**kwargs)
+        objects += resp.get("Contents", [])
+        token = resp.get("NextContinuationToken")
+        if not resp.get("IsTruncated") or not token:
+            break
+        kwargs["ContinuationToken"] = token
+    return objects
 
 
 def _canary_skipped(dest: _Destination, direct_put: bool) -> str | None:

@@ -54,7 +54,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
 from alivemcp.plumbing.canary import (
-    S3Canaries,
     canary_body_fields_field,
     canary_cleanup_field,
     canary_document,
@@ -63,6 +62,7 @@ from alivemcp.plumbing.canary import (
     check_slug,
     run_to_completion,
 )
+from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.probe import (
     Duration,
     ErrorKind,

@@ -51,7 +51,6 @@ from alivemcp.plumbing.aws import (
     aws_time_limit,
 )
 from alivemcp.plumbing.canary import (
-    S3Canaries,
     canary_body_fields_field,
     canary_cleanup_field,
     canary_document,
@@ -60,6 +59,7 @@ from alivemcp.plumbing.canary import (
     check_slug,
     run_to_completion,
 )
+from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.probe import (
     Duration,
     ErrorKind,

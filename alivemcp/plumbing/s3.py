@@ -1,13 +1,27 @@
-"""S3 helpers shared by the probes: bounded listings, and deleting every version and marker
-of an object (canaries live in versioned buckets, where a plain delete only adds a marker).
-Errors are the client's: ``ProbeError``."""
+"""S3 canary objects: written, every version deleted, failed deletes retried, leftovers swept.
+
+Canaries live in versioned buckets (replication needs versioning), where a plain delete only
+adds a delete marker, so deleting one means deleting every version and marker. The rest of
+the canary lifecycle (naming, body, tags, params) is :mod:`alivemcp.plumbing.canary`. Errors
+are the client's: ``ProbeError``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["delete_all_versions", "delete_versions_under", "list_objects"]
+from alivemcp.errors import ProbeError
+from alivemcp.plumbing.canary import tagging
+
+__all__ = ["MAX_PENDING_DELETES", "S3Canaries", "delete_all_versions", "delete_versions_under"]
+
+#: Deletes remembered for later runs; older ones are left to the start-up sweep.
+MAX_PENDING_DELETES = 50
+#: Most versions one sweep deletes, so a huge leftover pile cannot stall a start.
+SWEEP_BATCH = 1000
 
 
 async def delete_all_versions(client: Any, bucket: str, key: str) -> None:
@@ -48,17 +62,88 @@ async def delete_versions_under(
     return len(objects)
 
 
-async def list_objects(
-    client: Any, bucket: str, prefix: str, max_pages: int
-) -> list[dict[str, Any]]:
-    """The objects under ``prefix``, at most ``max_pages`` ListObjectsV2 pages of them."""
-    objects: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-    for _ in range(max_pages):
-        resp = await client.list_objects_v2(**kwargs)
-        objects += resp.get("Contents", [])
-        token = resp.get("NextContinuationToken")
-        if not resp.get("IsTruncated") or not token:
-            break
-        kwargs["ContinuationToken"] = token
-    return objects
+
+
+class S3Canaries:
+    """One check's canary objects in S3: written, deleted (every version), deletes that failed
+    retried by later runs, leftovers swept on start. Errors are ``ProbeError``s; deletes and
+    sweeps never raise them (a failed clean-up must not fail a run that saw a healthy
+    target), they report them."""
+
+    def __init__(self, max_pending: int = MAX_PENDING_DELETES) -> None:
+        self._max_pending = max_pending
+        # (bucket, key) -> the client to delete it with; insertion ordered, oldest first.
+        self._pending: dict[tuple[str, str], Any] = {}
+
+    async def write(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        document: Mapping[str, Any],
+        tags: Mapping[str, str],
+    ) -> str | None:
+        """Put the canary; returns its version id (None in an unversioned bucket)."""
+        response = await client.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=json.dumps(document, ensure_ascii=False).encode(),
+            ContentType="application/json",
+            Tagging=tagging(tags),
+        )
+        version = response.get("VersionId")
+        return version if version and version != "null" else None
+
+    async def delete(self, client: Any, bucket: str, key: str) -> ProbeError | None:
+        """Delete every version of the canary now; on failure it is kept for a later run and
+        the error returned."""
+        try:
+            await delete_all_versions(client, bucket, key)
+        except ProbeError as err:
+            self.defer(client, bucket, key)
+            return err
+        self._pending.pop((bucket, key), None)
+        return None
+
+    def defer(self, client: Any, bucket: str, key: str) -> None:
+        """Delete the canary on a later run (e.g. a replica that may still land)."""
+        self._pending[(bucket, key)] = client
+        while len(self._pending) > self._max_pending:
+            self._pending.pop(next(iter(self._pending)))
+
+    def is_deferred(self, bucket: str, key: str) -> bool:
+        return (bucket, key) in self._pending
+
+    @property
+    def pending(self) -> list[tuple[str, str]]:
+        """(bucket, key) of the deletes kept for later, oldest first."""
+        return list(self._pending)
+
+    async def delete_deferred(self) -> None:
+        """Retry the kept deletes; those that fail again stay."""
+        for (bucket, key), client in list(self._pending.items()):
+            try:
+                await delete_all_versions(client, bucket, key)
+            except ProbeError:
+                continue
+            self._pending.pop((bucket, key), None)
+
+    async def sweep(
+        self,
+        client: Any,
+        bucket: str,
+        prefix: str,
+        min_age: float,
+        is_canary: Callable[[str], object],
+    ) -> int | ProbeError:
+        """Delete canaries under ``prefix`` older than ``min_age`` seconds whose key
+        ``is_canary`` accepts (one listing page: bounded); returns how many, or the error."""
+        if not prefix:
+            return 0  # never sweep a whole bucket
+        cutoff = datetime.now(UTC).timestamp() - min_age
+        try:
+            return await delete_versions_under(
+                client, bucket, prefix, cutoff, is_canary, SWEEP_BATCH
+            )
+        except ProbeError as err:
+            return err

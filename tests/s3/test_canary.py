@@ -1,5 +1,6 @@
-"""The canary lifecycle (plumbing.canary) on moto: written tagged with the shared body, deleted
-with every version, failed deletes kept for a later run (bounded), leftovers swept by age."""
+"""The canary lifecycle (plumbing.canary, and plumbing.s3 for S3 objects) on moto: written
+tagged with the shared body, deleted with every version, failed deletes kept for a later run
+(bounded), leftovers swept by age."""
 
 from __future__ import annotations
 
@@ -13,12 +14,8 @@ import pytest
 from alivemcp.errors import ErrorKind
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
-from alivemcp.plumbing.canary import (
-    CANARY_TAG,
-    S3Canaries,
-    canary_document,
-    check_slug,
-)
+from alivemcp.plumbing.canary import CANARY_TAG, canary_document, check_slug
+from alivemcp.plumbing.s3 import S3Canaries
 from tests.s3.failing_aws import closed_port
 from tests.s3.replication_support import s3_client
 
