@@ -3,8 +3,10 @@
 One file, no external assets (the daemon often runs where the browser cannot reach a CDN):
 inline CSS and JavaScript that poll the relative URL ``status`` (so the page also works behind
 a path-prefix proxy), group checks by a selectable label, and render only the rows in view so
-5,000 checks stay responsive. The page lives in ``statuspage.html`` beside this module so it can
-be edited as HTML; it is read once at import.
+50,000 checks stay responsive. History comes from the JSON API (:mod:`alivemcp.api`): the 24h
+and 30d uptime columns from ``api/v1/checks`` at most once a minute, the daily (or hourly) bars
+only for the rows on screen, and an opened check's incidents. The page lives in
+``statuspage.html`` beside this module so it can be edited as HTML; it is read once at import.
 
 The page is served with a Content-Security-Policy that allows exactly its own inline script
 and style (by hash, computed here from the file, so editing the page never breaks it), data:
