@@ -21,6 +21,8 @@ __all__ = ["HttpServer"]
 
 #: /healthz fails when the event loop has not ticked for this long.
 LOOP_STALL_SECONDS = 5.0
+#: ``/status?check=`` names per request (the rows a page shows at once).
+MAX_CHECKS_PER_STATUS_REQUEST = 500
 #: How long requests in progress may take to finish when the server stops.
 STOP_REQUESTS_SECONDS = 1.0
 
@@ -87,8 +89,20 @@ class HttpServer:
         body, content_type = await self._metrics.render(request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
-    async def _status(self, _: web.Request) -> web.Response:
-        snapshot = self._store.snapshot()
+    async def _status(self, request: web.Request) -> web.Response:
+        # ?view=brief: rows without observations, recent runs and details; ?check=NAME
+        # (repeatable): only those checks. The status page paints from the first and fills
+        # the rows on screen from the second.
+        view = request.query.get("view", "full")
+        if view not in ("full", "brief"):
+            return web.json_response(
+                {"error": f"view must be full or brief, not {view[:40]!r}"}, status=400)
+        names = request.query.getall("check", None)
+        if names is not None and len(names) > MAX_CHECKS_PER_STATUS_REQUEST:
+            return web.json_response(
+                {"error": f"at most {MAX_CHECKS_PER_STATUS_REQUEST} check= per request"},
+                status=400)
+        snapshot = self._store.snapshot(brief=view == "brief", only=names)
         if self._firing_alerts is not None:
             snapshot["alerts"] = self._firing_alerts()
         body = await asyncio.to_thread(json.dumps, snapshot, default=str)
