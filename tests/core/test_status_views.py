@@ -15,7 +15,7 @@ def test_brief_view_and_rows_by_name(tmp_path: Path) -> None:
                "params": {"status": "down" if n == "plain" else "up",
                           "observations": {"x_seconds": 1.5}}} for n in NAMES]
     config = write_daemon_config(tmp_path / "c.yaml", checks)
-    with DaemonProcess(config).start() as daemon:
+    with DaemonProcess(config) as daemon:
         daemon.wait_for(lambda: all(r["status"] != "pending"
                                     for r in daemon.get_json("/status")["checks"]),
                         what="every check run")
