@@ -175,6 +175,13 @@ def _number(value: float | None) -> str:
     return "null" if value is None else repr(float(value))
 
 
+def live_ratios(history: HistoryStore) -> Callable[[str, float], tuple[float | None, ...]]:
+    """name, now → (up_ratio, available_ratio) of 24h, 7d and 30d, flattened."""
+    def ratios(name: str, now: float) -> tuple[float | None, ...]:
+        return tuple(r for w in LIVE_WINDOWS for r in history.live_uptime(name, w, now))
+    return ratios
+
+
 def _row_head(info: CheckInfo) -> str:
     """A row up to its status value: what only a reload changes."""
     labels = json.dumps(dict(info.labels), separators=(",", ":"))
@@ -206,6 +213,7 @@ class ChecksEncoder:
         fresh: dict[str, tuple[CheckInfo, str]] = {}
         uptimes: dict[tuple[float | None, ...], str] = {}
         windows = tuple(LIVE_WINDOWS)
+        ratios_of = live_ratios(history) if history is not None else None
         parts = ['{"generated_at":', _number(now), ',"checks":[']
         for state in store.states():
             info = state.info
@@ -213,10 +221,10 @@ class ChecksEncoder:
             if head is None or head[0] is not info:
                 head = (info, _row_head(info))
             fresh[info.name] = head
-            if history is None:
+            if ratios_of is None:
                 uptime = "null"
             else:
-                key = tuple(r for w in windows for r in history.live_uptime(info.name, w, now))
+                key = ratios_of(info.name, now)
                 uptime = uptimes.get(key) or uptimes.setdefault(key, _uptime_json(windows, key))
             last = state.last
             parts.append(head[1])
