@@ -9,6 +9,10 @@ It never runs its members: it reads the latest result each member's own schedule
 (``CheckContext.results``), so every member still runs exactly once per its interval. A member
 that has not finished a run yet, or whose latest result is older than ``max_age`` (default: three
 of its intervals), counts as ``unknown``: the composite cannot vouch for what it has not seen.
+At start-up (and after a reload that rebuilt members) the first runs of a composite and its
+members go off in the same start window, in no set order; so a run that finds a member without
+any result yet waits briefly for one (:data:`FIRST_RESULT_WAIT`, within its own timeout) rather
+than reporting ``unknown`` for what is only a matter of order.
 
 Rules, over the members' statuses in the one severity order (up < unknown < degraded < down):
 
@@ -23,6 +27,7 @@ outcome hangs on it, and ``down`` members never hide behind ``unknown`` ones.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,6 +50,12 @@ __all__ = ["CompositeParams", "CompositeProbe"]
 #: a steady run finishes within one interval plus its timeout (at most another interval), and a
 #: check's first run after a reload may come up to one and a half intervals after the previous.
 DEFAULT_MAX_AGE_INTERVALS = 3.0
+#: Longest a run waits for members that have no result at all yet (a start-up race, not a
+#: fault); at most this share of the composite's own timeout, so the run never times out on it
+#: (a timeout would read as ``down``).
+FIRST_RESULT_WAIT = 10.0
+FIRST_RESULT_WAIT_SHARE = 0.5
+FIRST_RESULT_POLL = 0.1
 #: Members that are not up named in the reason before the rest are counted as "+N more".
 MAX_LISTED = 5
 #: Up members named by name in the reason; beyond this they are counted.
@@ -115,8 +126,10 @@ class CompositeProbe(Probe[CompositeParams]):
     )
 
     async def probe(self) -> ProbeResult:
+        names = self._member_checks()
+        await self._wait_for_first_results(names)
         now = time.time()
-        judged = [self._judge(name, now) for name in self._member_checks()]
+        judged = [self._judge(name, now) for name in names]
         total = len(judged)
         up = sum(1 for m in judged if m.status is Status.UP)
         needed = self._needed(total)
@@ -152,6 +165,18 @@ class CompositeProbe(Probe[CompositeParams]):
             for check in self.context.results.checks_named(name) or (name,):
                 seen.setdefault(check, None)
         return list(seen)
+
+    async def _wait_for_first_results(self, names: list[str]) -> None:
+        """Give members that have never finished a run a moment to finish their first."""
+        budget = min(FIRST_RESULT_WAIT, FIRST_RESULT_WAIT_SHARE * self.context.timeout)
+        deadline = time.monotonic() + budget
+        results = self.context.results
+        # Polled: results reach the store through the pipeline, which offers no event to
+        # await, and the wait happens only while members have never reported.
+        while (left := deadline - time.monotonic()) > 0:
+            if all(results.latest(n) is not None for n in names):
+                return
+            await asyncio.sleep(min(FIRST_RESULT_POLL, left))
 
     def _needed(self, total: int) -> int:
         """How many members must be up for the composite to be up."""

@@ -21,6 +21,7 @@ from alivemcp.checks import build_handle
 from alivemcp.config import ConfigError, load_config_text
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
+from alivemcp.scheduler import MIN_START_WINDOW
 from alivemcp.status import StatusStore
 from tests.support import DaemonProcess, cli, run_times, write_daemon_config
 
@@ -155,6 +156,23 @@ def test_stale_and_never_run_members_are_unknown_and_down_outranks_them(
         assert re.fullmatch(r"slow unknown \(no fresh result: last one \d+s old, "
                             r"max_age 1\.5s\)", stale["reason"]), stale
         assert row(d, "slow")["status"] == "up"  # the member itself is still up
+        assert d.stop() == 0
+
+
+def test_first_run_waits_for_a_member_still_on_its_first_run(tmp_path: Path) -> None:
+    """At start-up a composite and its members get their first runs in the same start window,
+    in no set order: the composite's first run waits for a member's first result instead of
+    reporting unknown. The member answers only after the whole start window (2 s) has passed,
+    so the composite's first run certainly began before that result existed."""
+    member = {"name": "slow-start", "probe": "test_static", "interval": 60,
+              "params": {"delay": MIN_START_WINDOW + 0.2, "reason": "warmed up"}}
+    config = write_daemon_config(tmp_path / "c.yaml", [
+        member, {**composite("dr-ready", ["slow-start"], interval=60), "timeout": 20}])
+    with DaemonProcess(config) as d:
+        first = d.wait_for(lambda: row(d, "dr-ready").get("last_run") and row(d, "dr-ready"),
+                           timeout=20, what="the composite's first result")
+        assert first["status"] == "up" and first["reason"] == "slow-start up", first
+        assert len(first["history"]) == 1
         assert d.stop() == 0
 
 
