@@ -177,9 +177,7 @@ def _number(value: float | None) -> str:
 
 def live_ratios(history: HistoryStore) -> Callable[[str, float], tuple[float | None, ...]]:
     """name, now → (up_ratio, available_ratio) of 24h, 7d and 30d, flattened."""
-    def ratios(name: str, now: float) -> tuple[float | None, ...]:
-        return tuple(r for w in LIVE_WINDOWS for r in history.live_uptime(name, w, now))
-    return ratios
+    return history.live_uptimes
 
 
 def _row_head(info: CheckInfo) -> str:

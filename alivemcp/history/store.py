@@ -29,6 +29,7 @@ from alivemcp.results import CheckInfo, CheckResult
 __all__ = ["FLUSH_WAIT_SECONDS", "HistoryStore", "HistoryUnavailable"]
 
 FLUSH_WAIT_SECONDS = 2.0
+_LIVE_ORDER = ("24h", "7d", "30d")  # the order of LiveWindows.windows
 T = TypeVar("T")
 
 
@@ -82,11 +83,17 @@ class HistoryStore:
     def live_uptime(self, name: str, window: str, now: float | None = None
                     ) -> tuple[float | None, float | None]:
         """(up_ratio, available_ratio) of 24h, 7d or 30d from memory: no database read."""
+        both = self.live_uptimes(name, time.time() if now is None else now)
+        at = 2 * _LIVE_ORDER.index(window)
+        return both[at], both[at + 1]
+
+    def live_uptimes(self, name: str, now: float) -> tuple[float | None, ...]:
+        """24h, 7d, 30d (up_ratio, available_ratio), flattened; from memory."""
         cid = self.writer.check_ids().get(name)
         if cid is None:
-            return None, None
-        counts = self.writer.live.window(cid, window, time.time() if now is None else now)
-        return queries.ratios(*counts)
+            return (None,) * 6
+        c = self.writer.live.windows(cid, now)
+        return (*queries.ratios(*c[0:3]), *queries.ratios(*c[3:6]), *queries.ratios(*c[6:9]))
 
     async def uptime(self, name: str, window: str) -> dict[str, Any]:
         return await self._query(queries.uptime, name, window, time.time())

@@ -16,6 +16,7 @@ import pytest
 
 from alivemcp.history import HistoryConfig, HistoryStore, latency, queries, schema
 from alivemcp.history.config import Retention
+from alivemcp.history.live import LiveWindows
 from alivemcp.history.writer import HistoryWriter
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
@@ -333,3 +334,26 @@ def test_a_file_from_a_newer_version_is_kept_aside_not_written_over(tmp_path: Pa
         assert queries.uptime(read(w), "n", "1h", NOW)["runs"]["up"] == 1
     finally:
         w.stop(10)
+
+
+def test_live_running_totals_equal_summing_the_slots() -> None:
+    """windows() reads running totals; window() sums slots: equal for any history, including
+    late and very old results, reads after the newest bucket, and forgotten checks."""
+    rnd = random.Random(7)
+    for trial in range(300):
+        live = LiveWindows()
+        t = 1_796_000_000 + rnd.randint(0, 86400 * 3)
+        for step in range(rnd.randint(1, 200)):
+            cid = rnd.randint(0, 3)
+            if rnd.random() < 0.02:
+                live.forget(cid)
+                continue
+            t += rnd.choice([0, 1, 30, 600, 3600, 5000, 86400, 86400 * 3, -3600, -86400 * 2])
+            run = t - rnd.choice([0, 0, 0, 3600, 86400 * 8, 86400 * 40])
+            counts = (rnd.randint(0, 3), rnd.randint(0, 2), rnd.randint(0, 2))
+            live.add_hour(cid, run // 3600 * 3600, *counts)
+            live.add_day(cid, run // 86400 * 86400, *counts)
+            for q in (t, t + 3600, t + 86400 * 2, t - 3600):
+                for k in range(4):
+                    summed = tuple(c for w in ("24h", "7d", "30d") for c in live.window(k, w, q))
+                    assert live.windows(k, q) == summed, (trial, step, k, q - t)
