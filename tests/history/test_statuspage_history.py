@@ -1,9 +1,10 @@
 """The status page's history in real headless Chromium: uptime columns, bars, incidents, badges.
 
 Most tests run the page (the exact bytes the daemon serves, with its CSP) against a local
-stand-in server that answers ``/status`` and the history API in their documented shapes
+stand-in server that answers ``/status`` (its brief view and rows by name too, or, standing in
+for an older daemon, always the full document) and the history API in their documented shapes
 (docs/http-api.md), so they can pin every bar's colour and every request the page makes. The
-last test runs the real daemon: a check flips down, and its bar, uptime and incident follow.
+last tests run the real daemon: a check flips down, and its bar, uptime and incident follow.
 """
 
 from __future__ import annotations
@@ -153,8 +154,18 @@ class StandIn:
 
     n: int
     history_enabled: bool = True
+    #: Serve ``/status?view=brief`` and ``/status?check=NAME`` as the daemon does; False: a
+    #: daemon older than those views, which ignores the parameters and sends every full row.
+    views: bool = True
+    rows_fail: bool = False  # /status?check= answers 503
     url: str = ""
     status_body: bytes = b""
+    brief_body: bytes = b""
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> full row
+    summary: dict[str, int] = field(default_factory=dict)
+    full_requests: int = 0
+    brief_requests: int = 0
+    row_requests: list[list[str]] = field(default_factory=list)  # names of each ?check=
     list_body: bytes = b""
     names: list[str] = field(default_factory=list)
     status_requests: int = 0
@@ -168,6 +179,12 @@ class StandIn:
         doc = status_doc(self.n, now)
         self.names = [c["check"] for c in doc["checks"]]
         self.status_body = json.dumps(doc).encode()
+        self.rows = {c["check"]: c for c in doc["checks"]}
+        self.summary = doc["summary"]
+        heavy = ("observations", "history", "labeled_observations", "details")
+        self.brief_body = json.dumps({**doc, "checks": [
+            {k: v for k, v in c.items() if k not in heavy} for c in doc["checks"]
+        ]}).encode()
         self.list_body = json.dumps({"generated_at": now, "checks": [
             {"check": c["check"], "probe": c["probe"], "labels": c["labels"],
              "status": c["status"], "since": c["since"],
@@ -185,8 +202,24 @@ async def serve(standin: StandIn) -> AsyncIterator[StandIn]:
         return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
                             headers=PAGE_HEADERS)
 
-    async def status(_: web.Request) -> web.Response:
+    async def status(request: web.Request) -> web.Response:
         standin.status_requests += 1
+        if standin.views:
+            names = request.query.getall("check", [])
+            if names:
+                standin.row_requests.append(names)
+                if len(names) > 500:
+                    return web.json_response({"error": "at most 500 check= per request"},
+                                             status=400)
+                if standin.rows_fail:
+                    return web.json_response({"error": "busy"}, status=503)
+                return web.json_response({
+                    "generated_at": time.time(), "summary": standin.summary,
+                    "checks": [standin.rows[n] for n in names if n in standin.rows]})
+            if request.query.get("view") == "brief":
+                standin.brief_requests += 1
+                return web.Response(body=standin.brief_body, content_type="application/json")
+        standin.full_requests += 1
         return web.Response(body=standin.status_body, content_type="application/json")
 
     async def check_list(_: web.Request) -> web.Response:
