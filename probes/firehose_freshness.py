@@ -40,18 +40,10 @@ from typing import Any
 
 from pydantic import Field
 
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
-from alivemcp.probe import (
-    Duration,
-    ErrorKind,
-    Findings,
-    Observable,
-    Probe,
-    ProbeError,
-    ProbeParams,
-    ProbeResult,
-    Status,
-)
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings
 
 __all__ = ["FirehoseFreshnessParams", "FirehoseFreshnessProbe", "inspect_delivery"]
 

@@ -18,23 +18,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_check_deadline,
     aws_settings_field,
     aws_time_limit,
 )
-from alivemcp.probe import (
-    Duration,
-    ErrorKind,
-    Findings,
-    Observable,
-    Probe,
-    ProbeError,
-    ProbeParams,
-    ProbeResult,
-    Status,
-)
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings
 
 __all__ = ["S3AccessPointParams", "S3AccessPointProbe"]
 

@@ -44,7 +44,6 @@ import re
 import string
 import time
 import unicodedata
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,28 +51,12 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import canary
 from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
-from alivemcp.plumbing.canary import (
-    canary_body_fields_field,
-    canary_cleanup_field,
-    canary_document,
-    canary_sweep_min_age_field,
-    canary_tags_field,
-    check_slug,
-    run_to_completion,
-)
 from alivemcp.plumbing.s3 import S3Canaries
-from alivemcp.probe import (
-    Duration,
-    ErrorKind,
-    Findings,
-    Observable,
-    Probe,
-    ProbeError,
-    ProbeParams,
-    ProbeResult,
-    Status,
-)
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings
 
 __all__ = ["S3EventDeliveryProbe"]
 
@@ -155,10 +138,10 @@ class S3EventDeliveryParams(ProbeParams):
         description="Visibility timeout of received messages: the longest a foreign message "
         "stays hidden if the prober dies before releasing it.",
     )
-    tags: dict[str, str] = canary_tags_field("event-delivery")
-    body_fields: dict[str, str] = canary_body_fields_field()
-    cleanup: bool = canary_cleanup_field()
-    sweep_min_age: Duration = canary_sweep_min_age_field()
+    tags: dict[str, str] = canary.tags_field("event-delivery")
+    body_fields: dict[str, str] = canary.body_fields_field()
+    cleanup: bool = canary.cleanup_field()
+    sweep_min_age: Duration = canary.sweep_min_age_field()
     end_to_end: EndToEnd | None = Field(
         None, description="Also wait for the worker's marker object (see EndToEnd)."
     )
@@ -313,7 +296,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     def __init__(self, context: Any, params: S3EventDeliveryParams) -> None:
         super().__init__(context, params)
-        self._check_slug = check_slug(context.name)
+        self._check_slug = canary.check_slug(context.name)
         self._canary_re = self._canary_regex()
         # This run's canary and the worker's markers, deleted after the run or by a later one.
         self._canaries = S3Canaries()
@@ -354,13 +337,13 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                 "(and its interval above it)"
             )
         await self._canaries.delete_deferred()
-        nonce = uuid.uuid4().hex[:12]
+        nonce = canary.nonce()
         key = self._render_key(nonce)
         findings = Findings()
         findings.details.update(bucket=p.bucket, key=key)
         s3 = await self._s3()
         started = time.monotonic()
-        document = canary_document("s3_event_delivery", self.context.name,
+        document = canary.document("s3_event_delivery", self.context.name,
                                    fields={"key": key}, body_fields=p.body_fields)
         try:
             await self._canaries.write(s3, p.bucket, key, document, p.tags)
@@ -378,7 +361,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             if p.cleanup:
                 self._canaries.defer(s3, p.bucket, key)
             # A run cancelled at its timeout still removes its canary.
-            await run_to_completion(self._canaries.delete_deferred())
+            await canary.run_to_completion(self._canaries.delete_deferred())
         return findings.result("; ".join(all_well))
 
     # -- the queue -------------------------------------------------------------------------

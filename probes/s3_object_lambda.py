@@ -26,24 +26,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import canary
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_check_deadline,
     aws_settings_field,
     aws_time_limit,
 )
-from alivemcp.plumbing.canary import canary_tags_field, tagging
-from alivemcp.probe import (
-    Duration,
-    ErrorKind,
-    Findings,
-    Observable,
-    Probe,
-    ProbeError,
-    ProbeParams,
-    ProbeResult,
-    Status,
-)
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings
 
 __all__ = ["CanarySeed", "S3ObjectLambdaParams", "S3ObjectLambdaProbe"]
 
@@ -78,7 +70,7 @@ class CanarySeed(BaseModel):
         3600.0,
         description="Rewrite the canary this often (also whenever the read says it is missing).",
     )
-    tags: dict[str, str] = canary_tags_field("true")
+    tags: dict[str, str] = canary.tags_field("true")
 
 
 class S3ObjectLambdaParams(ProbeParams):
@@ -253,7 +245,7 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
             "ContentType": "text/plain; charset=utf-8",
         }
         if seed.tags:
-            kwargs["Tagging"] = tagging(seed.tags)
+            kwargs["Tagging"] = canary.tagging(seed.tags)
         try:
             async with aws_time_limit(self.params.limit):
                 await s3.put_object(**kwargs)

@@ -37,40 +37,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import canary
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_check_deadline,
     aws_settings_field,
     aws_time_limit,
 )
-from alivemcp.plumbing.canary import (
-    canary_body_fields_field,
-    canary_cleanup_field,
-    canary_document,
-    canary_sweep_min_age_field,
-    canary_tags_field,
-    check_slug,
-    run_to_completion,
-)
 from alivemcp.plumbing.s3 import S3Canaries
-from alivemcp.probe import (
-    Duration,
-    ErrorKind,
-    Findings,
-    Observable,
-    Probe,
-    ProbeError,
-    ProbeParams,
-    ProbeResult,
-    Status,
-)
+from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.verdict import Findings
 
 __all__ = ["S3ReplicationLagProbe"]
 
@@ -118,10 +101,10 @@ class S3ReplicationLagParams(ProbeParams):
     source_status_every: Duration = Field(
         3.0, description="How often the source ReplicationStatus is read (FAILED: down at once)."
     )
-    tags: dict[str, str] = canary_tags_field("replication")
-    body_fields: dict[str, str] = canary_body_fields_field()
-    cleanup: bool = canary_cleanup_field()
-    sweep_min_age: Duration = canary_sweep_min_age_field()
+    tags: dict[str, str] = canary.tags_field("replication")
+    body_fields: dict[str, str] = canary.body_fields_field()
+    cleanup: bool = canary.cleanup_field()
+    sweep_min_age: Duration = canary.sweep_min_age_field()
     destination_forbidden_status: Literal["down", "unknown"] = Field(
         "down",
         description="Verdict when the destination answers 403: down (a DR bucket the "
@@ -217,7 +200,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             sla_seconds=p.sla,
             grace_seconds=p.grace,
         )
-        document = canary_document("s3_replication_lag", self.context.name,
+        document = canary.document("s3_replication_lag", self.context.name,
                                    body_fields=p.body_fields)
         try:
             version_id = await self._canaries.write(source, p.source_bucket, key, document,
@@ -233,7 +216,7 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         finally:
             if p.cleanup:
                 # A run cancelled at its timeout still removes its canary.
-                await run_to_completion(self._cleanup_run(key, findings.details))
+                await canary.run_to_completion(self._cleanup_run(key, findings.details))
         return findings.result(ok_reason)
 
     async def _wait_for_replica(
@@ -411,8 +394,8 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
 
     def _canary_key(self) -> str:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        return (f"{self.params.prefix}{check_slug(self.context.name)}/"
-                f"{stamp}-{uuid.uuid4().hex[:12]}.json")
+        return (f"{self.params.prefix}{canary.check_slug(self.context.name)}/"
+                f"{stamp}-{canary.nonce()}.json")
 
     async def _cleanup_run(self, key: str, details: dict[str, Any]) -> None:
         """Delete the canary from both buckets (a replica still expected is deleted by a

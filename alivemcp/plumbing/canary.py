@@ -1,7 +1,7 @@
 """One canary lifecycle for every probe that writes test data into the system it watches.
 
 A canary is named after its check (:func:`check_slug`) with a unique part, carries the same
-JSON fields wherever it goes (:func:`canary_document`), and is tagged (:func:`tagging`) so a
+JSON fields wherever it goes (:func:`document`), and is tagged (:func:`tagging`) so a
 lifecycle rule can expire what the prober leaves behind; its clean-up runs to completion even
 when the run is cancelled (:func:`run_to_completion`). The params every canary probe shares
 are declared with the field functions below, so their names, defaults and descriptions are the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections.abc import Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -26,14 +27,15 @@ from pydantic import Field
 
 __all__ = [
     "CANARY_TAG",
-    "canary_body_fields_field",
-    "canary_cleanup_field",
-    "canary_document",
-    "canary_sweep_min_age_field",
-    "canary_tags_field",
+    "body_fields_field",
     "check_slug",
+    "cleanup_field",
+    "document",
+    "nonce",
     "run_to_completion",
+    "sweep_min_age_field",
     "tagging",
+    "tags_field",
 ]
 
 #: The tag key on every canary object.
@@ -44,7 +46,7 @@ _UNSAFE_KEY_PART = re.compile(r"[^A-Za-z0-9._-]+")
 # --- params ----------------------------------------------------------------------------------
 
 
-def canary_tags_field(kind: str) -> Any:
+def tags_field(kind: str) -> Any:
     """``tags``: object tags on every canary, default ``{alivemcp-canary: <kind>}``."""
     return Field(
         default_factory=lambda: {CANARY_TAG: kind},
@@ -52,19 +54,19 @@ def canary_tags_field(kind: str) -> Any:
     )
 
 
-def canary_body_fields_field() -> Any:
+def body_fields_field() -> Any:
     """``body_fields``: extra string fields in the canary's JSON body."""
     return Field(
         default_factory=dict, description="Extra string fields added to the canary's JSON body."
     )
 
 
-def canary_cleanup_field() -> Any:
+def cleanup_field() -> Any:
     """``cleanup``: delete each canary (every version) after its run."""
     return Field(True, description="Delete each canary (every version) after its run.")
 
 
-def canary_sweep_min_age_field() -> Any:
+def sweep_min_age_field() -> Any:
     """``sweep_min_age``: leftovers older than this are swept on start."""
     return Field(
         600.0,
@@ -81,7 +83,12 @@ def check_slug(check_name: str) -> str:
     return _UNSAFE_KEY_PART.sub("-", check_name).strip("-") or "check"
 
 
-def canary_document(
+def nonce() -> str:
+    """The unique part of one canary's name (12 hex digits)."""
+    return uuid.uuid4().hex[:12]
+
+
+def document(
     probe: str,
     check: str,
     *,

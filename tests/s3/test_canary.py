@@ -14,7 +14,7 @@ import pytest
 from alivemcp.errors import ErrorKind
 from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
-from alivemcp.plumbing.canary import CANARY_TAG, canary_document, check_slug
+from alivemcp.plumbing.canary import CANARY_TAG, check_slug, document
 from alivemcp.plumbing.s3 import S3Canaries
 from tests.s3.failing_aws import closed_port
 from tests.s3.replication_support import s3_client
@@ -60,7 +60,7 @@ async def _unreachable_s3(clients: AwsClients) -> Any:
 def test_check_slug_and_document() -> None:
     assert check_slug("orders / DR: eu-west-1") == "orders-DR-eu-west-1"
     assert check_slug("///") == "check"
-    doc = canary_document("s3_x", "orders", fields={"key": "k"}, body_fields={"team": "dr"})
+    doc = document("s3_x", "orders", fields={"key": "k"}, body_fields={"team": "dr"})
     assert {doc["probe"], doc["check"], doc["key"], doc["team"]} == {"s3_x", "orders", "k", "dr"}
     assert isinstance(doc["written_at"], str) and doc["written_at_epoch"] > 0
 
@@ -71,7 +71,7 @@ async def test_write_tags_the_canary_and_returns_its_version(
     blocking = _versioned(moto)
     canaries = S3Canaries()
     s3 = await _s3(clients, moto)
-    doc = canary_document("s3_x", "orders", body_fields={"team": "dr"})
+    doc = document("s3_x", "orders", body_fields={"team": "dr"})
     version = await canaries.write(s3, BUCKET, f"{PREFIX}a café.json", doc,
                                    {CANARY_TAG: "test"})
     assert version is not None
