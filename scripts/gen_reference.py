@@ -372,6 +372,13 @@ def cli_section() -> list[str]:
     return lines
 
 
+def http_api_section() -> list[str]:
+    """The API reference is written by hand (docs/http-api.md): shapes and meanings are not
+    in the code in a form worth scraping. Included whole, so the reference is one document."""
+    text = (REPO / "docs" / "http-api.md").read_text(encoding="utf-8")
+    return ["", *text.rstrip().splitlines(), ""]
+
+
 def render() -> str:
     lines = [
         "# alivemcp reference",
@@ -383,12 +390,14 @@ def render() -> str:
         "- [Probe types](#probe-types)",
         "- [Metrics](#metrics)",
         "- [Command line](#command-line)",
+        "- [HTTP API and badges](#http-api-and-badges)",
         "",
     ]
     lines += config_section()
     lines += probes_section()
     lines += metrics_section()
     lines += cli_section()
+    lines += http_api_section()
     text = "\n".join(lines)
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.rstrip() + "\n"
