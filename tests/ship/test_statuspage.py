@@ -1,8 +1,10 @@
 """The status page in real headless Chromium against a local server with 5,000 checks.
 
 The server serves the exact bytes the daemon serves at ``GET /`` and a synthetic ``/status``
-document of the daemon's shape. The test types, scrolls and clicks like a person, waits for the
-page's own refresh loop, and saves a screenshot (``.cache/ship/statuspage.png``).
+document of the daemon's shape, whatever the query asks (as a daemon older than
+``?view=brief`` and ``?check=`` does: the page must draw from the full rows it gets). The
+test types, scrolls and clicks like a person, waits for the page's own refresh loop, and
+saves a screenshot (``.cache/ship/statuspage.png``).
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class StatusServer:
     fail_with: int | None = None
     url: str = ""
     requests: int = 0
+    queries: list[str] = field(default_factory=list)  # the query string of each request
 
 
 @pytest.fixture
@@ -119,8 +122,9 @@ async def status_server() -> AsyncIterator[StatusServer]:
         return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
                             headers=PAGE_HEADERS)
 
-    async def status(_: web.Request) -> web.Response:
+    async def status(request: web.Request) -> web.Response:
         state.requests += 1
+        state.queries.append(request.query_string)
         if state.fail_with:
             return web.Response(status=state.fail_with, text="boom")
         state.doc["generated_at"] = time.time()
@@ -315,6 +319,8 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
     shot = await browser.screenshot(SCREENSHOTS / "statuspage.png")
     assert png_size(shot) == (1400, 900)
     assert len(shot) > 20_000  # a blank page compresses to a few hundred bytes
+    # It asked for the brief list; given full rows, it never asked for rows by name.
+    assert status_server.queries and set(status_server.queries) == {"view=brief"}
     assert browser.exceptions == []
     assert browser.console_errors == []
     assert await browser.evaluate("window.__csp") == []  # the page lives within its CSP
