@@ -248,14 +248,9 @@ class HistoryWriter:
         self._ids = {name: cid for cid, name in db.execute("SELECT id, name FROM checks")}
         self._open = rollup.load_open_incidents(db)
         live = LiveWindows()
-        for table, since in (("hour", (int(now) // 3600 - 24) * 3600),
-                             ("day", (int(now) // 86400 - 30) * 86400)):
-            add = live.add_hour if table == "hour" else live.add_day
-            for cid, bucket, up, degraded, down in db.execute(
-                f"SELECT check_id, bucket, up, degraded, down FROM {table} "
-                "WHERE bucket >= ? ORDER BY bucket", (since,)
-            ):
-                add(cid, bucket, up, degraded, down)
+        select = "SELECT check_id, bucket, up, degraded, down FROM {} WHERE bucket >= ?"
+        live.load(db.execute(select.format("hour"), ((int(now) // 3600 - 24) * 3600,)),
+                  db.execute(select.format("day"), ((int(now) // 86400 - 30) * 86400,)), now)
         self.live = live
         self.generation += 1
         if not self.pending():
