@@ -177,6 +177,7 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         self._status_since = 0.0
         self._saw_it_not_running = False  # then the RUNNING streak below bounds its run time
         self._idle_since: float | None = None
+        self._idle_at_least = False  # _idle_since is where the looking began, not an input
 
     async def probe(self) -> ProbeResult:
         with aws_check_deadline(self.context.timeout):
@@ -212,8 +213,8 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
             findings.details["findings"] = findings.as_json()
             return findings.result(f"application {name} is {app.status}, as expected"
                                    " (not running: not billing for KPUs)")
-        cloudwatch = await aws.client("cloudwatch", p.aws)
         try:
+            cloudwatch = await aws.client("cloudwatch", p.aws)
             series = await self._read(cloudwatch, now)
         except ProbeError as err:
             findings.add_error(err, _METRICS_ARE_THE_PROBERS_VIEW,
@@ -304,15 +305,13 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
             return None
         period = self._period()
         fed = [ts for ts, value in points if value > 0]
-        window_start = now - p.idle_lookback
-        at_least = False
         if fed:
-            self._idle_since = max(fed) + period
+            self._idle_since, self._idle_at_least = max(fed) + period, False
         elif self._idle_since is None:
-            self._idle_since, at_least = window_start, True
+            self._idle_since, self._idle_at_least = now - p.idle_lookback, True
         idle = _Idle(
             seconds=max(0.0, now - self._idle_since),
-            since_at_least=at_least,
+            since_at_least=self._idle_at_least,
             no_datapoints=not points,
             records=sum(v for ts, v in points if ts + period > now - p.idle_after),
         )
@@ -336,8 +335,7 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
             findings.add(Status.DEGRADED, (
                 f"application {app.name} RUNNING while idle: {silent}{hint}; {kpus} KPUs "
                 f"billed idle: {kpu_hours:.2f} KPU-hours, {cost:.2f} {p.currency} at "
-                f"{p.kpu_hour_price:g} {p.currency}/KPU-hour (stop it to stop billing; its "
-                "state is kept in a snapshot)"))
+                f"{p.kpu_hour_price:g} {p.currency}/KPU-hour (stop it to stop billing)"))
         return idle
 
     def _billed_idle_seconds(self, idle: float, uptime: float | None, now: float) -> float:

@@ -194,3 +194,19 @@ def test_source_stream_and_input_metric_together_are_refused() -> None:
             "    input_metric: {namespace: N, metric_name: M}\n")
     with pytest.raises(ConfigError, match="source_stream or input_metric, not both"):
         load_config_text(text, env={})
+
+
+async def test_idle_time_billed_starts_when_the_prober_saw_it_start(moto: MotoServer) -> None:
+    # No uptime metric: the prober's own sighting of READY → RUNNING bounds the billed time,
+    # however long the input has been silent.
+    create_application(moto, status="READY")
+    incoming_records(moto, [(m, 0) for m in range(40, 0, -1)])
+    check = params(moto, expect_running=False, idle_after="30m", idle_lookback="30m")
+    async with stepped_check("flink_application", check) as handle:
+        stopped = await handle.run()
+        assert stopped.status == "up", stopped.reason
+        set_status(APP, "RUNNING")
+        started = await handle.run()
+    assert started.status == "degraded", started.reason  # idle is idle, expected or not
+    assert started.observations["idle_seconds"] >= 1800
+    assert started.observations["idle_kpu_hours"] < KPUS * 60 / 3600  # seconds, not 30 min
