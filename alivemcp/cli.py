@@ -197,14 +197,36 @@ def _select(checks: Sequence[ResolvedCheck], only: list[str]) -> list[ResolvedCh
     return chosen
 
 
+def _with_members(selected: list[ResolvedCheck], every: Sequence[ResolvedCheck]
+                  ) -> list[ResolvedCheck]:
+    """The selected checks plus every check they read (a composite's members), transitively:
+    a reader decides from its members' results, so they run first, once."""
+    by_name = {c.name: c for c in every}
+    chosen = {c.name: c for c in selected}
+    todo = list(selected)
+    while todo:
+        for ref in todo.pop().reads:
+            for member in ref.checks:
+                if member.name not in chosen and member.name in by_name:
+                    chosen[member.name] = by_name[member.name]
+                    todo.append(by_name[member.name])
+    return [c for c in every if c.name in chosen]
+
+
 async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json: bool) -> int:
-    from alivemcp.checks import build_handle
+    from alivemcp.checks import build_handle, check_info
     from alivemcp.plumbing import Plumbing
     from alivemcp.results import CheckResult
+    from alivemcp.status import StatusStore
 
+    checks = _with_members(checks, loaded.checks)
+    store = StatusStore()  # what readers (composites) see of the runs before theirs
+    store.set_checks(check_info(c) for c in checks)
     plumbing = Plumbing()
     limit = asyncio.Semaphore(loaded.config.scheduler.max_concurrency)
-    handles = [build_handle(c, plumbing) for c in checks]
+    handles = {c.name: build_handle(c, plumbing, results=store) for c in checks}
+    waiting = {c.name: {m.name for ref in c.reads for m in ref.checks} & handles.keys()
+               for c in checks}
     all_up = True
 
     async def one(handle: Any) -> CheckResult:
@@ -212,16 +234,23 @@ async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json
             return await handle.run()
 
     try:
-        for next_done in asyncio.as_completed([one(h) for h in handles]):
-            result = await next_done
-            all_up &= result.status is Status.UP
-            if as_json:
-                print(json.dumps(result.as_json(), default=str), flush=True)
-            else:
-                print(f"{result.status.value:<9} {result.check.name}  "
-                      f"({result.duration_seconds:.3f}s)  {result.reason}", flush=True)
+        # In waves: a check runs once every check it reads has a result (config refuses
+        # cycles, so every wave has at least one check).
+        while waiting:
+            ready = [name for name, needs in waiting.items() if not needs & waiting.keys()]
+            for name in ready:
+                del waiting[name]
+            for next_done in asyncio.as_completed([one(handles[n]) for n in ready]):
+                result = await next_done
+                store.record(result)
+                all_up &= result.status is Status.UP
+                if as_json:
+                    print(json.dumps(result.as_json(), default=str), flush=True)
+                else:
+                    print(f"{result.status.value:<9} {result.check.name}  "
+                          f"({result.duration_seconds:.3f}s)  {result.reason}", flush=True)
     finally:
-        await asyncio.gather(*(h.teardown() for h in handles))
+        await asyncio.gather(*(h.teardown() for h in handles.values()))
         await plumbing.aclose()
     return EXIT_OK if all_up else EXIT_NOT_UP
 

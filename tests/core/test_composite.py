@@ -347,3 +347,26 @@ async def test_rules_as_a_table(statuses: list[str], rule: str, quorum: int | No
         assert (await handles[-1].run()).status.value == expected
     finally:
         await plumbing.aclose()
+
+
+def test_check_cli_runs_members_first_and_once(tmp_path: Path) -> None:
+    """`alivemcp check --only` on a composite runs its members first (once each), then the
+    composite over their results; other checks are left alone."""
+    from tests.support import cli
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"checks": [
+        {"name": "dr-endpoint", "probe": "test_static", "params": {"reason": "fine"}},
+        {"name": "dr-replication", "probe": "test_static",
+         "params": {"status": "down", "reason": "replication lag 312s > 60s"}},
+        {"name": "unrelated", "probe": "test_static"},
+        {"name": "dr-ready", "probe": "composite",
+         "params": {"members": ["dr-endpoint", "dr-replication"]}},
+    ]}))
+    proc = cli("check", "--config", str(config), "--only", "dr-ready", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = [yaml.safe_load(line) for line in proc.stdout.splitlines()]
+    names = [r["check"] for r in rows]
+    assert sorted(names[:2]) == ["dr-endpoint", "dr-replication"] and names[2:] == ["dr-ready"]
+    assert rows[2]["status"] == "down"
+    assert rows[2]["reason"].startswith("dr-replication down (replication lag 312s > 60s)")

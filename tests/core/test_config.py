@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,7 @@ def test_example_config_validates_with_every_probe_type() -> None:
            "PAGERDUTY_ROUTING_KEY": "r0uting-key", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
     loaded = load_config_text(path.read_text(), env=env, base_dir=path.parent)
     types = {c.probe_type for c in loaded.checks}
-    assert types == {"mcp_endpoint", "kafka_canary", "kafka_consumer_lag",
-                     "kafka_partition_health", "s3_replication_lag", "s3_event_delivery",
-                     "s3_object_lambda", "s3_access_point", "firehose_freshness"}
+    pyproject = tomllib.loads((path.parents[1] / "pyproject.toml").read_text())
+    builtin = set(pyproject["project"]["entry-points"]["alivemcp.probes"])
+    assert types == builtin, f"example config lacks {builtin - types}"
     assert "fleet/https://a.example.com/mcp" in {c.name for c in loaded.checks}

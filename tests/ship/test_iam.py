@@ -28,7 +28,9 @@ from gen_reference import builtin_entry_points  # noqa: E402
 from alivemcp.registry import registry  # noqa: E402
 
 IAM = REPO / "deploy" / "iam"
-AWS_PROBES = sorted(n for n in builtin_entry_points() if n != "mcp_endpoint")
+#: Probe types that call no AWS API (so have no IAM policy).
+NO_AWS = {"mcp_endpoint", "composite"}
+AWS_PROBES = sorted(n for n in builtin_entry_points() if n not in NO_AWS)
 KAFKA_PLUMBING = REPO / "alivemcp" / "plumbing" / "kafka.py"
 # Actions AWS offers no resource-level permission for.
 RESOURCE_STAR_OK = {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"}
