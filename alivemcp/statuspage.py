@@ -1,9 +1,14 @@
 """The self-contained HTML status page served at ``GET /``.
 
 One file, no external assets (the daemon often runs where the browser cannot reach a CDN):
-inline CSS and JavaScript that poll the relative URL ``status`` (so the page also works behind
-a path-prefix proxy), group checks by a selectable label, and render only the rows in view so
-50,000 checks stay responsive. History comes from the JSON API (:mod:`alivemcp.api`): the 24h
+inline CSS and JavaScript that poll the relative URL ``status?view=brief`` (so the page also
+works behind a path-prefix proxy), group checks by a selectable label, and render only the rows
+in view so 50,000 checks stay responsive. The brief list leaves out each check's recent runs,
+observations and details (at 50,000 checks it is a fifth of the full document's ~50 MB); the
+page asks for those by name (``status?check=NAME&check=...``, on-screen rows first) only for the
+rows in the DOM, once per refresh, and for the opened check. A daemon older than those views
+sends full rows whatever the query: the page then draws from them and asks nothing by name.
+History comes from the JSON API (:mod:`alivemcp.api`): the 24h
 and 30d uptime columns from ``api/v1/checks`` at most once a minute, the daily (or hourly) bars
 only for the rows on screen, and an opened check's incidents. The page lives in
 ``statuspage.html`` beside this module so it can be edited as HTML; it is read once at import.

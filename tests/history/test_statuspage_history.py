@@ -637,6 +637,8 @@ FIRST_PAINT_FIGURES = f"""(() => {{
 async def first_paint(browser: Browser, standin: StandIn, tag: str) -> dict[str, Any]:
     """Load the page afresh and return its figures once rows and sparklines are drawn."""
     full, brief, asked = standin.full_requests, standin.brief_requests, len(standin.row_requests)
+    # From a blank page, so the last run's page (its heap) is gone before this one loads.
+    await browser.goto("about:blank")
     await browser.goto(f"{standin.url}?run={tag}#group=")
     await browser.wait_for(f"{PAGE}.firstPaintMs !== null", timeout=60)
     await browser.wait_for(SPARKS_DRAWN, timeout=60)
@@ -738,6 +740,10 @@ async def test_page_and_badges_from_the_real_daemon(tmp_path: Path, browser: Bro
             " li.querySelector('.first-reason').textContent === 'HTTP 503 from initialize')")
         assert await browser.evaluate(
             "document.querySelectorAll('#detail svg.timeline rect.incident').length") == 1
+        # Its recent runs come from the daemon's row asked by name (a "/" and spaces in it).
+        await browser.wait_for("/latency, last [1-9][0-9]* runs/"
+                               ".test(document.getElementById('detail').textContent)")
+        assert await browser.evaluate(f"{PAGE}.byName.get({json.dumps(SLASHED)})._brief")
 
         # It recovers: the incident ends (no longer ongoing), once.
         state_file.write_text("up\nall good\n")

@@ -435,6 +435,12 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
         )
         await browser.type_text("#filter", "")
         await browser.wait_for(f"{CHECK_ROWS}.length > 10")
+        # The daemon's brief list has no recent runs: each row's sparkline comes from its row
+        # asked by name ("fleet/endpoint 12": a "/" and a space in the query).
+        await browser.wait_for(f"[...{CHECK_ROWS}].every(r =>"
+                               " r.querySelector('svg.spark polyline') !== null)")
+        assert await browser.evaluate(
+            f"{PAGE}.rowRequests > 0 && {PAGE}.checks.every(c => c._brief)")
         await browser.screenshot(SCREENSHOTS / "statuspage-daemon.png")
         assert await browser.evaluate("window.__csp") == []
         assert browser.exceptions == []
