@@ -348,7 +348,11 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
                 else:
                     findings.add(Status.DOWN, line)
                 continue
-            put.sequence_number = str(answer.get("SequenceNumber"))
+            if not answer.get("SequenceNumber"):
+                findings.add(Status.DOWN, f"PutRecords on {where} answered neither a sequence "
+                                          "number nor an error code")
+                continue
+            put.sequence_number = str(answer["SequenceNumber"])
             put.landed = str(answer.get("ShardId") or put.shard.shard_id)
             put.put_at = started
         if resp.get("FailedRecordCount") and not any(a.get("ErrorCode") for a in answers):

@@ -134,12 +134,12 @@ def put_metric(moto: MotoServer, stream: str, name: str, values: list[float]) ->
 @dataclass
 class KinesisStandIn:
     """Forwards every Kinesis call to moto; ``fail`` decides a per-record ErrorCode for a
-    PutRecords entry (None: the record goes through), ``throttle_calls`` answers whole
-    PutRecords calls with a throttling error, ``hide_records`` empties GetRecords answers."""
+    PutRecords entry (None: the record goes through), ``throttle`` names the actions answered
+    as a whole with a throttling error, ``hide_records`` empties GetRecords answers."""
 
     moto: MotoServer
     fail: Callable[[dict[str, Any]], str | None] | None = None
-    throttle_calls: bool = False
+    throttle: frozenset[str] = frozenset()
     hide_records: bool = False
     port: int = 0
     failed: list[str] = field(default_factory=list)
@@ -154,7 +154,7 @@ class KinesisStandIn:
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         action = request.headers.get("X-Amz-Target", "").removeprefix(_TARGET)
-        if action == "PutRecords" and self.throttle_calls:
+        if action in self.throttle:
             return _json(400, {"__type": THROTTLED,
                                "message": "Rate exceeded for stream under account."})
         failures: dict[int, str] = {}

@@ -122,13 +122,26 @@ async def test_throttling_that_stops_resets_the_count(moto: MotoServer) -> None:
 
 async def test_whole_call_throttled_is_degraded_naming_the_stream(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=2)
-    async with stand_in(moto, throttle_calls=True) as proxy:
+    async with stand_in(moto, throttle=frozenset({"PutRecords"})) as proxy:
         result = await run_check("kinesis_canary", {**params(moto, "events"),
                                                     "aws": proxy.aws_params()})
     assert result.status == "degraded", result.reason
     assert result.reason.startswith("PutRecords on stream events throttled as a whole "
                                     "(shardId-000000000000, shardId-000000000001)")
     assert THROTTLED in result.reason
+
+
+async def test_read_throttling_is_degraded_naming_the_shard(moto: MotoServer) -> None:
+    create_stream(moto, "events", shards=2)
+    async with stand_in(moto, throttle=frozenset({"GetRecords"})) as proxy:
+        result = await run_check("kinesis_canary", {**params(moto, "events"),
+                                                    "aws": proxy.aws_params()})
+    assert result.status == "degraded", result.reason
+    assert result.reason.startswith(
+        "reading the canary back from stream events shard shardId-000000000000 throttled: "
+        f"{THROTTLED}")
+    assert "shard shardId-000000000001 throttled" in result.reason
+    assert result.observations["failed_put_records"] == 0  # the writes went through
 
 
 async def test_canary_not_readable_is_down_naming_the_shard(moto: MotoServer) -> None:
