@@ -1,0 +1,700 @@
+"""``firehose_freshness``: is a Firehose delivery stream delivering, on time and intact?
+
+Firehose never reports a failed delivery to the writer: records go stale in the buffer, get
+garbled by a transformation Lambda, land under the wrong partition, or land silently under the
+error prefix. Each run:
+
+1. **Stream state**: ``DescribeDeliveryStream`` must say ``ACTIVE``; the S3 destination's
+   buffering hints, prefixes, compression, dynamic partitioning and format conversion shape the
+   rest.
+2. **Freshness metric**: CloudWatch ``AWS/Firehose`` ``DeliveryToS3.DataFreshness`` (Maximum
+   over the last whole periods, window aligned to the period, exact dimensions) against the
+   thresholds; ``DeliveryToS3.Success`` below 1 is degraded.
+3. **Error prefix watch**: objects that appeared under the error output prefix since the last
+   run are ``down`` (count + sample keys); objects seen before do not re-alert.
+4. **End-to-end canary**: a JSON record with a unique id (plus ``canary_fields``), put with
+   ``PutRecord`` into a direct-PUT stream, or into the *source Kinesis stream* of a
+   Kinesis-sourced one (``KinesisStreamSourceDescription``; Firehose refuses PutRecord there),
+   with ``partition_key``. It is looked for in *later* runs (delivery takes at least the buffer
+   interval, and a run must not block the scheduler for it) under the expected prefix:
+   ``expected_prefix`` or the destination's ``Prefix``, its ``!{timestamp:...}`` expanded for
+   the put time and its ``!{partitionKeyFromQuery:k}``/``!{partitionKeyFromLambda:k}`` from
+   ``partition_keys``, else from the stream's JQ ``MetadataExtractionQuery`` (the simple
+   ``{k: .path}`` form inline parsing writes) evaluated over the canary, else
+   ``canary_fields[k]``. A key it cannot fill is ``unknown`` and no canary is put (it would
+   only add a partitioning failure). The canary's line must come back as valid,
+   newline-delimited JSON: base64 text, or records run together, is the transformation trap
+   and ``down``. Once the canary is overdue, the probe also looks for it under the stream's
+   whole prefix and the error prefixes: found under another partition is ``down`` naming the
+   expected and the found prefix; found in the error output is ``down`` naming the error type.
+   Not found by ``down_above`` is ``down`` naming the stream it was put into and the expected
+   prefix. The last resolved canary's verdict holds until the next canary resolves, so a
+   garbled or missing delivery does not flap back to green.
+
+   **Parquet/ORC** (``DataFormatConversionConfiguration`` enabled): the objects are binary and
+   the records in them are not decoded. What is verified: an object written after the put
+   appeared under the expected (expanded) prefix within the thresholds, and it is a complete
+   file of the configured format (``PAR1`` at both ends for Parquet; ``ORC`` at the start and
+   before the postscript-length byte for ORC). What is not: that the object holds the canary
+   (Firehose keeps only the Glue table's columns) or that its rows are right. With
+   ``canary_fields`` that route the canary to a partition of its own, an object there after
+   the put is the canary's delivery; a canary that failed conversion is found by its id in the
+   ``format-conversion-failed`` error output.
+
+Retries: each AWS call makes up to ``aws.max_attempts`` attempts in all (5xx, throttling and
+connection failures only), and retries stop by the check's timeout, so an error that keeps
+coming back is reported as itself rather than as the check's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing.aws import aws_check_deadline
+from alivemcp.plumbing.canary import check_slug
+from alivemcp.probe import Observable, Probe, ProbeResult, Status
+from alivemcp.verdict import Findings
+from probes.firehose_freshness.delivery import (
+    DeliveryCheck,
+    columnar_problem,
+    scan_delivery,
+)
+from probes.firehose_freshness.params import FirehoseFreshnessParams
+from probes.firehose_freshness.prefixes import (
+    ERROR_TYPES,
+    Destination,
+    ExpandedPrefix,
+    UnresolvedKey,
+    error_listing_prefixes,
+    expected_prefixes,
+    jq_partition_keys,
+    partition_expressions,
+    s3_destination,
+    static_part,
+)
+
+__all__ = ["FirehoseFreshnessProbe"]
+
+#: The seed's alarm: DataFreshness above 15 minutes means records are not getting out.
+SEED_DOWN_SECONDS = 900.0
+_CHUNK = 256 * 1024
+#: A request the stream or bucket refuses as invalid blames the delivery path (as a 5xx does).
+_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
+_FORMAT_NAME = {"parquet": "Parquet", "orc": "ORC"}
+
+
+@dataclass
+class _Canary:
+    record_id: str
+    put_at: datetime
+    #: Where the record was put, for reasons: "Kinesis stream X (partition key K)"...
+    put_into: str
+    expected: list[ExpandedPrefix]
+    scanned: set[str] = field(default_factory=set)
+    saw_binary: bool = False
+
+    @property
+    def expected_shown(self) -> str:
+        # The put-time expansion (the list holds a moment either side for hour boundaries).
+        return self.expected[min(1, len(self.expected) - 1)].shown
+
+
+@dataclass
+class _CanaryVerdict:
+    record_id: str
+    status: Status
+    reason: str
+    freshness: float | None = None
+    key: str | None = None
+    #: What "delivered" meant for this canary, for the all-well reason.
+    summary: str | None = None
+    verified: str | None = None
+
+
+@dataclass
+class _Hit:
+    key: str
+    modified: datetime
+    check: DeliveryCheck
+    #: "expected", "elsewhere" (another prefix of the stream) or "error" (the error output).
+    place: str = "expected"
+    size: int = 0
+
+
+class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
+    Params = FirehoseFreshnessParams
+    summary = "Firehose stream ACTIVE, DataFreshness, error prefix and a canary record in S3"
+    target_param = "stream_name"
+    default_timeout = 30.0
+    observables = (
+        Observable("buffer_interval_seconds", "The destination's buffering interval."),
+        Observable("data_freshness_seconds",
+                   "CloudWatch DataFreshness: age of the oldest record not yet delivered."),
+        Observable("delivery_success_ratio", "CloudWatch DeliveryToS3.Success (1: all)."),
+        Observable("new_error_objects", "Objects that appeared under the error prefix."),
+        Observable("canary_freshness_seconds", "Put of the canary record to its object in S3."),
+        Observable("canary_pending_seconds", "Age of the canary still awaited in S3."),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: _Canary | None = None
+        self._last_canary: _CanaryVerdict | None = None
+        self._error_watermark: datetime | None = None
+        self._error_seen_at_watermark: set[str] = set()
+
+    async def probe(self) -> ProbeResult:
+        with aws_check_deadline(self.context.timeout):
+            return await self._probe()
+
+    async def _probe(self) -> ProbeResult:
+        p = self.params
+        aws = self.context.plumbing.aws
+        firehose = await aws.client("firehose", p.aws)
+        findings = Findings()
+        try:
+            described = await firehose.describe_delivery_stream(DeliveryStreamName=p.stream_name)
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES, reason=_describe_failure(err.kind, p.stream_name))
+            return findings.result()
+        desc = described.get("DeliveryStreamDescription") or {}
+        status = desc.get("DeliveryStreamStatus")
+        if status != "ACTIVE":
+            failure = (desc.get("FailureDescription") or {}).get("Details")
+            return ProbeResult.down(
+                f"delivery stream {p.stream_name} is {status}, not ACTIVE"
+                + (f": {failure}" if failure else ""),
+                details={"stream": p.stream_name, "stream_status": status},
+            )
+        dest = s3_destination(desc)
+        if dest is None:
+            return ProbeResult.unknown(
+                f"{p.stream_name} has no S3 destination: only S3 delivery is checked"
+            )
+        degraded_above, down_above = self._thresholds(dest)
+        findings.observe("buffer_interval_seconds", dest.buffer_interval)
+        findings.details.update(
+            stream=p.stream_name,
+            bucket=dest.bucket,
+            prefix=dest.prefix,
+            error_prefix=dest.error_prefix,
+            compression=dest.compression,
+            degraded_above_seconds=degraded_above,
+            down_above_seconds=down_above,
+        )
+        if dest.columnar:
+            findings.details["format_conversion"] = dest.columnar
+        if dest.dynamic_partitioning:
+            findings.details["dynamic_partitioning"] = True
+        s3 = await aws.client("s3", p.aws)
+        cloudwatch = await aws.client("cloudwatch", p.aws)
+        await self._check_metrics(cloudwatch, degraded_above, down_above, findings)
+        await self._check_errors(s3, dest, findings)
+        if p.canary:
+            await self._check_canary(firehose, s3, desc, dest, degraded_above, down_above,
+                                     findings)
+        findings.details["findings"] = findings.as_json()
+        return findings.result(_all_well(findings, self._last_canary))
+
+    # --- thresholds ---
+
+    def _thresholds(self, dest: Destination) -> tuple[float, float]:
+        p = self.params
+        down = p.down_above or max(SEED_DOWN_SECONDS, dest.buffer_interval + 2 * p.margin)
+        degraded = p.degraded_above or dest.buffer_interval + p.margin
+        return min(degraded, down), down
+
+    # --- CloudWatch ---
+
+    async def _check_metrics(self, cloudwatch: Any, degraded_above: float, down_above: float,
+                             findings: Findings) -> None:
+        p = self.params
+        period = max(60, int(p.metric_period) // 60 * 60)  # standard-resolution periods
+        end_epoch = int(time.time()) // period * period
+        end = datetime.fromtimestamp(end_epoch, UTC)
+        start = end - timedelta(seconds=period * p.metric_periods)
+        dims = [{"Name": "DeliveryStreamName", "Value": p.stream_name}]
+
+        def query(qid: str, name: str, stat: str) -> dict[str, Any]:
+            metric = {"Namespace": "AWS/Firehose", "MetricName": name, "Dimensions": dims}
+            return {"Id": qid, "MetricStat": {"Metric": metric, "Period": period, "Stat": stat},
+                    "ReturnData": True}
+
+        try:
+            resp = await cloudwatch.get_metric_data(
+                MetricDataQueries=[
+                    query("freshness", "DeliveryToS3.DataFreshness", "Maximum"),
+                    query("success", "DeliveryToS3.Success", "Average"),
+                ],
+                StartTime=start,
+                EndTime=end,
+            )
+        except ProbeError as err:
+            # The metrics are the prober's view of the stream, not the stream itself.
+            findings.add(Status.UNKNOWN, f"cannot read CloudWatch metrics: {err.operation}: "
+                                         f"{err.detail}")
+            return
+        values = {r["Id"]: [float(v) for v in r.get("Values", [])]
+                  for r in resp.get("MetricDataResults", [])}
+        findings.details["metric_window"] = {"start": start.isoformat(), "end": end.isoformat(),
+                                             "period_seconds": period}
+        freshness = values.get("freshness") or []
+        if freshness:
+            worst = max(freshness)
+            findings.observe("data_freshness_seconds", worst)
+            if worst > down_above:
+                findings.add(Status.DOWN, f"DataFreshness {worst:.0f}s is over the "
+                                          f"{down_above:.0f}s limit (records stale)")
+            elif worst > degraded_above:
+                findings.add(Status.DEGRADED, f"DataFreshness {worst:.0f}s is over "
+                                              f"{degraded_above:.0f}s")
+        else:
+            findings.details["metric_note"] = "no DataFreshness datapoints in the window"
+        success = values.get("success") or []
+        if success:
+            lowest = min(success)
+            findings.observe("delivery_success_ratio", lowest)
+            if lowest < 1:
+                findings.add(Status.DEGRADED, f"DeliveryToS3.Success {lowest:.2f} < 1: "
+                                              "some S3 deliveries failed")
+
+    # --- error prefix ---
+
+    def _error_prefixes(self, dest: Destination) -> list[str]:
+        p = self.params
+        return (list(p.error_prefixes) if p.error_prefixes is not None
+                else error_listing_prefixes(dest.error_prefix))
+
+    async def _check_errors(self, s3: Any, dest: Destination, findings: Findings) -> None:
+        p = self.params
+        prefixes = self._error_prefixes(dest)
+        findings.details["error_prefixes_watched"] = prefixes
+        now = datetime.now(UTC)
+        watermark = self._error_watermark or now - timedelta(seconds=p.error_lookback)
+        listed: list[dict[str, Any]] = []
+        try:
+            for prefix in prefixes:
+                listed += await _list(s3, dest.bucket, prefix, p.max_list_pages)
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES,
+                               reason=f"listing error prefixes in {dest.bucket}: {err.operation}")
+            return
+        seen = self._error_seen_at_watermark
+        new = [
+            obj for obj in listed
+            if obj["LastModified"] > watermark
+            or (obj["LastModified"] == watermark and obj["Key"] not in seen)
+        ]
+        newest = max((obj["LastModified"] for obj in listed), default=watermark)
+        self._error_watermark = max(newest, watermark)
+        self._error_seen_at_watermark = {
+            obj["Key"] for obj in listed if obj["LastModified"] == self._error_watermark
+        }
+        findings.observe("new_error_objects", float(len(new)))
+        if not new:
+            return
+        new.sort(key=lambda obj: obj["LastModified"])
+        samples = [obj["Key"] for obj in new[-5:]]
+        kinds = sorted({kind for kind in ERROR_TYPES if any(kind in k for k in samples)})
+        findings.details["new_error_objects"] = {"count": len(new), "sample_keys": samples}
+        what = f" ({', '.join(kinds)})" if kinds else ""
+        findings.add(Status.DOWN, f"{len(new)} new object(s) under the error prefix{what} since "
+                                  f"the last run, e.g. {samples[-1]}")
+
+    # --- canary ---
+
+    async def _check_canary(self, firehose: Any, s3: Any, desc: Mapping[str, Any],
+                            dest: Destination, degraded_above: float, down_above: float,
+                            findings: Findings) -> None:
+        p = self.params
+        stream_type = desc.get("DeliveryStreamType") or "DirectPut"
+        source_arn = _kinesis_source(desc) if stream_type == "KinesisStreamAsSource" else None
+        skipped = _canary_skipped(dest, stream_type, source_arn)
+        if skipped is not None:
+            findings.details["canary"] = f"skipped: {skipped}"
+            return
+        if self._pending is not None:
+            await self._verify_pending(s3, dest, degraded_above, down_above, findings)
+        if self._pending is None:
+            if not await self._put_canary(firehose, dest, source_arn, findings):
+                self._canary_findings(degraded_above, down_above, findings)
+                return
+            if dest.buffer_interval <= p.canary_inline_wait:
+                deadline = time.monotonic() + p.canary_inline_wait
+                while self._pending is not None and time.monotonic() < deadline:
+                    if not await self._verify_pending(s3, dest, degraded_above, down_above,
+                                                      findings):
+                        break
+                    if self._pending is not None:
+                        await asyncio.sleep(0.5)
+        self._canary_findings(degraded_above, down_above, findings)
+
+    def _canary_record(self, record_id: str, put_at: datetime) -> dict[str, Any]:
+        p = self.params
+        record: dict[str, Any] = {"sent_at": put_at.isoformat(), "check": self.context.name}
+        record.update(p.canary_fields)
+        record[p.canary_id_field] = record_id  # last: no canary field can overwrite the id
+        return record
+
+    def _partition_values(self, dest: Destination, record: Mapping[str, Any]) -> dict[str, str]:
+        """Values for the partition expressions of the expected prefix (and the query keys of
+        the stream's own prefix, which Firehose will compute); raises UnresolvedKey."""
+        p = self.params
+        computed = (jq_partition_keys(dest.metadata_query, record)
+                    if dest.metadata_query else None)
+        values: dict[str, str] = {}
+        expected = partition_expressions(p.expected_prefix or dest.prefix)
+        for expr in dict.fromkeys([*expected, *partition_expressions(dest.prefix)]):
+            kind, _, key = expr.partition(":")
+            value = p.partition_keys.get(key)
+            if value is None and kind == "partitionKeyFromQuery":
+                if computed is not None:
+                    value = computed.get(key)
+                elif _scalar(p.canary_fields.get(key)):
+                    value = _key_text(p.canary_fields[key])
+            if value is not None:
+                values[expr] = value
+            elif expr in expected or computed is not None:
+                # Firehose itself would fail to partition this canary (the query finds no
+                # value): it would only add an object under partitioning-failed/.
+                raise UnresolvedKey(f"!{{{expr}}}")
+        return values
+
+    async def _put_canary(self, firehose: Any, dest: Destination, source_arn: str | None,
+                          findings: Findings) -> bool:
+        """Put a new canary record; False when it was not put (a finding says why)."""
+        p = self.params
+        record_id = uuid.uuid4().hex
+        put_at = datetime.now(UTC)
+        record = self._canary_record(record_id, put_at)
+        try:
+            values = self._partition_values(dest, record)
+        except UnresolvedKey as missing:
+            query = f" (the stream's query is {dest.metadata_query})" if dest.metadata_query else ""
+            findings.add(Status.UNKNOWN, (
+                f"cannot tell where the canary would land: no value for {missing.expression}"
+                f"{query}; set canary_fields so the query finds it, or partition_keys"))
+            return False
+        expected = expected_prefixes(p.expected_prefix or dest.prefix, put_at, values,
+                                     dynamic_partitioning=dest.dynamic_partitioning)
+        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        if source_arn is None:
+            put_into = f"delivery stream {p.stream_name}"
+            try:
+                await firehose.put_record(DeliveryStreamName=p.stream_name,
+                                          Record={"Data": data})
+            except ProbeError as err:
+                findings.add_error(err, _OVERRIDES, reason="prober credentials"
+                                   if err.kind is ErrorKind.AUTH
+                                   else "PutRecord of the canary failed")
+                return False
+        else:
+            name = source_arn.split("/", 1)[-1]
+            partition_key = p.partition_key or f"alivemcp-canary-{check_slug(self.context.name)}"
+            put_into = f"Kinesis stream {name} (partition key {partition_key})"
+            try:
+                kinesis = await self.context.plumbing.aws.client(
+                    "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region)
+                await kinesis.put_record(StreamARN=source_arn, Data=data,
+                                         PartitionKey=partition_key)
+            except ProbeError as err:
+                findings.add_error(err, _OVERRIDES, reason=_kinesis_put_failure(err.kind, name))
+                return False
+        self._pending = _Canary(record_id, put_at, put_into, expected)
+        return True
+
+    async def _verify_pending(self, s3: Any, dest: Destination, degraded_above: float,
+                              down_above: float, findings: Findings) -> bool:
+        """Look for the pending canary in S3 and resolve it when found or overdue; False when
+        the search failed (a finding says why)."""
+        canary = self._pending
+        assert canary is not None
+        age = (datetime.now(UTC) - canary.put_at).total_seconds()
+        try:
+            hit = await self._search(s3, dest, canary)
+            if hit is None and age > degraded_above:
+                # Overdue: it may have landed, just not where it should.
+                hit = await self._search_elsewhere(s3, dest, canary)
+        except ProbeError as err:
+            findings.add_error(err, _OVERRIDES, reason=f"looking for the canary in "
+                                                       f"{dest.bucket}: {err.operation}")
+            return False
+        if hit is not None:
+            self._last_canary = _resolve(canary, dest, hit)
+            self._pending = None
+            return True
+        if age > down_above:
+            self._last_canary = _CanaryVerdict(
+                canary.record_id, Status.DOWN,
+                f"canary record {canary.record_id} put into {canary.put_into} not found under "
+                f"s3://{dest.bucket}/{canary.expected_shown} after {age:.0f}s "
+                f"(limit {down_above:.0f}s): records are not being delivered"
+                + (" (objects delivered since hold undecodable bytes: a transformation Lambda "
+                   "returning plain text where base64 was due garbles records this way)"
+                   if canary.saw_binary else ""),
+            )
+            self._pending = None
+        return True
+
+    def _canary_findings(self, degraded_above: float, down_above: float,
+                         findings: Findings) -> None:
+        """The last resolved canary's verdict (it holds until the next one resolves) and the
+        pending one's age."""
+        last = self._last_canary
+        if last is not None:
+            findings.details["canary"] = {"id": last.record_id, "status": last.status.value,
+                                          "reason": last.reason, "key": last.key}
+            if last.verified:
+                findings.details["canary"]["verified"] = last.verified
+            if last.freshness is not None:
+                findings.observe("canary_freshness_seconds", last.freshness)
+            if last.status is not Status.UP:
+                findings.add(last.status, last.reason)
+            elif last.freshness is not None and last.freshness > down_above:
+                findings.add(Status.DOWN, f"canary took {last.freshness:.0f}s end to end "
+                                          f"(limit {down_above:.0f}s)")
+            elif last.freshness is not None and last.freshness > degraded_above:
+                findings.add(Status.DEGRADED, f"canary took {last.freshness:.0f}s end to end "
+                                              f"(over {degraded_above:.0f}s)")
+        pending = self._pending
+        if pending is not None:
+            age = (datetime.now(UTC) - pending.put_at).total_seconds()
+            findings.observe("canary_pending_seconds", age)
+            findings.details["canary_pending"] = {
+                "id": pending.record_id, "age_seconds": round(age, 1),
+                "put_into": pending.put_into, "expected_prefix": pending.expected_shown}
+            if age > degraded_above:
+                findings.add(Status.DEGRADED, f"canary {pending.record_id} not delivered yet "
+                                              f"under {pending.expected_shown} after {age:.0f}s")
+
+    def _since(self, canary: _Canary) -> datetime:
+        # The object holding the canary is written after the put; LastModified has whole
+        # seconds, and the prober's clock may be a little off S3's.
+        return canary.put_at.replace(microsecond=0) - timedelta(seconds=5)
+
+    async def _search(self, s3: Any, dest: Destination, canary: _Canary) -> _Hit | None:
+        """The canary under its expected prefix (for Parquet/ORC: the first object there
+        since the put)."""
+        p = self.params
+        since = self._since(canary)
+        candidates: dict[str, dict[str, Any]] = {}
+        for listing in dict.fromkeys(e.listing for e in canary.expected):
+            for obj in await _list(s3, dest.bucket, listing, p.max_list_pages):
+                key = obj["Key"]
+                if (obj["LastModified"] >= since and key not in canary.scanned
+                        and any(e.holds(key) for e in canary.expected)):
+                    candidates[key] = obj
+        oldest_first = sorted(candidates.values(), key=lambda o: o["LastModified"])
+        for obj in oldest_first[: p.canary_max_objects]:
+            if dest.columnar:
+                return await self._columnar_hit(s3, dest, obj)
+            check = await self._scan(s3, dest, obj["Key"])
+            canary.scanned.add(obj["Key"])
+            canary.saw_binary = canary.saw_binary or check.binary
+            if check.found:
+                return _Hit(obj["Key"], obj["LastModified"], check)
+        return None
+
+    async def _search_elsewhere(self, s3: Any, dest: Destination,
+                                canary: _Canary) -> _Hit | None:
+        """The overdue canary anywhere else the stream writes: other partitions of its prefix
+        (JSON deliveries only: Parquet/ORC rows are not decoded) and the error output."""
+        p = self.params
+        since = self._since(canary)
+        errors = self._error_prefixes(dest)
+        # Error prefixes first: an error prefix inside the destination prefix counts as errors.
+        listings = list(errors) if dest.columnar else [*errors, static_part(dest.prefix)]
+        candidates: dict[str, tuple[dict[str, Any], bool]] = {}
+        for listing in dict.fromkeys(listings):
+            in_errors = listing in errors
+            for obj in await _list(s3, dest.bucket, listing, p.max_list_pages):
+                key = obj["Key"]
+                if (obj["LastModified"] >= since and key not in canary.scanned
+                        and not any(e.holds(key) for e in canary.expected)):
+                    candidates.setdefault(key, (obj, in_errors))
+        oldest_first = sorted(candidates.values(), key=lambda c: c[0]["LastModified"])
+        for obj, in_errors in oldest_first[: p.canary_max_objects]:
+            check = await self._scan(s3, dest, obj["Key"])
+            canary.scanned.add(obj["Key"])
+            if check.found:
+                return _Hit(obj["Key"], obj["LastModified"], check,
+                            place="error" if in_errors else "elsewhere")
+        return None
+
+    async def _scan(self, s3: Any, dest: Destination, key: str) -> DeliveryCheck:
+        p = self.params
+        canary = self._pending
+        assert canary is not None
+        resp = await s3.get_object(Bucket=dest.bucket, Key=key)
+        async with resp["Body"] as stream:
+            return await scan_delivery(
+                _chunks(stream), canary.record_id, transformed=dest.transformed,
+                max_bytes=p.canary_max_object_bytes, newline_hint=_newline_hint(dest),
+            )
+
+    async def _columnar_hit(self, s3: Any, dest: Destination, obj: Mapping[str, Any]) -> _Hit:
+        """A Parquet/ORC object: its first and last four bytes (two ranged GETs), not its
+        rows."""
+        fmt = dest.columnar or "parquet"
+        size = int(obj.get("Size", 0))
+        head = tail = b""
+        if size >= 8:
+            head = await _read_range(s3, dest.bucket, obj["Key"], "bytes=0-3")
+            tail = await _read_range(s3, dest.bucket, obj["Key"], "bytes=-4")
+        problem = columnar_problem(fmt, head, tail, size)
+        if problem is not None:
+            problem = f"{_FORMAT_NAME[fmt]} object {obj['Key']} {problem}"
+        return _Hit(obj["Key"], obj["LastModified"], DeliveryCheck(True, problem), size=size)
+
+
+def _resolve(canary: _Canary, dest: Destination, hit: _Hit) -> _CanaryVerdict:
+    """The verdict on a canary that was found."""
+    freshness = max(0.0, (hit.modified - canary.put_at).total_seconds())
+    rid = canary.record_id
+    if hit.place == "error":
+        kind = next((k for k in ERROR_TYPES if k in hit.key), "error output")
+        return _CanaryVerdict(rid, Status.DOWN, (
+            f"canary record {rid} put into {canary.put_into} was written to the error output "
+            f"s3://{dest.bucket}/{hit.key} ({kind}) instead of "
+            f"s3://{dest.bucket}/{canary.expected_shown}{_ERROR_HINT.get(kind, '')}"),
+            freshness, hit.key)
+    if hit.place == "elsewhere":
+        found = hit.key.rsplit("/", 1)[0] + "/" if "/" in hit.key else ""
+        garbled = f"; also {hit.check.problem}" if hit.check.problem else ""
+        return _CanaryVerdict(rid, Status.DOWN, (
+            f"canary record {rid} put into {canary.put_into} landed under "
+            f"s3://{dest.bucket}/{found}, not under the expected "
+            f"s3://{dest.bucket}/{canary.expected_shown}: the stream's prefix or partition keys "
+            f"(stream prefix {dest.prefix!r}) route it elsewhere than expected{garbled}"),
+            freshness, hit.key)
+    if hit.check.problem:
+        return _CanaryVerdict(rid, Status.DOWN, hit.check.problem, freshness, hit.key)
+    if dest.columnar:
+        name = _FORMAT_NAME[dest.columnar]
+        verified = (
+            f"a complete {name} file ({hit.size} bytes, magic bytes at both ends) appeared "
+            f"under s3://{dest.bucket}/{canary.expected_shown} {freshness:.0f}s after the "
+            f"canary was put into {canary.put_into}; its rows are not decoded, so that it "
+            "holds the canary is not verified")
+        return _CanaryVerdict(rid, Status.UP, "delivered", freshness, hit.key,
+                              summary=f"{name} object under the canary's prefix in "
+                                      f"{freshness:.0f}s (magic bytes checked, rows not "
+                                      "decoded)",
+                              verified=verified)
+    return _CanaryVerdict(rid, Status.UP, "delivered", freshness, hit.key,
+                          summary=f"canary delivered in {freshness:.0f}s",
+                          verified=f"canary's JSON line intact under "
+                                   f"s3://{dest.bucket}/{canary.expected_shown}")
+
+
+_ERROR_HINT = {
+    "partitioning-failed": ": dynamic partitioning could not compute its partition keys "
+                           "(the query or Lambda found no value)",
+    "format-conversion-failed": ": the record could not be converted to the table's format "
+                                "(not JSON the schema accepts: a transformation Lambda "
+                                "returning base64 or plain text does this)",
+    "processing-failed": ": the transformation Lambda failed or returned ProcessingFailed",
+    "delivery-failed": ": S3 refused the delivery (bucket policy, KMS key, bucket gone)",
+}
+
+
+async def _chunks(stream: Any) -> AsyncIterator[bytes]:
+    while chunk := await stream.read(_CHUNK):
+        yield chunk
+
+
+async def _read_range(s3: Any, bucket: str, key: str, byte_range: str) -> bytes:
+    resp = await s3.get_object(Bucket=bucket, Key=key, Range=byte_range)
+    async with resp["Body"] as stream:
+        return bytes(await stream.read())
+
+
+async def _list(s3: Any, bucket: str, prefix: str, max_pages: int) -> list[dict[str, Any]]:
+    """The objects under ``prefix``, at most ``max_pages`` ListObjectsV2 pages of them."""
+    objects: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    for _ in range(max_pages):
+        resp = await s3.list_objects_v2(**kwargs)
+        objects += resp.get("Contents", [])
+        token = resp.get("NextContinuationToken")
+        if not resp.get("IsTruncated") or not token:
+            break
+        kwargs["ContinuationToken"] = token
+    return objects
+
+
+def _kinesis_source(desc: Mapping[str, Any]) -> str | None:
+    source = (desc.get("Source") or {}).get("KinesisStreamSourceDescription") or {}
+    arn = source.get("KinesisStreamARN")
+    return str(arn) if arn else None
+
+
+def _arn_region(arn: str) -> str | None:
+    parts = arn.split(":")
+    return (parts[3] or None) if len(parts) > 3 else None
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _key_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _newline_hint(dest: Destination) -> str:
+    if dest.dynamic_partitioning and not dest.appends_newline:
+        return ", or enable the AppendDelimiterToRecord processor"
+    return ""
+
+
+def _canary_skipped(dest: Destination, stream_type: str, source_arn: str | None) -> str | None:
+    """Why no canary can be put or found for this stream (None: it can)."""
+    if stream_type == "KinesisStreamAsSource" and source_arn is None:
+        return "the stream reads from Kinesis but names no source stream"
+    if stream_type not in ("DirectPut", "KinesisStreamAsSource"):
+        return f"the stream's source is {stream_type} (only direct PUT and Kinesis are written)"
+    if not dest.columnar and dest.compression not in ("UNCOMPRESSED", "GZIP"):
+        return f"cannot read {dest.compression} objects"
+    return None
+
+
+def _describe_failure(kind: ErrorKind, stream: str) -> str:
+    if kind is ErrorKind.AUTH:
+        return "prober credentials"
+    if kind is ErrorKind.NOT_FOUND:
+        return f"delivery stream {stream} not found"
+    if kind is ErrorKind.PERMISSION:
+        return f"not allowed to describe {stream}"
+    return "DescribeDeliveryStream failed"
+
+
+def _kinesis_put_failure(kind: ErrorKind, stream: str) -> str:
+    if kind is ErrorKind.AUTH:
+        return "prober credentials"
+    if kind is ErrorKind.NOT_FOUND:
+        return f"source Kinesis stream {stream} not found"
+    if kind is ErrorKind.PERMISSION:
+        return f"not allowed to put the canary into Kinesis stream {stream}"
+    return f"PutRecord of the canary into Kinesis stream {stream} failed"
+
+
+def _all_well(findings: Findings, last: _CanaryVerdict | None) -> str:
+    """The reason when nothing is wrong: what was checked and how fresh it was."""
+    parts = ["stream ACTIVE"]
+    metric = findings.observations.get("data_freshness_seconds")
+    if metric is not None:
+        parts.append(f"DataFreshness {metric:.0f}s")
+    if last is not None and last.status is Status.UP and last.summary:
+        parts.append(last.summary)
+    elif "canary_pending" in findings.details:
+        parts.append("canary pending")
+    return ", ".join(parts)
