@@ -184,10 +184,10 @@ def columnar_problem(fmt: str, head: bytes, tail: bytes, size: int) -> str | Non
     """Why an object is not a complete ``fmt`` ("parquet"/"orc") file, judged by its first
     and last four bytes; None when both magics are there."""
     start, end = _MAGIC[fmt]
-    name = "Parquet" if fmt == "parquet" else "ORC"
+    name, article = ("Parquet", "a") if fmt == "parquet" else ("ORC", "an")
     if not head.startswith(start):
         return (f"does not start with the {name} magic {start.decode()!r} "
-                f"(first bytes {head[:4]!r}): not a {name} file")
+                f"(first bytes {head[:4]!r}): not {article} {name} file")
     ends = tail.endswith(end) if fmt == "parquet" else tail[:-1].endswith(end)
     if size < 2 * len(start) + 4 or not ends:
         return (f"does not end like a complete {name} file (last bytes {tail[-4:]!r}, "

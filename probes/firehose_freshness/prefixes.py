@@ -240,7 +240,7 @@ _JQ_ENTRY = re.compile(
     re.S,
 )
 _JQ_SEGMENT = re.compile(
-    r"""\.(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|\[\s*"(?P<quoted>[^"]+)"\s*\])"""
+    r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)|\.?\[\s*"(?P<quoted>[^"]+)"\s*\]"""
 )
 
 
@@ -260,7 +260,8 @@ def jq_partition_keys(query: str, document: Mapping[str, Any]) -> dict[str, str]
         key = parsed.group("quoted") or parsed.group("name")
         path = parsed.group("path")
         segments = list(_JQ_SEGMENT.finditer(path))
-        if not segments or "".join(s.group(0) for s in segments) != path.replace(" ", ""):
+        if (not segments or not path.startswith(".")
+                or "".join(s.group(0) for s in segments) != path.replace(" ", "")):
             return None
         value: Any = document
         for segment in segments:
