@@ -5,6 +5,8 @@
 PYTHON ?= python3
 # Where the demo's daemon listens: `make demo LISTEN=127.0.0.1:9465` when 9464 is taken.
 LISTEN ?= 127.0.0.1:9464
+# Test workers: most tests wait on real servers (Kafka, moto, daemons), so 3 fit 2 cores.
+TEST_WORKERS ?= 3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -52,7 +54,7 @@ lint: venv
 	$(BIN)/mypy
 
 test: test-deps lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 demo: deps
 	$(BIN)/alivemcp demo --listen $(LISTEN) $(if $(HAVE_KAFKA_TOOLS),,--no-kafka)

@@ -196,6 +196,34 @@ PANELS: list[Panel] = [
           description="Objects newly written under the error prefixes are records Firehose "
           "could not deliver or transform."),
 
+    row("Kinesis"),
+    Panel("Kinesis canary", "timeseries",
+          [Query(f"alivemcp_probe_readback_seconds{{{SEL}}}", "{{check}} read back"),
+           Query(f"alivemcp_probe_consumer_latency_seconds{{{SEL}}}", "{{check}} consumer")],
+          description="Time to read each run's canary back from its shard, and for the "
+          "consumer's marker to appear (end-to-end mode)."),
+    Panel("Kinesis throttling and iterator age", "timeseries",
+          [Query(f"alivemcp_probe_throttled_runs{{{SEL}}}", "{{check}} throttled runs"),
+           Query(f"alivemcp_probe_consumer_missing_shards{{{SEL}}}",
+                 "{{check}} shards without marker"),
+           Query(f"alivemcp_probe_iterator_age_seconds{{{SEL}}}", "{{check}} iterator age")],
+          description="Consecutive throttled runs (a hot shard), shards whose consumer marker "
+          "did not arrive, and CloudWatch GetRecords.IteratorAgeMilliseconds."),
+
+    row("Managed Flink"),
+    Panel("Flink KPUs and idle cost", "timeseries",
+          [Query(f"alivemcp_probe_kpus{{{SEL}}}", "{{check}} KPUs"),
+           Query(f"alivemcp_probe_idle_kpu_hours{{{SEL}}}", "{{check}} idle KPU-hours"),
+           Query(f"alivemcp_probe_idle_cost{{{SEL}}}", "{{check}} idle cost")],
+          description="KPUs billed, and the KPU-hours and cost spent RUNNING with no input."),
+    Panel("Flink restarts and checkpoints", "timeseries",
+          [Query(f"alivemcp_probe_restarts_in_window{{{SEL}}}", "{{check}} restarts"),
+           Query(f"alivemcp_probe_failed_checkpoints_in_window{{{SEL}}}",
+                 "{{check}} failed checkpoints"),
+           Query(f"alivemcp_probe_application_running{{{SEL}}}", "{{check}} running")],
+          description="Full restarts and failed checkpoints within the restart window (a "
+          "restart loop processes nothing), and whether the application is RUNNING."),
+
     row("Alert delivery"),
     Panel("Notifications by outcome", "timeseries",
           [Query("sum by (receiver, outcome) "

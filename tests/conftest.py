@@ -46,3 +46,11 @@ def _registered_secrets_per_test() -> Iterator[None]:
     redact._known.update(known)
     redact._by_prefix.clear()
     redact._by_prefix.update(by_prefix)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (``make test``), every Kafka test runs on one
+    worker, so the session's brokers start once rather than once per worker."""
+    for item in items:
+        if "/tests/kafka/" in str(item.path):
+            item.add_marker(pytest.mark.xdist_group("kafka"))

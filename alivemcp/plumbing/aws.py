@@ -461,6 +461,7 @@ _NAMED_TARGETS = (
     ("ClusterArn", "cluster"),
     ("TopicArn", "topic"),
     ("FunctionName", "function"),
+    ("ApplicationName", "application"),
 )
 
 
