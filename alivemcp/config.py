@@ -158,8 +158,8 @@ class Config(_Strict):
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Log output.")
     data_dir: str = Field(
-        "./data", description="Where alert state and history are kept; locked by one daemon at a time "
-        "(a second daemon on the same data_dir refuses to start).",
+        "./data", description="Where alert state and history are kept; locked by one daemon at "
+        "a time (a second daemon on the same data_dir refuses to start).",
     )
     checks: list[CheckSpec] = Field(default_factory=list, description="The checks to run.")
     alerting: AlertingConfig = Field(

@@ -30,8 +30,9 @@ def test_reference_covers_every_builtin_probe_and_every_engine_metric() -> None:
 
 
 def test_observations_come_from_the_declarations() -> None:
-    from alivemcp.registry import registry
     from probe_observables import unit_of
+
+    from alivemcp.registry import registry
 
     text = gen_reference.render()
     for name in gen_reference.builtin_entry_points():
