@@ -79,7 +79,7 @@ def create_kinesis_sourced_stream(
         "ProcessingConfiguration": {"Enabled": bool(processors), "Processors": processors},
     }
     if columnar is not None:
-        serializer = {"OrcSerDe": {}} if columnar == "orc" else {"ParquetSerDe": {}}
+        serializer: dict[str, Any] = {"OrcSerDe" if columnar == "orc" else "ParquetSerDe": {}}
         destination["DataFormatConversionConfiguration"] = {
             "Enabled": True,
             "SchemaConfiguration": {"RoleARN": role, "DatabaseName": "mcp",
