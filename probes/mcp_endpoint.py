@@ -89,6 +89,7 @@ from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, ClientConfigError, id
 from alivemcp.probe import (
     CheckContext,
     Duration,
+    Findings,
     LabeledObservation,
     Observable,
     Probe,
@@ -493,22 +494,24 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         if f.tools is not None:
             observations["tools"] = float(len(f.tools))
 
-        status, reason = result.status, result.reason
-        if status is Status.UP and f.protocol_version is not None:
-            slow = elapsed > self.params.degraded_latency
-            expiring = expiry_days is not None and expiry_days < self.params.tls_expiry_days
-            if slow:
-                status, reason = Status.DEGRADED, (
-                    f"slow: the handshake took {elapsed:.2f}s "
-                    f"(degraded_latency {self.params.degraded_latency:g}s)")
-            elif expiring:
-                status, reason = Status.DEGRADED, (
-                    f"TLS certificate expires in {expiry_days:.1f} days")
-            else:
-                reason = _summary(f)
-        elif status is Status.DEGRADED and expiry_days is not None and (
-                expiry_days < self.params.tls_expiry_days):
-            reason += f"; TLS certificate expires in {expiry_days:.1f} days"
+        # The handshake's verdict, then what latency and the certificate add to it: every
+        # problem is named (worst first) through the contract's findings builder.
+        findings = Findings()
+        ok_reason = result.reason
+        expiring = expiry_days is not None and expiry_days < self.params.tls_expiry_days
+        expiry = f"TLS certificate expires in {expiry_days:.1f} days" if expiring else ""
+        if result.status is Status.UP and f.protocol_version is not None:
+            ok_reason = _summary(f)
+            if elapsed > self.params.degraded_latency:
+                findings.add(Status.DEGRADED, f"slow: the handshake took {elapsed:.2f}s "
+                             f"(degraded_latency {self.params.degraded_latency:g}s)")
+            if expiring:
+                findings.add(Status.DEGRADED, expiry)
+        else:
+            findings.add(result.status, result.reason)
+            if result.status is Status.DEGRADED and expiring:
+                findings.add(Status.DEGRADED, expiry)
+        status = findings.status
 
         details: dict[str, Any] = dict(result.details or {})
         tools_hash = f.tools_hash()
@@ -527,7 +530,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             if self.tools_hash is not None:
                 details["tools_changed_from"] = self.tools_hash
                 if status is Status.UP:
-                    reason += f" (tools changed: hash {self.tools_hash} -> {tools_hash})"
+                    ok_reason += f" (tools changed: hash {self.tools_hash} -> {tools_hash})"
             self.tools_hash = tools_hash
         if f.delete_status is not None:
             details["delete_status"] = f.delete_status
@@ -545,8 +548,10 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 "mcp_server_info", 1.0,
                 {k: (v or "")[:_LABEL_MAX] for k, v in facts.items()},
             ))
-        return ProbeResult(status, reason, observations=observations,
-                           labeled_observations=labeled, details=details or None)
+        findings.observations.update(observations)
+        findings.labeled_observations.extend(labeled)
+        findings.details.update(details)
+        return findings.result(ok_reason)
 
 
 def _summary(f: HandshakeFacts) -> str:

@@ -144,6 +144,12 @@ async def test_tls_expiring_certificate_is_degraded(lab_tls_expiring: ServerProc
     assert "TLS certificate expires in" in trusted.reason
     assert 2 * 86400 < trusted.observations["tls_cert_expiry_seconds"] <= 3 * 86400
     assert trusted.observations["tls_seconds"] > 0
+    # Slow and expiring at once: both are named, not only the first one looked at.
+    both = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file,
+                                            "degraded_latency": "1ms"})
+    assert both.status == "degraded", both.reason
+    assert both.reason.startswith("slow: the handshake took"), both.reason
+    assert "; TLS certificate expires in" in both.reason, both.reason
     relaxed = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file,
                                                "tls_expiry_days": 1})
     assert relaxed.status == "up", relaxed.reason
