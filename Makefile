@@ -30,7 +30,7 @@ venv: $(STAMP)
 # The demo needs only the virtualenv; with Java and Maven it also runs a Kafka broker.
 deps: venv
 ifeq ($(HAVE_KAFKA_TOOLS),yes)
-	$(BIN)/python -m alivemcp.localstack.kafka fetch
+	$(BIN)/python -m alivemcp.testbed.kafka fetch
 else
 	@echo "Java or Maven not found: the demo runs without Kafka (its 3 checks report down)."
 endif
@@ -43,8 +43,8 @@ test-deps: deps
 	  echo "make test needs Java 17+ and Maven for the real Kafka brokers (Debian: apt-get install default-jdk-headless maven)"; exit 1; }
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "make test needs npm for the reference MCP server (Debian: apt-get install npm)"; exit 1; }
-	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-npm
-	$(BIN)/python -m alivemcp.localstack.mcp_servers fetch-sdk1
+	$(BIN)/python -m alivemcp.testbed.mcp_servers fetch-npm
+	$(BIN)/python -m alivemcp.testbed.mcp_servers fetch-sdk1
 	@{ command -v chromium && command -v prometheus && command -v promtool; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium prometheus >/dev/null; }

@@ -17,19 +17,19 @@ import tempfile
 from pathlib import Path
 
 from alivemcp.config import load_config
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.stack import DemoStack
 from alivemcp.logging import configure_logging
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["DEMO_PARTS", "run_demo"]
 
 #: Demo parts, in start order: each module has ``async def start(stack: DemoStack)``.
 DEMO_PARTS = (
-    "alivemcp.localstack.demo_mcp",
-    "alivemcp.localstack.demo_kafka",
-    "alivemcp.localstack.demo_s3",
-    "alivemcp.localstack.demo_s3_access",
-    "alivemcp.localstack.demo_firehose",
+    "alivemcp.testbed.demo_mcp",
+    "alivemcp.testbed.demo_kafka",
+    "alivemcp.testbed.demo_s3",
+    "alivemcp.testbed.demo_s3_access",
+    "alivemcp.testbed.demo_firehose",
 )
 
 

@@ -1,7 +1,7 @@
 """Consumer-lag benchmark: one kafka_consumer_lag check over 2,000 partitions and 20 groups.
 
 Run by hand (not a test):  .venv/bin/python benchmarks/kafka_lag.py
-Starts a single-node Kafka broker (alivemcp/localstack/kafka.py), creates 20 topics of 100
+Starts a single-node Kafka broker (alivemcp/testbed/kafka.py), creates 20 topics of 100
 partitions, writes a few messages to each partition and commits offsets for 20 groups (half
 of the partitions lagging), then runs the check repeatedly through the engine's runner and
 prints seconds per run and Kafka requests per run (counted by wrapping the shared client's
@@ -35,9 +35,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
 from alivemcp.checks import build_handle  # noqa: E402
 from alivemcp.config import load_config_text  # noqa: E402
-from alivemcp.localstack.kafka import KafkaCluster  # noqa: E402
 from alivemcp.plumbing import Plumbing  # noqa: E402
 from alivemcp.plumbing.kafka import KafkaConnection  # noqa: E402
+from alivemcp.testbed.kafka import KafkaCluster  # noqa: E402
 
 MESSAGES_PER_PARTITION = 3
 

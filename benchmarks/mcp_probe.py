@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from alivemcp.localstack import mcp_servers  # noqa: E402
+from alivemcp.testbed import mcp_servers  # noqa: E402
 
 BLACKBOX = shutil.which("prometheus-blackbox-exporter") or shutil.which("blackbox_exporter")
 CLK_TCK = os.sysconf("SC_CLK_TCK")

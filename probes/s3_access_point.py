@@ -21,9 +21,9 @@ from pydantic import Field, field_validator
 from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws import (
     AwsSettings,
-    aws_check_deadline,
     aws_settings_field,
     aws_time_limit,
+    within_aws_check_deadline,
 )
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
@@ -74,11 +74,8 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
         Observable("returned_bytes", "Bytes the read returned."),
     )
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         s3 = await self.context.plumbing.aws.client("s3", p.aws)
         where = f"{p.access_point_arn} key {p.key!r}"

@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing import canary
-from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
+from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
 from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
@@ -323,11 +323,8 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     # -- one run ---------------------------------------------------------------------------
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         longest = max(p.limit if p.queue_url else 0.0, p.end_to_end.limit if p.end_to_end else 0.0)
         if self.context.timeout < longest + RUN_OVERHEAD_SECONDS:

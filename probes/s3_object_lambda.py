@@ -30,9 +30,9 @@ from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing import canary
 from alivemcp.plumbing.aws import (
     AwsSettings,
-    aws_check_deadline,
     aws_settings_field,
     aws_time_limit,
+    within_aws_check_deadline,
 )
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
@@ -150,11 +150,8 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         super().__init__(*args, **kwargs)
         self._seeded_at: float | None = None
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         seed_note = await self._seed_if_due()
         if isinstance(seed_note, ProbeResult):

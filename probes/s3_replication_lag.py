@@ -47,9 +47,9 @@ from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing import canary
 from alivemcp.plumbing.aws import (
     AwsSettings,
-    aws_check_deadline,
     aws_settings_field,
     aws_time_limit,
+    within_aws_check_deadline,
 )
 from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
@@ -174,11 +174,8 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
 
     # -- one run ---------------------------------------------------------------------------
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         window = p.sla + p.grace
         if self.context.timeout < window + RUN_OVERHEAD_SECONDS:

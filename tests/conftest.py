@@ -14,7 +14,7 @@ PLUGINS = str(Path(__file__).resolve().parent / "plugins")
 if PLUGINS not in sys.path:
     sys.path.insert(0, PLUGINS)
 
-from alivemcp.localstack.moto import MotoServer  # noqa: E402
+from alivemcp.testbed.moto import MotoServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

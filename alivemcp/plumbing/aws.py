@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 from aiobotocore.config import AioConfig
@@ -84,6 +85,7 @@ __all__ = [
     "aws_settings_field",
     "aws_target",
     "aws_time_limit",
+    "within_aws_check_deadline",
 ]
 
 #: Most attempts one call may make (the first included).
@@ -539,3 +541,31 @@ def aws_check_deadline(timeout: float) -> contextlib.AbstractContextManager[None
     than the engine's own cut, so a retried error is reported as itself rather than as the
     check's timeout."""
     return aws_deadline(max(0.0, timeout - min(1.0, 0.1 * timeout)))
+
+
+class _Timed(Protocol):
+    @property
+    def timeout(self) -> float: ...
+
+
+class _InCheck(Protocol):
+    @property
+    def context(self) -> _Timed: ...
+
+
+_CheckT = TypeVar("_CheckT", bound=_InCheck)
+_ResultT = TypeVar("_ResultT")
+
+
+def within_aws_check_deadline(
+    run: Callable[[_CheckT], Awaitable[_ResultT]],
+) -> Callable[[_CheckT], Coroutine[Any, Any, _ResultT]]:
+    """Decorates a probe's ``probe()``: the whole run is under :func:`aws_check_deadline` of
+    the check's timeout (``self.context.timeout``)."""
+
+    @functools.wraps(run)
+    async def probe(self: _CheckT) -> _ResultT:
+        with aws_check_deadline(self.context.timeout):
+            return await run(self)
+
+    return probe

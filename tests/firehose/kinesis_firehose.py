@@ -29,7 +29,7 @@ from typing import Any
 
 import boto3
 
-from alivemcp.localstack.moto import ACCOUNT_ID, MotoServer
+from alivemcp.testbed.moto import ACCOUNT_ID, MotoServer
 
 BUCKET = "mcp-events"
 SOURCE = "mcp-tool-events-stream"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.localstack import demo_firehose
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.stack import DemoStack
+from alivemcp.testbed import demo_firehose
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.stack import DemoStack
 from tests.support import REPO, check_json
 
 CHECK = "firehose-tool-events"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from probes.firehose_freshness import inspect_delivery, scan_delivery
 from tests.firehose.fh_support import (
     BUCKET,

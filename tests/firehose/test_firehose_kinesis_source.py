@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from probes.firehose_freshness import columnar_problem, expand_prefix, jq_partition_keys
 from tests.firehose.fh_support import base64_twice, params, stepped_check, without_newline
 from tests.firehose.kinesis_firehose import (

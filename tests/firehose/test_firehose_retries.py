@@ -3,7 +3,7 @@ the check's own timeout with the error they got rather than the engine's "timeou
 
 from __future__ import annotations
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from tests.firehose.fh_support import create_stream, params
 from tests.s3.failing_aws import failing_endpoint
 from tests.support import run_check

@@ -22,7 +22,7 @@ from typing import Any
 
 import boto3
 
-from alivemcp.localstack.moto import ACCOUNT_ID, REGION, MotoServer
+from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
 
 APP = "mcp-analytics"
 STREAM = "mcp-tool-events"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from alivemcp.config import ConfigError, load_config_text
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from tests.firehose.fh_support import stepped_check
 from tests.flink.flink_support import (
     APP,

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from alivemcp.localstack.kafka import KafkaCluster
+from alivemcp.testbed.kafka import KafkaCluster
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,10 @@ import yaml
 
 from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
-from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.results import CheckResult
 from alivemcp.runner import ProbeHandle
+from alivemcp.testbed.kafka import KafkaCluster
 
 #: Canary latency thresholds a busy 2-core machine always meets: latency is not under test.
 RELAXED = {"produce_latency_threshold": 30, "roundtrip_latency_threshold": 30}

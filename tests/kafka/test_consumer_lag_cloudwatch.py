@@ -10,8 +10,8 @@ from typing import Any
 
 import boto3
 
-from alivemcp.localstack.moto import MotoServer
 from alivemcp.probe import Status
+from alivemcp.testbed.moto import MotoServer
 from probes.kafka_consumer_lag import aligned_range
 from tests.support import run_check
 

@@ -13,11 +13,11 @@ import time
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
-from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
+from alivemcp.testbed.kafka import KafkaCluster
 from tests.kafka.kafka_support import Check, unique
 from tests.support import run_until as until
 

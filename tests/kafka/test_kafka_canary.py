@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
-from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.plumbing.kafka_offsets import ConsumerGroupReader
 from alivemcp.probe import Status
+from alivemcp.testbed.kafka import KafkaCluster
 from tests.kafka.kafka_support import RELAXED, conn
 from tests.support import run_check
 

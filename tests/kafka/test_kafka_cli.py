@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from alivemcp.localstack.kafka import KafkaCluster
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
+from alivemcp.testbed.kafka import KafkaCluster
 from tests.support import check_json, run_check
 
 CONFIG = """

@@ -13,11 +13,11 @@ from typing import Any
 import boto3
 import pytest
 
-from alivemcp.localstack.kafka import KafkaCluster
-from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
+from alivemcp.testbed.kafka import KafkaCluster
+from alivemcp.testbed.moto import MotoServer
 from tests.support import run_check
 
 

@@ -37,8 +37,6 @@ from moto.kafka.responses import KafkaResponse
 from pydantic import ValidationError
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.localstack.kafka import KafkaCluster
-from alivemcp.localstack.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION, MotoServer
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.aws import AwsSettings
 from alivemcp.plumbing.kafka import (
@@ -49,6 +47,8 @@ from alivemcp.plumbing.kafka import (
 )
 from alivemcp.plumbing.kafka_errors import kafka_error, kind_for_code
 from alivemcp.probe import Status
+from alivemcp.testbed.kafka import KafkaCluster
+from alivemcp.testbed.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION, MotoServer
 from tests.support import run_check
 
 # -- settings ---------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from alivemcp.localstack.kafka import KafkaCluster, SaslSslListener
 from alivemcp.probe import Status
+from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
 from tests.kafka.kafka_support import RELAXED
 from tests.support import run_check
 

@@ -31,9 +31,9 @@ from aiohttp import web
 
 from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
-from alivemcp.localstack.moto import ACCOUNT_ID, REGION, MotoServer
 from alivemcp.plumbing import Plumbing
 from alivemcp.runner import ProbeHandle
+from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
 
 CANARY_FIELD = "alivemcp_canary"
 THROTTLED = "ProvisionedThroughputExceededException"

@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from alivemcp.config import ConfigError
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from tests.kinesis.kinesis_support import (
     THROTTLED,
     Consumer,

@@ -1,8 +1,8 @@
 """Real MCP servers for the MCP probe tests, each started at most once per session.
 
-The servers run in subprocesses on free loopback ports (``alivemcp.localstack.mcp_servers``);
+The servers run in subprocesses on free loopback ports (``alivemcp.testbed.mcp_servers``);
 a server that cannot start fails the test with its output (e.g. the npm package missing:
-``python -m alivemcp.localstack.mcp_servers fetch-npm``).
+``python -m alivemcp.testbed.mcp_servers fetch-npm``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from alivemcp.localstack import mcp_servers
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed import mcp_servers
+from alivemcp.testbed.mcp_servers import ServerProcess
 
 
 def _serve(kind: str) -> Iterator[ServerProcess]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from alivemcp.localstack import mcp_servers
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed import mcp_servers
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support import check_json
 
 # check name, lab path (or server fixture key), extra params, expected status

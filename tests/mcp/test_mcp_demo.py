@@ -8,10 +8,10 @@ import yaml
 
 from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
-from alivemcp.localstack import demo_mcp
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.stack import DemoStack
 from alivemcp.plumbing import Plumbing
+from alivemcp.testbed import demo_mcp
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.stack import DemoStack
 from tests.support import REPO
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from alivemcp.localstack.mcp_servers import ServerProcess, script_lab
+from alivemcp.testbed.mcp_servers import ServerProcess, script_lab
 from tests.support import run_check
 
 JSON = "application/json"

@@ -10,8 +10,8 @@ import pytest
 
 from alivemcp.checks import build_handle
 from alivemcp.config import ConfigError, load_config_text
-from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing import Plumbing
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support import run_check, run_check_series
 
 # path, extra params, status, words the reason must contain
@@ -159,7 +159,7 @@ async def test_tls_expiring_certificate_is_degraded(lab_tls_expiring: ServerProc
 
 
 async def test_unreachable_port_is_down() -> None:
-    from alivemcp.localstack.mcp_servers import free_port
+    from alivemcp.testbed.mcp_servers import free_port
 
     result = await run_check("mcp_endpoint", {"url": f"http://127.0.0.1:{free_port()}/mcp"})
     assert result.status == "down"

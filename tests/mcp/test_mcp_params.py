@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from alivemcp.config import ConfigError
-from alivemcp.localstack import mcp_servers
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed import mcp_servers
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.plumbing.proxy_server import LocalProxy
 from tests.support import run_check
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from alivemcp.localstack import mcp_servers
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed import mcp_servers
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support import run_check_series
 
 

@@ -6,9 +6,9 @@ import json
 import urllib.request
 from typing import Any
 
-from alivemcp.localstack import mcp_servers
-from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing import Plumbing
+from alivemcp.testbed import mcp_servers
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support import run_check, run_check_series
 
 

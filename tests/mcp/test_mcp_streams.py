@@ -12,7 +12,7 @@ import json
 import urllib.request
 from typing import Any
 
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support import run_check
 
 

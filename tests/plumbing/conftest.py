@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from alivemcp.localstack import mcp_servers
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed import mcp_servers
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.plumbing.stand_ins import Lookups, Run
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from alivemcp.localstack.mcp_servers import ServerProcess
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests import support
 from tests.plumbing.servers import HttpServer
 

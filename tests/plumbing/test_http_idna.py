@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing.http import HttpClients, InvalidRequest, ProtocolError, read_capped
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.plumbing.servers import Authority, HttpServer
 from tests.plumbing.stand_ins import Run
 from tests.support import run_check

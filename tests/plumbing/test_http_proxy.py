@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from alivemcp.localstack.mcp_servers import ServerProcess
 from alivemcp.plumbing._http_proxy import NoProxy, ProxySettings
 from alivemcp.plumbing.http import (
     ClientConfigError,
@@ -18,6 +17,7 @@ from alivemcp.plumbing.http import (
     ProxyError,
     read_capped,
 )
+from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.plumbing.proxy_server import LocalProxy
 from tests.plumbing.servers import Authority, HttpServer
 from tests.plumbing.stand_ins import Run

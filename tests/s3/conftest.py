@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.object_lambda import ObjectLambdaStandIn
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.object_lambda import ObjectLambdaStandIn
 from tests.s3.olap_support import BACKING, s3
 
 

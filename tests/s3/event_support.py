@@ -14,7 +14,7 @@ from urllib.parse import quote_plus, unquote, unquote_plus
 import boto3
 from botocore.config import Config
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 
 BUCKET = "mcp-uploads"
 PREFIX = "alivemcp-canary/events/"

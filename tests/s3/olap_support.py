@@ -12,9 +12,9 @@ from typing import Any
 
 import boto3
 
-from alivemcp.localstack.moto import ACCOUNT_ID, MotoServer
-from alivemcp.localstack.object_lambda import ObjectLambdaStandIn
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
+from alivemcp.testbed.moto import ACCOUNT_ID, MotoServer
+from alivemcp.testbed.object_lambda import ObjectLambdaStandIn
 
 LOOPBACK = "127.0.0.1"
 

@@ -11,8 +11,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.s3_replicator import (
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.s3_replicator import (
     ReplicationStatusProxy,
     ReplicatorMode,
     S3Replicator,

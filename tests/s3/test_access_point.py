@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from tests.s3.olap_support import access_point_aws, create_access_point, deny_reads_policy, s3
 from tests.support import check_json, run_check
 

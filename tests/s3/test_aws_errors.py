@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
+from alivemcp.testbed.moto import MotoServer
 from alivemcp.verdict import status_for
 from tests.s3.failing_aws import closed_port, failing_endpoint
 from tests.s3.replication_support import s3_client, without_aws_credentials

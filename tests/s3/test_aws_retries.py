@@ -14,9 +14,9 @@ import pytest
 
 from alivemcp.config import ConfigError
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
 from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.object_lambda import ObjectLambdaStandIn, TransformMode
 from tests.s3.failing_aws import closed_port, failing_endpoint
 from tests.s3.olap_support import BACKING, LOOPBACK, object_lambda_aws
 from tests.support import run_check

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from alivemcp.errors import ErrorKind
-from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
 from alivemcp.plumbing.canary import CANARY_TAG, check_slug, document
 from alivemcp.plumbing.s3 import S3Canaries
+from alivemcp.testbed.moto import MotoServer
 from tests.s3.failing_aws import closed_port
 from tests.s3.replication_support import s3_client
 

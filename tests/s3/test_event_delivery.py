@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from probes.s3_event_delivery import diagnose_key, parse_message
 from tests.s3.event_support import (
     BUCKET,
@@ -307,7 +307,7 @@ async def test_prober_without_credentials_is_unknown(
 
 
 async def test_marker_the_prober_may_not_read_is_unknown(moto: MotoServer) -> None:
-    from alivemcp.localstack.s3_replicator import deny_head_object
+    from alivemcp.testbed.s3_replicator import deny_head_object
 
     make_bucket(moto)
     make_bucket(moto, "worker-markers")

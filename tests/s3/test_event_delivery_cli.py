@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 from tests.s3.event_support import (
     classic_plus_bug,
     make_bucket,

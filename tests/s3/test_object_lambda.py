@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.object_lambda import ObjectLambdaStandIn, TransformMode
 from probes.s3_object_lambda import DEFAULT_PII_SAMPLES
 from tests.s3.olap_support import BACKING, object_lambda_aws, s3
 from tests.support import check_json, run_check

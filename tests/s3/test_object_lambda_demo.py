@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.localstack import demo_s3_access
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.stack import DemoStack
+from alivemcp.testbed import demo_s3_access
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.stack import DemoStack
 from tests.support import REPO, check_json
 
 CHECKS = ("s3-access-point-tenant-a", "s3-object-lambda-pii-clean", "s3-object-lambda-pii-leaky")

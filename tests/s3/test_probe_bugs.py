@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from alivemcp.localstack.moto import MotoServer
 from alivemcp.plumbing.s3 import S3Canaries
+from alivemcp.testbed.moto import MotoServer
 from tests.s3.event_support import make_bucket, make_queue, notify_queue_directly
 from tests.s3.replication_support import replication_stand_in
 from tests.support import run_check

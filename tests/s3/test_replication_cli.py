@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.s3_replicator import deny_head_object
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.s3_replicator import deny_head_object
 from tests.s3.replication_support import replication_stand_in, s3_client
 from tests.support import check_json
 

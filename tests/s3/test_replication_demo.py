@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 
 from alivemcp.demo import default_demo_config
-from alivemcp.localstack import demo_s3
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.stack import DemoStack
+from alivemcp.testbed import demo_s3
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.stack import DemoStack
 from tests.support import check_json
 
 DEMO_S3_CHECKS = ("s3-replication-lag", "s3-event-delivery")

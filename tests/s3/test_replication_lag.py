@@ -17,9 +17,9 @@ import yaml
 
 from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
-from alivemcp.localstack.moto import MotoServer
-from alivemcp.localstack.s3_replicator import allow_reads, deny_head_object
 from alivemcp.plumbing import Plumbing
+from alivemcp.testbed.moto import MotoServer
+from alivemcp.testbed.s3_replicator import allow_reads, deny_head_object
 from tests.s3.replication_support import (
     PREFIX,
     replication_stand_in,

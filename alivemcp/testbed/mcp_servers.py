@@ -6,10 +6,10 @@
   and a resumable one (an event store: its ``poll`` tool closes the event stream before
   answering, as 2025-11-25 allows; its ``ping_client`` tool pings the client first).
 * The same three transports from SDK 1.x (``FastMCP``), which cannot share a virtualenv with
-  2.x: it lives in ``<repo>/.cache/mcp-sdk1`` (``python -m alivemcp.localstack.mcp_servers
+  2.x: it lives in ``<repo>/.cache/mcp-sdk1`` (``python -m alivemcp.testbed.mcp_servers
   fetch-sdk1``).
 * The npm reference server ``@modelcontextprotocol/server-everything`` (installed into
-  ``<repo>/.cache/npm`` by ``python -m alivemcp.localstack.mcp_servers fetch-npm``).
+  ``<repo>/.cache/npm`` by ``python -m alivemcp.testbed.mcp_servers fetch-npm``).
 * The "lab": one small aiohttp app whose paths are well-behaved and misbehaving MCP servers
   (hangs, 500s, HTML, bad JSON, errors, slowness, session expiry, counter-offers, truncated
   streams, oversized bodies, a 2026-07-28-only server, redirects, stream resumption, pings).
@@ -22,10 +22,10 @@ connections and fails loudly (with the server's stderr) when it does not.
 
 Command line::
 
-    python -m alivemcp.localstack.mcp_servers fetch-npm
-    python -m alivemcp.localstack.mcp_servers fetch-sdk1
-    python -m alivemcp.localstack.mcp_servers serve sdk-stateful PORT
-    python -m alivemcp.localstack.mcp_servers serve lab PORT [CERT_PEM [CLIENT_CA_PEM]]
+    python -m alivemcp.testbed.mcp_servers fetch-npm
+    python -m alivemcp.testbed.mcp_servers fetch-sdk1
+    python -m alivemcp.testbed.mcp_servers serve sdk-stateful PORT
+    python -m alivemcp.testbed.mcp_servers serve lab PORT [CERT_PEM [CLIENT_CA_PEM]]
 """
 
 from __future__ import annotations
@@ -191,10 +191,10 @@ def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = No
         if not Path(python).exists():
             raise ServerUnavailable(
                 "the SDK 1.x virtualenv is missing: run `python -m "
-                "alivemcp.localstack.mcp_servers fetch-sdk1` (make deps does it)"
+                "alivemcp.testbed.mcp_servers fetch-sdk1` (make deps does it)"
             )
     port = free_port()
-    argv = [python, "-m", "alivemcp.localstack.mcp_servers", "serve", kind, str(port)]
+    argv = [python, "-m", "alivemcp.testbed.mcp_servers", "serve", kind, str(port)]
     if tls_cert is not None:
         argv.append(str(tls_cert))
         if client_ca is not None:
@@ -271,7 +271,7 @@ def start_npm_server(transport: str = "streamableHttp", *, timeout: float = 30.0
     entry = npm_server_entry()
     if not entry.exists():
         raise ServerUnavailable(
-            f"{NPM_PACKAGE} is not installed: run `python -m alivemcp.localstack.mcp_servers "
+            f"{NPM_PACKAGE} is not installed: run `python -m alivemcp.testbed.mcp_servers "
             "fetch-npm` (make deps does it)"
         )
     node = shutil.which("node")

@@ -12,9 +12,9 @@ import contextlib
 import random
 from datetime import UTC, datetime
 
-from alivemcp.localstack.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
-from alivemcp.localstack.stack import DemoStack
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
+from alivemcp.testbed.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
+from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["start"]
 

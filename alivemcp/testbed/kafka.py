@@ -5,7 +5,7 @@ runtime classpath. :func:`fetch_kafka_libs` copies it into a cache folder once;
 :class:`KafkaCluster` formats storage and starts N combined broker+controller JVMs tuned for a
 small shared machine and fast failure detection (a paused broker is fenced within seconds).
 
-``python -m alivemcp.localstack.kafka fetch`` fills the cache (``make deps`` runs it).
+``python -m alivemcp.testbed.kafka fetch`` fills the cache (``make deps`` runs it).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _STAMP = ".alivemcp-kafka-libs"
 
 _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>alivemcp.localstack</groupId>
+  <groupId>alivemcp.testbed</groupId>
   <artifactId>kafka-runtime</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
@@ -473,7 +473,7 @@ class KafkaCluster:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m alivemcp.localstack.kafka")
+    parser = argparse.ArgumentParser(prog="python -m alivemcp.testbed.kafka")
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="copy the Kafka broker jars from Maven Central")
     fetch.add_argument("--dest", type=Path, default=None, help=f"default: ${LIBS_ENV} or .cache")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from alivemcp.localstack.mcp_servers import start_server
-from alivemcp.localstack.stack import DemoStack
+from alivemcp.testbed.mcp_servers import start_server
+from alivemcp.testbed.stack import DemoStack
 
 
 async def start(stack: DemoStack) -> None:

@@ -7,10 +7,10 @@ open (returns the raw document), so the demo shows the loud verdict the probe ex
 
 from __future__ import annotations
 
-from alivemcp.localstack.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
-from alivemcp.localstack.object_lambda import ObjectLambdaStandIn, TransformMode
-from alivemcp.localstack.stack import DemoStack
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
+from alivemcp.testbed.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
+from alivemcp.testbed.object_lambda import ObjectLambdaStandIn, TransformMode
+from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["start"]
 

@@ -20,12 +20,12 @@ from urllib.parse import unquote_plus
 import boto3
 from botocore.config import Config
 
-from alivemcp.localstack.s3_replicator import (
+from alivemcp.testbed.s3_replicator import (
     ReplicationStatusProxy,
     S3Replicator,
     create_replicated_buckets,
 )
-from alivemcp.localstack.stack import DemoStack
+from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["start"]
 

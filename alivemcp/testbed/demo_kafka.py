@@ -17,10 +17,10 @@ import contextlib
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from alivemcp.localstack.kafka import KafkaCluster, KafkaHarnessError, java_available
-from alivemcp.localstack.stack import DemoStack
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection, KafkaPlumbingError
+from alivemcp.testbed.kafka import KafkaCluster, KafkaHarnessError, java_available
+from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["DEMO_GROUP", "DEMO_TOPIC", "start"]
 

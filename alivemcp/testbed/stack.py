@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alivemcp.localstack.moto import MotoServer
+from alivemcp.testbed.moto import MotoServer
 
 Cleanup = Callable[[], object] | Callable[[], Awaitable[object]]
 

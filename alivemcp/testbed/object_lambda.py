@@ -26,7 +26,7 @@ import aiohttp
 import boto3
 from aiohttp import web
 
-from alivemcp.localstack.moto import ACCOUNT_ID, REGION, MotoServer
+from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
 
 __all__ = ["ObjectLambdaStandIn", "TransformMode", "redact_pii"]
 
