@@ -1,8 +1,9 @@
 """``alivemcp demo``: the daemon against an embedded local stack.
 
 Starts moto (AWS over real HTTP), then each demo part in turn (a Kafka broker when Java is
-present, local MCP servers, the S3/Object Lambda/Firehose stand-ins), which create the
-resources ``config/demo.yaml`` needs and publish their addresses as ``DEMO_*`` variables.
+present, local MCP servers, the S3/Object Lambda/Firehose/Kinesis/Flink stand-ins), which
+create the resources ``config/demo.yaml`` needs and publish their addresses as ``DEMO_*``
+variables.
 Then it runs the real daemon on that config until Ctrl-C (or ``--duration``).
 """
 
@@ -30,6 +31,8 @@ DEMO_PARTS = (
     "alivemcp.testbed.demo_s3",
     "alivemcp.testbed.demo_s3_access",
     "alivemcp.testbed.demo_firehose",
+    "alivemcp.testbed.demo_kinesis",
+    "alivemcp.testbed.demo_flink",  # reads the stream demo_kinesis creates
 )
 
 
