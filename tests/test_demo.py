@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -17,9 +18,18 @@ from tests.support import ALIVEMCP, REPO, free_port, subprocess_env
 EXPECTED_NOT_UP = {"s3-object-lambda-pii-leaky": "down"}
 
 
+def demo_checks() -> list[dict]:
+    return list(yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["checks"])
+
+
 def demo_check_names() -> set[str]:
-    doc = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
-    return {c["name"] for c in doc["checks"]}
+    return {c["name"] for c in demo_checks()}
+
+
+def test_the_demo_shows_every_built_in_probe_type() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    built_in = set(pyproject["project"]["entry-points"]["alivemcp.probes"])
+    assert built_in - {c["probe"] for c in demo_checks()} == set()
 
 
 def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
@@ -51,6 +61,14 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
         summary = {n: (rows.get(n, {}).get("status"), rows.get(n, {}).get("reason")) for n in names}
         for name in names:
             assert rows.get(name, {}).get("status") == EXPECTED_NOT_UP.get(name, "up"), summary
+        # Up for the reasons the demo parts set up, not by accident.
+        assert "consumer markers in" in rows["kinesis-tool-stream"]["reason"], summary
+        assert rows["kinesis-tool-stream"]["observations"]["open_shards"] == 2
+        assert "RUNNING on 3 KPUs" in rows["flink-tool-analytics"]["reason"], summary
+        assert rows["flink-tool-analytics"]["observations"]["input_records"] > 0
+        dr_members = rows["dr-ready"]["details"]["members"]
+        assert [(m["check"], m["status"]) for m in dr_members] == [
+            ("mcp-sdk", "up"), ("s3-replication-lag", "up")], dr_members
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         for name in names:
