@@ -32,21 +32,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
-from alivemcp.plumbing.flink import (
-    FLINK_NAMESPACE,
-    FlinkApplication,
+from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
+from alivemcp.plumbing.cloudwatch import (
     MetricQuery,
     Point,
-    describe_application,
+    aligned_window,
     read_metrics,
+    standard_period,
 )
+from alivemcp.plumbing.flink import FLINK_NAMESPACE, FlinkApplication, describe_application
 from alivemcp.probe import (
     Duration,
     ErrorKind,
@@ -179,11 +178,8 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         self._idle_since: float | None = None
         self._idle_at_least = False  # _idle_since is where the looking began, not an input
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         aws = self.context.plumbing.aws
         findings = Findings()
@@ -265,10 +261,10 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
 
     async def _read(self, cloudwatch: Any, now: float) -> dict[str, list[Point]]:
         p = self.params
-        period = self._period()
-        end = int(now) // period * period + period  # include the period in progress
+        period = standard_period(p.metric_period)
         span = max(p.restart_window + period, p.idle_lookback if self._input() else 0.0)
-        start = end - (int(span) // period + 1) * period
+        # current: the period in progress too (a restart loop shows before the period ends)
+        window = aligned_window(period, int(span) // period + 1, now, current=True)
         job = {"Application": p.application_name}
         queries = [
             MetricQuery("restarts", FLINK_NAMESPACE, "fullRestarts", job),
@@ -279,11 +275,7 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         source = self._input()
         if source is not None:
             queries.append(source)
-        return await read_metrics(cloudwatch, queries, datetime.fromtimestamp(start, UTC),
-                                  datetime.fromtimestamp(end, UTC), period)
-
-    def _period(self) -> int:
-        return max(60, int(self.params.metric_period) // 60 * 60)  # standard resolution
+        return await read_metrics(cloudwatch, queries, window.start, window.end, period)
 
     def _input(self) -> MetricQuery | None:
         p = self.params
@@ -303,7 +295,7 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         if points is None:
             findings.details["input"] = "not watched: set source_stream or input_metric"
             return None
-        period = self._period()
+        period = standard_period(p.metric_period)
         fed = [ts for ts, value in points if value > 0]
         if fed:
             self._idle_since, self._idle_at_least = max(fed) + period, False

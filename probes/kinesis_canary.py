@@ -52,7 +52,8 @@ from pydantic import Field, field_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing import canary
-from alivemcp.plumbing.aws import AwsSettings, aws_check_deadline, aws_settings_field
+from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
+from alivemcp.plumbing.cloudwatch import MetricQuery, aligned_window, read_metrics
 from alivemcp.plumbing.kinesis import Shard, StreamTail, list_shards, open_shards, read_record_at
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
@@ -71,6 +72,8 @@ _UNUSABLE_STATES = ("CREATING", "DELETING")
 _WRITE_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
 #: Marker ids remembered for a late clean-up; older ones are left to a lifecycle rule / TTL.
 MAX_LEFTOVER_MARKERS = 1000
+#: Where Kinesis publishes a stream's metrics (dimension ``StreamName``).
+_NAMESPACE = "AWS/Kinesis"
 #: How far before the first put the output-stream reader starts (clock skew with Kinesis).
 _TAIL_SKEW = timedelta(seconds=5)
 
@@ -223,11 +226,8 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         #: Canary ids whose marker had not come when their run ended.
         self._leftover_markers: list[str] = []
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         aws = self.context.plumbing.aws
         kinesis = await aws.client("kinesis", p.aws)
@@ -563,37 +563,25 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         p = self.params
         findings = run.findings
         cloudwatch = await self.context.plumbing.aws.client("cloudwatch", p.aws)
-        period = max(60, int(p.metric_period) // 60 * 60)  # standard-resolution periods
-        end_epoch = int(time.time()) // period * period
-        end = datetime.fromtimestamp(end_epoch, UTC)
-        start = end - timedelta(seconds=period * p.metric_periods)
-        dims = [{"Name": "StreamName", "Value": run.stream}]
-
-        def query(qid: str, name: str, stat: str) -> dict[str, Any]:
-            metric = {"Namespace": "AWS/Kinesis", "MetricName": name, "Dimensions": dims}
-            return {"Id": qid, "MetricStat": {"Metric": metric, "Period": period, "Stat": stat},
-                    "ReturnData": True}
-
+        window = aligned_window(p.metric_period, p.metric_periods)
+        stream = {"StreamName": run.stream}
+        queries = [
+            MetricQuery("age", _NAMESPACE, "GetRecords.IteratorAgeMilliseconds", stream),
+            MetricQuery("wthrottle", _NAMESPACE, "WriteProvisionedThroughputExceeded", stream,
+                        "Sum"),
+        ]
         try:
-            resp = await cloudwatch.get_metric_data(
-                MetricDataQueries=[
-                    query("age", "GetRecords.IteratorAgeMilliseconds", "Maximum"),
-                    query("wthrottle", "WriteProvisionedThroughputExceeded", "Sum"),
-                ],
-                StartTime=start, EndTime=end,
-            )
+            series = await read_metrics(cloudwatch, queries, window.start, window.end,
+                                        window.period)
         except ProbeError as err:
             # The metrics are the prober's view of the stream, not the stream itself.
             findings.add(Status.UNKNOWN, f"cannot read CloudWatch metrics of stream "
                                          f"{run.stream}: {err.operation}: {err.detail}")
             return
-        series = {r["Id"]: dict(zip(r.get("Timestamps", []), r.get("Values", []), strict=False))
-                  for r in resp.get("MetricDataResults", [])}
-        findings.details["metric_window"] = {"start": start.isoformat(), "end": end.isoformat(),
-                                             "period_seconds": period}
-        ages = series.get("age") or {}
+        findings.details["metric_window"] = window.as_json()
+        ages = series["age"]
         if ages:
-            age = max(float(v) for v in ages.values()) / 1000.0
+            age = max(value for _, value in ages) / 1000.0
             findings.observe("iterator_age_seconds", age)
             down, degraded = p.iterator_age_down_above, p.iterator_age_degraded_above
             if down is not None and age > down:
@@ -603,13 +591,13 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
                 findings.add(Status.DEGRADED, f"stream {run.stream}: iterator age {age:.0f}s is "
                                               f"over {degraded:g}s (a consumer is falling "
                                               "behind)")
-        throttles = series.get("wthrottle") or {}
+        throttles = series["wthrottle"]
         if throttles:
-            findings.observe("write_throttled_records", sum(float(v) for v in throttles.values()))
-            last = [end - timedelta(seconds=period * (i + 1))
-                    for i in range(p.write_throttle_periods)]
-            by_start = {_epoch(ts): float(v) for ts, v in throttles.items()}
-            if all(by_start.get(_epoch(ts), 0.0) > 0 for ts in last):
+            findings.observe("write_throttled_records", sum(value for _, value in throttles))
+            period, end = window.period, int(window.end.timestamp())
+            by_start = {int(start): value for start, value in throttles}
+            last = [end - period * (i + 1) for i in range(p.write_throttle_periods)]
+            if all(by_start.get(start, 0.0) > 0 for start in last):
                 findings.add(Status.DEGRADED, (
                     f"stream {run.stream}: WriteProvisionedThroughputExceeded above zero in each "
                     f"of the last {p.write_throttle_periods} periods of {period}s: writes are "
@@ -640,10 +628,6 @@ async def _quietly(calls: Sequence[Any]) -> None:
 def _data_of(record: Mapping[str, Any]) -> bytes:
     data = record.get("Data") or b""
     return data if isinstance(data, bytes) else base64.b64decode(data)
-
-
-def _epoch(moment: datetime) -> int:
-    return int(moment.timestamp())
 
 
 def _shard_list(shard_ids: Sequence[str], shown: int = 5) -> str:

@@ -58,8 +58,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing.aws import aws_check_deadline
+from alivemcp.plumbing.aws import within_aws_check_deadline
 from alivemcp.plumbing.canary import check_slug
+from alivemcp.plumbing.cloudwatch import MetricQuery, aligned_window, read_metrics
 from alivemcp.probe import Observable, Probe, ProbeResult, Status
 from alivemcp.verdict import Findings
 from probes.firehose_freshness.delivery import (
@@ -85,6 +86,8 @@ __all__ = ["FirehoseFreshnessProbe"]
 
 #: The seed's alarm: DataFreshness above 15 minutes means records are not getting out.
 SEED_DOWN_SECONDS = 900.0
+#: Where Firehose publishes a stream's metrics (dimension ``DeliveryStreamName``).
+_NAMESPACE = "AWS/Firehose"
 _CHUNK = 256 * 1024
 #: A request the stream or bucket refuses as invalid blames the delivery path (as a 5xx does).
 _OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
@@ -151,11 +154,8 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         self._error_watermark: datetime | None = None
         self._error_seen_at_watermark: set[str] = set()
 
+    @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
-        with aws_check_deadline(self.context.timeout):
-            return await self._probe()
-
-    async def _probe(self) -> ProbeResult:
         p = self.params
         aws = self.context.plumbing.aws
         firehose = await aws.client("firehose", p.aws)
@@ -217,36 +217,22 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     async def _check_metrics(self, cloudwatch: Any, degraded_above: float, down_above: float,
                              findings: Findings) -> None:
         p = self.params
-        period = max(60, int(p.metric_period) // 60 * 60)  # standard-resolution periods
-        end_epoch = int(time.time()) // period * period
-        end = datetime.fromtimestamp(end_epoch, UTC)
-        start = end - timedelta(seconds=period * p.metric_periods)
-        dims = [{"Name": "DeliveryStreamName", "Value": p.stream_name}]
-
-        def query(qid: str, name: str, stat: str) -> dict[str, Any]:
-            metric = {"Namespace": "AWS/Firehose", "MetricName": name, "Dimensions": dims}
-            return {"Id": qid, "MetricStat": {"Metric": metric, "Period": period, "Stat": stat},
-                    "ReturnData": True}
-
+        window = aligned_window(p.metric_period, p.metric_periods)
+        stream = {"DeliveryStreamName": p.stream_name}
+        queries = [
+            MetricQuery("freshness", _NAMESPACE, "DeliveryToS3.DataFreshness", stream),
+            MetricQuery("success", _NAMESPACE, "DeliveryToS3.Success", stream, "Average"),
+        ]
         try:
-            resp = await cloudwatch.get_metric_data(
-                MetricDataQueries=[
-                    query("freshness", "DeliveryToS3.DataFreshness", "Maximum"),
-                    query("success", "DeliveryToS3.Success", "Average"),
-                ],
-                StartTime=start,
-                EndTime=end,
-            )
+            series = await read_metrics(cloudwatch, queries, window.start, window.end,
+                                        window.period)
         except ProbeError as err:
             # The metrics are the prober's view of the stream, not the stream itself.
             findings.add(Status.UNKNOWN, f"cannot read CloudWatch metrics: {err.operation}: "
                                          f"{err.detail}")
             return
-        values = {r["Id"]: [float(v) for v in r.get("Values", [])]
-                  for r in resp.get("MetricDataResults", [])}
-        findings.details["metric_window"] = {"start": start.isoformat(), "end": end.isoformat(),
-                                             "period_seconds": period}
-        freshness = values.get("freshness") or []
+        findings.details["metric_window"] = window.as_json()
+        freshness = [value for _, value in series["freshness"]]
         if freshness:
             worst = max(freshness)
             findings.observe("data_freshness_seconds", worst)
@@ -258,7 +244,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                                               f"{degraded_above:.0f}s")
         else:
             findings.details["metric_note"] = "no DataFreshness datapoints in the window"
-        success = values.get("success") or []
+        success = [value for _, value in series["success"]]
         if success:
             lowest = min(success)
             findings.observe("delivery_success_ratio", lowest)

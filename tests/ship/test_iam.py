@@ -73,9 +73,18 @@ def policy_actions(policy: dict[str, Any]) -> set[str]:
     return out
 
 
-# Shared plumbing whose calls belong to every probe that uses it is followed through imports;
-# the identity (aws), Kafka and HTTP layers are not (Kafka actions are derived separately).
+# Shared plumbing whose calls belong to every probe that uses it is followed through imports,
+# the probe's and then the plumbing's own (kafka_cloudwatch reads through cloudwatch); the
+# identity (aws), Kafka and HTTP layers are not (Kafka actions are derived separately).
 GENERIC_PLUMBING = {"alivemcp.plumbing.aws", "alivemcp.plumbing.kafka", "alivemcp.plumbing.http"}
+
+
+def _plumbing_imports(file: Path) -> list[Path]:
+    return [REPO / Path(*node.module.split(".")).with_suffix(".py")
+            for node in ast.walk(ast.parse(file.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module
+            and node.module.startswith("alivemcp.plumbing.")
+            and node.module not in GENERIC_PLUMBING]
 
 
 def module_sources(probe_type: str) -> str:
@@ -83,16 +92,11 @@ def module_sources(probe_type: str) -> str:
     path = REPO / Path(*module.split("."))
     files = [path.with_suffix(".py")] if path.with_suffix(".py").exists() else []
     files += sorted(path.glob("*.py")) if path.is_dir() else []
-    helpers: list[Path] = []
-    for file in files:
-        for node in ast.walk(ast.parse(file.read_text())):
-            if (isinstance(node, ast.ImportFrom) and node.module
-                    and node.module.startswith("alivemcp.plumbing.")
-                    and node.module not in GENERIC_PLUMBING):
-                helper = REPO / Path(*node.module.split(".")).with_suffix(".py")
-                if helper not in helpers:
-                    helpers.append(helper)
-    return "\n".join(f.read_text() for f in [*files, *helpers])
+    for file in files:  # the list grows while it is walked: imports of imports
+        for helper in _plumbing_imports(file):
+            if helper not in files:
+                files.append(helper)
+    return "\n".join(f.read_text() for f in files)
 
 
 _SESSION = botocore.session.get_session()
