@@ -6,12 +6,12 @@ reach. CloudWatch has no per-partition offsets, so the window rule here is ``war
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
+from alivemcp.plumbing.cloudwatch import aligned_window
 from alivemcp.plumbing.kafka_cloudwatch import list_series, series_values
 from alivemcp.probe import Status
 from probes.kafka_consumer_lag.evaluate import Evaluation
@@ -37,9 +37,10 @@ GroupTopic = tuple[str, str]
 
 
 def aligned_range(now: float, period: int, periods: int) -> tuple[float, float]:
-    """A [start, end) range on period boundaries, ending at the last complete period."""
-    end = math.floor(now / period) * period
-    return end - periods * period, end
+    """A [start, end) range on period boundaries, ending at the last complete period
+    (``period``: whole minutes, as the source's params require)."""
+    window = aligned_window(period, periods, now)
+    return window.start.timestamp(), window.end.timestamp()
 
 
 def judge_cloudwatch(
