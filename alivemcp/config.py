@@ -356,11 +356,22 @@ def _set_aside_missing(
     for line in errors:
         where = line.partition(": ")[0]
         # An error at the field itself, inside it, or on the object holding it (a model-level
-        # rule such as "bootstrap_servers is empty" is reported on its parent).
-        if not any(where == p or where.startswith((p + ".", p + "["))
-                   or p.startswith((where + ".", where + "[")) for p in missing):
+        # rule such as "bootstrap_servers is empty" is reported on its parent). Inside a
+        # tagged union pydantic adds the tag to the path (marker.s3.bucket for the YAML's
+        # marker.bucket), so each path is also tried with one segment left out.
+        if not any(_covers(p, w) for p in missing for w in _with_one_segment_less(where)):
             real.append(line)
     return real, unchecked
+
+
+def _covers(missing: str, where: str) -> bool:
+    return (where == missing or where.startswith((missing + ".", missing + "["))
+            or missing.startswith((where + ".", where + "[")))
+
+
+def _with_one_segment_less(path: str) -> list[str]:
+    parts = path.split(".")
+    return [path, *(".".join(parts[:i] + parts[i + 1:]) for i in range(1, len(parts)))]
 
 
 # -- interpolation ---------------------------------------------------------------------------

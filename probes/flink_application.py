@@ -161,8 +161,10 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         Observable("kpus", "KPUs billed now: the job's plus the orchestration KPU."),
         Observable("input_records", "The input metric summed over the last idle_after."),
         Observable("idle_seconds", "Time since the input last had records (while RUNNING)."),
-        Observable("idle_kpu_hours", "KPU-hours billed while the input was idle (estimate)."),
-        Observable("idle_cost", "idle_kpu_hours at kpu_hour_price (in currency, USD)."),
+        Observable("idle_kpu_seconds",
+                   "KPU-seconds billed while the input was idle (estimate; /3600 for "
+                   "KPU-hours, the billing unit)."),
+        Observable("idle_cost", "The idle KPU-hours at kpu_hour_price (in currency, USD)."),
         Observable("uptime_seconds", "CloudWatch uptime: the job running without interruption."),
         Observable("restarts_in_window", "Rise of CloudWatch fullRestarts in restart_window."),
         Observable("failed_checkpoints_in_window",
@@ -312,7 +314,7 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         cost = kpu_hours * p.kpu_hour_price
         findings.observe("input_records", idle.records)
         findings.observe("idle_seconds", idle.seconds)
-        findings.observe("idle_kpu_hours", kpu_hours)
+        findings.observe("idle_kpu_seconds", kpus * billed)  # base unit, as Prometheus wants
         findings.observe("idle_cost", cost)
         findings.details["idle"] = {"seconds": round(idle.seconds), "kpu_hours": kpu_hours,
                                     "cost": round(cost, 4), "kpu_hour_price": p.kpu_hour_price,

@@ -138,3 +138,24 @@ def test_example_config_validates_with_every_probe_type() -> None:
     builtin = set(pyproject["project"]["entry-points"]["alivemcp.probes"])
     assert types == builtin, f"example config lacks {builtin - types}"
     assert "fleet/https://a.example.com/mcp" in {c.name for c in loaded.checks}
+
+
+def test_allow_missing_env_reaches_into_tagged_unions() -> None:
+    """An unset ${VAR} inside a tagged union (the kinesis consumer's marker: pydantic puts the
+    tag in the error path, marker.s3.bucket) is set aside like any other, not an error."""
+    text = """
+checks:
+  - name: k
+    probe: kinesis_canary
+    params:
+      stream_name: s
+      aws: {region: us-east-1}
+      consumer:
+        sla: 10s
+        marker: {type: s3, bucket: "${UNSET_BUCKET}", key_template: "m/{id}.done"}
+"""
+    loaded = load_config_text(text, env={}, allow_missing_env=True)
+    assert loaded.unchecked == (
+        "checks[0].params.consumer.marker.bucket: ${UNSET_BUCKET} is not set; not checked",)
+    with pytest.raises(ConfigError, match="UNSET_BUCKET is not set"):
+        load_config_text(text, env={})

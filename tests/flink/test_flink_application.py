@@ -68,7 +68,7 @@ async def test_running_idle_beyond_idle_after_is_degraded_with_kpu_hours_and_cos
     assert result.status == "degraded", result.reason
     idle = result.observations["idle_seconds"]
     assert 48 * 60 <= idle <= 51 * 60  # since the end of the minute that had input
-    kpu_hours = result.observations["idle_kpu_hours"]
+    kpu_hours = result.observations["idle_kpu_seconds"] / 3600
     assert kpu_hours == pytest.approx(KPUS * idle / 3600)
     assert result.observations["idle_cost"] == pytest.approx(kpu_hours * 0.11)
     assert f"application {APP} RUNNING while idle" in result.reason
@@ -89,7 +89,7 @@ async def test_idle_cost_counts_only_known_running_time_at_the_configured_price(
                                     kpu_hour_price=0.2, currency="EUR"))
     assert result.status == "degraded", result.reason
     assert result.observations["idle_seconds"] >= 3600  # nothing in the whole lookback
-    assert result.observations["idle_kpu_hours"] == pytest.approx(KPUS * 600 / 3600)
+    assert result.observations["idle_kpu_seconds"] == pytest.approx(KPUS * 600)
     assert result.observations["idle_cost"] == pytest.approx(KPUS * 600 / 3600 * 0.2)
     assert "for at least 60m" in result.reason and "at 0.2 EUR/KPU-hour" in result.reason
 
@@ -209,4 +209,4 @@ async def test_idle_time_billed_starts_when_the_prober_saw_it_start(moto: MotoSe
         started = await handle.run()
     assert started.status == "degraded", started.reason  # idle is idle, expected or not
     assert started.observations["idle_seconds"] >= 1800
-    assert started.observations["idle_kpu_hours"] < KPUS * 60 / 3600  # seconds, not 30 min
+    assert started.observations["idle_kpu_seconds"] < KPUS * 60  # seconds, not 30 min

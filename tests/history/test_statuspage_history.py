@@ -765,7 +765,7 @@ async def test_page_and_badges_from_the_real_daemon(tmp_path: Path, browser: Bro
                           Math.min(img.naturalHeight, box.height)]);
                 }};
                 img.onerror = () => done([src, 0, 0]);
-                document.getElementById('detail').appendChild(img);
+                document.body.appendChild(img);  // not #detail: a refresh redraws it
                 img.src = src;
             }})))""")
         for src, width, height in sizes:
