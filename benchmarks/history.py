@@ -104,9 +104,9 @@ async def steady_child(checks: int, interval: float, seconds: float, history_on:
     settle_heap()
     scheduler.start()
     started = time.monotonic()
-    # Steady state: skip the first interval's spread of first runs and the writer's first
-    # batches, then measure the rest.
-    warmup = min(interval, seconds / 3)
+    # Steady state: skip the first interval (first runs are spread over it, and each check's
+    # first result creates its row) plus 15 s, then measure the rest.
+    warmup = min(interval + 15, seconds / 2)
     await asyncio.sleep(warmup)
     tid = history.writer._thread.native_id if history and history.writer._thread else None
     cpu_writer0 = thread_cpu_seconds(tid) if tid else 0.0
@@ -331,7 +331,7 @@ def main() -> None:
     parser.add_argument("part", choices=["steady", "reads", "naive", "all", "_steady_child"])
     parser.add_argument("--checks", type=int, default=50_000)
     parser.add_argument("--interval", type=float, default=60.0)
-    parser.add_argument("--seconds", type=float, default=150.0)
+    parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--naive-checks", type=int, default=50)
     parser.add_argument("--repeat", action="store_true", help="steady: off, on, off, on")

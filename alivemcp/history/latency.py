@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-__all__ = ["bin_of", "decode", "encode", "merge", "merge_many", "percentiles"]
+__all__ = ["bin_of", "decode", "encode", "merge", "merge_many", "one_run", "percentiles"]
 
 _BASE = 1e-4
 _PER_DOUBLING = 8
@@ -34,7 +34,20 @@ def _value_of(index: int) -> float:
     return _BASE * 2 ** ((index - 0.5) / _PER_DOUBLING)
 
 
+#: The encoding of a single run in bin i: what most buckets of a batch hold.
+_ONE_RUN = [bytes((index, 1)) for index in range(_LAST + 1)]
+
+
+def one_run(seconds: float) -> bytes:
+    """The encoding of a single run of ``seconds``."""
+    return _ONE_RUN[bin_of(seconds)]
+
+
 def encode(counts: Mapping[int, int]) -> bytes:
+    if len(counts) == 1:
+        for index, count in counts.items():
+            if count == 1:
+                return _ONE_RUN[index]
     out = bytearray()
     for index in sorted(counts):
         count = counts[index]
@@ -74,6 +87,17 @@ def merge(a: bytes | None, b: bytes | None) -> bytes:
         return b or b""
     if not b:
         return a
+    if len(b) == 2 and b[1] < 0x7F:
+        # One bin, a small count (the usual upsert: a run or two of one check in a batch):
+        # bump that bin's count in place when its varint stays one byte long.
+        pos, end = 0, len(a)
+        while pos < end:
+            if a[pos] == b[0] and pos + 1 < end and a[pos + 1] + b[1] < 0x80:
+                return a[:pos + 1] + bytes((a[pos + 1] + b[1],)) + a[pos + 2:]
+            pos += 1
+            while pos < end and a[pos] >= 0x80:  # skip the varint's continuation bytes
+                pos += 1
+            pos += 1
     return encode(decode(b, decode(a)))
 
 

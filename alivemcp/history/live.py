@@ -92,13 +92,15 @@ class LiveWindows:
 
     def add_hour(self, check_id: int, bucket: int, up: int, degraded: int, down: int) -> None:
         """Counts of the hour bucket starting at ``bucket`` (unix seconds)."""
-        self._grow(check_id)
+        if check_id >= len(self._last_hour):
+            self._grow(check_id)
         self._add(self._last_hour, check_id, bucket // 3600, _HOUR_SLOTS, check_id * _STRIDE,
                   up, degraded, down)
 
     def add_day(self, check_id: int, bucket: int, up: int, degraded: int, down: int) -> None:
         """Counts of the day bucket starting at ``bucket`` (unix seconds)."""
-        self._grow(check_id)
+        if check_id >= len(self._last_hour):
+            self._grow(check_id)
         self._add(self._last_day, check_id, bucket // 86400, _DAY_SLOTS,
                   check_id * _STRIDE + _DAY_BASE, up, degraded, down)
 

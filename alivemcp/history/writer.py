@@ -25,7 +25,6 @@ import errno
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ import structlog
 from alivemcp.history import rollup, schema
 from alivemcp.history.config import Retention
 from alivemcp.history.live import LiveWindows
-from alivemcp.history.rollup import Incident, Row
+from alivemcp.history.rollup import Incident, Pending
 from alivemcp.probe import Status
 from alivemcp.results import CheckResult
 
@@ -128,8 +127,9 @@ class HistoryWriter:
         #: Set once the database has been opened; readers wait for it.
         self.ready = threading.Event()
         self._on_open = on_open
-        self._queue: deque[Row] = deque()
-        self._retry: list[Row] = []  # a batch that failed, retried before newer results
+        self._queue = Pending()
+        self._queue_lock = threading.Lock()  # observe appends, the writer swaps the queue
+        self._retry = Pending()  # a batch that failed, retried before newer results
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -148,15 +148,17 @@ class HistoryWriter:
     # -- event-loop side ----------------------------------------------------------------------
 
     def observe(self, result: CheckResult) -> None:
-        self._queue.append((
-            _storable(result.check.name), result.check.probe_type, _CODE[result.status],
-            result.started_at, result.duration_seconds, _storable(result.reason[:REASON_CHARS]),
-        ))
-        self._enqueued += 1
-        if len(self._queue) > MAX_PENDING_RESULTS:  # the database has been failing for long
-            with contextlib.suppress(IndexError):  # the writer may have just drained it
-                self._queue.popleft()
-                self.stats.intake_dropped += 1
+        name = _storable(result.check.name)
+        reason = _storable(result.reason[:REASON_CHARS])
+        with self._queue_lock:
+            queue = self._queue
+            queue.append(name, result.check.probe_type, _CODE[result.status],
+                         result.started_at, result.duration_seconds, reason)
+            self._enqueued += 1
+            if len(queue) > MAX_PENDING_RESULTS:  # the database has been failing for long
+                excess = len(queue) - MAX_PENDING_RESULTS + MAX_PENDING_RESULTS // 10
+                queue.drop_oldest(excess)  # a tenth at once: dropping is a copy of each column
+                self.stats.intake_dropped += excess
 
     def check_ids(self) -> dict[str, int]:
         """name → id of every check with history (replaced whole, never mutated in place)."""
@@ -220,7 +222,7 @@ class HistoryWriter:
         opening = self._db is None
         if opening and (time.monotonic() < self._retry_at or not self._try_open(now)):
             return
-        if (self._queue or self._retry) and time.monotonic() >= self._retry_at:
+        if self.pending() and time.monotonic() >= self._retry_at:
             self._write_batch()
         if self._db is not None and now >= self._next_prune and self._configured is not None:
             self._next_prune = now + PRUNE_EVERY_SECONDS
@@ -332,16 +334,18 @@ class HistoryWriter:
     # -- one batch ----------------------------------------------------------------------------
 
     def _write_batch(self) -> None:
-        batch, self._retry = self._retry, []
-        queue = self._queue
-        with contextlib.suppress(IndexError):  # observe may drop the oldest meanwhile
-            for _ in range(len(queue)):
-                batch.append(queue.popleft())
+        batch, self._retry = self._retry, Pending()
+        with self._queue_lock:
+            taken, self._queue = self._queue, Pending()
+        if batch:
+            batch.extend(taken)
+        else:
+            batch = taken
         started = time.perf_counter()
         written: list[rollup.Batch] = []
         reason = self._guarded(lambda: written.append(self._commit(batch)))
         if reason is None:
-            self._follow(written[0])
+            self._follow(written[0], batch)
             self._attempts = 0
             self._done += len(batch)
             self.stats.committed_results += len(batch)
@@ -357,9 +361,9 @@ class HistoryWriter:
             self._drop(len(batch))
             self._attempts = 0
             return
-        excess = len(batch) + len(queue) - MAX_PENDING_RESULTS
+        excess = len(batch) + len(self._queue) - MAX_PENDING_RESULTS
         if excess > 0:
-            del batch[:excess]
+            batch.drop_oldest(excess)
             self._drop(excess)
         self._retry = batch
 
@@ -367,13 +371,13 @@ class HistoryWriter:
         self.stats.dropped_results += count
         self._done += count
 
-    def _commit(self, batch: list[Row]) -> rollup.Batch:
+    def _commit(self, batch: Pending) -> rollup.Batch:
         db = self._db
         if db is None:
             raise sqlite3.OperationalError("unable to open database file")
         return rollup.write_batch(db, batch, self._ids, self._open)
 
-    def _follow(self, written: rollup.Batch) -> None:
+    def _follow(self, written: rollup.Batch, batch: Pending) -> None:
         """Memory follows the database once a batch has committed."""
         if written.new_ids:
             self._ids = {**self._ids, **written.new_ids}
@@ -382,10 +386,15 @@ class HistoryWriter:
                 self._open.pop(cid, None)
             else:
                 self._open[cid] = state
-        for (cid, bucket), e in written.buckets["hour"].items():
-            self.live.add_hour(cid, bucket, e[0], e[1], e[2])
-        for (cid, bucket), e in written.buckets["day"].items():
-            self.live.add_day(cid, bucket, e[0], e[1], e[2])
+        live = self.live
+        for cid, code, started in zip(written.check_ids, batch.codes, batch.started,
+                                      strict=True):
+            if code == rollup.UNKNOWN:
+                continue  # counts in no window
+            second = int(started)
+            up, degraded, down = code == rollup.UP, code == rollup.DEGRADED, code == rollup.DOWN
+            live.add_hour(cid, second - second % 3600, up, degraded, down)
+            live.add_day(cid, second - second % 86400, up, degraded, down)
 
     # -- retention ----------------------------------------------------------------------------
 
