@@ -225,6 +225,13 @@ PANELS: list[Panel] = [
           description="Full restarts and failed checkpoints within the restart window (a "
           "restart loop processes nothing), and whether the application is RUNNING."),
 
+    row("Composite checks (DR readiness)"),
+    Panel("Members up", "timeseries",
+          [Query(f"alivemcp_probe_members_up{{{SEL}}}", "{{check}} members up"),
+           Query(f"alivemcp_probe_members{{{SEL}}}", "{{check}} members")],
+          description="A composite's members that are up, against how many it has: below "
+          "the count, the composite's reason names the failing members."),
+
     row("Alert delivery"),
     Panel("Notifications by outcome", "timeseries",
           [Query("sum by (receiver, outcome) "

@@ -50,11 +50,10 @@ def _registered_secrets_per_test() -> Iterator[None]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``pytest -n N --dist loadgroup`` (``make test``), every Kafka test runs on one
-    worker, so the session's brokers start once rather than once per worker; a module that
-    holds a fixed address (the silent DNS server on 127.53.0.1:53) runs on one worker too."""
+    worker, so the session's brokers start once rather than once per worker, and every other
+    module runs whole on one worker, so its module fixtures (brokers, a DNS server on a fixed
+    address) are set up once."""
     for item in items:
         path = str(item.path)
-        if "/tests/kafka/" in path:
-            item.add_marker(pytest.mark.xdist_group("kafka"))
-        elif path.endswith("/test_http_hung_resolver.py"):
-            item.add_marker(pytest.mark.xdist_group("silent-dns"))
+        group = "kafka" if "/tests/kafka/" in path else path
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -157,9 +157,15 @@ async def test_untrusted_certificate_is_reported(scram_broker: dict[str, Any]) -
 async def test_plaintext_listener_still_serves_plain_clients(
     scram_broker: dict[str, Any],
 ) -> None:
+    # The topic is made here, over SCRAM and TLS, so the test does not depend on another
+    # test having run first on the same broker.
+    made = await run_check(
+        "kafka_canary", {"cluster": _conn(scram_broker), "topic": "plain-listener-canary",
+                         **RELAXED}, timeout=30)
+    assert made.status == Status.UP, made.reason
     result = await run_check(
         "kafka_partition_health",
         {"cluster": {"bootstrap_servers": scram_broker["cluster"].bootstrap},
-         "topics": ["scram-canary"]},
+         "topics": ["plain-listener-canary"]},
     )
     assert result.status == Status.UP, result.reason

@@ -34,6 +34,9 @@ def silent_resolv_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        # The fixture may be set up again on the same worker (pytest -n): lookups left
+        # connections to the last one in TIME_WAIT.
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         udp.bind((SILENT_DNS, 53))
         tcp.bind((SILENT_DNS, 53))
         tcp.listen(64)
