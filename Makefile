@@ -6,6 +6,7 @@ PYTHON ?= python3
 # Where the demo's daemon listens: `make demo LISTEN=127.0.0.1:9465` when 9464 is taken.
 LISTEN ?= 127.0.0.1:9464
 # Test workers: most tests wait on real servers (Kafka, moto, daemons), so 3 fit 2 cores.
+# loadscope keeps each test module on one worker, so its module fixtures start once.
 TEST_WORKERS ?= 3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -54,7 +55,7 @@ lint: venv
 	$(BIN)/mypy
 
 test: test-deps lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 demo: deps
 	$(BIN)/alivemcp demo --listen $(LISTEN) $(if $(HAVE_KAFKA_TOOLS),,--no-kafka)

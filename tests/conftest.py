@@ -46,14 +46,3 @@ def _registered_secrets_per_test() -> Iterator[None]:
     redact._known.update(known)
     redact._by_prefix.clear()
     redact._by_prefix.update(by_prefix)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (``make test``), every Kafka test runs on one
-    worker, so the session's brokers start once rather than once per worker, and every other
-    module runs whole on one worker, so its module fixtures (brokers, a DNS server on a fixed
-    address) are set up once."""
-    for item in items:
-        path = str(item.path)
-        group = "kafka" if "/tests/kafka/" in path else path
-        item.add_marker(pytest.mark.xdist_group(group))
