@@ -12,8 +12,8 @@ import contextlib
 import random
 from datetime import UTC, datetime
 
-from alivemcp.plumbing.aws import AwsClients, AwsSettings
-from alivemcp.testbed.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
+from alivemcp.plumbing.aws import AwsClients
+from alivemcp.testbed.moto import ACCOUNT_ID, moto_settings
 from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["start"]
@@ -25,13 +25,7 @@ FEED_EVERY = 60.0
 
 
 async def start(stack: DemoStack) -> None:
-    settings = AwsSettings(
-        region=REGION,
-        endpoint_url=stack.moto.url,
-        max_attempts=1,
-        access_key_id=FAKE_KEY_ID,  # type: ignore[arg-type]
-        secret_access_key=FAKE_SECRET,  # type: ignore[arg-type]
-    )
+    settings = moto_settings(stack.moto.url)
     clients = AwsClients()
     stack.add_cleanup(clients.aclose)
     s3 = await clients.client("s3", settings)

@@ -22,9 +22,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from alivemcp.plumbing.aws import AwsClients, AwsSettings
+from alivemcp.plumbing.aws import AwsClients
 from alivemcp.testbed import demo_kinesis
-from alivemcp.testbed.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
+from alivemcp.testbed.moto import ACCOUNT_ID, REGION, moto_settings
 from alivemcp.testbed.stack import DemoStack
 
 __all__ = ["start"]
@@ -39,13 +39,7 @@ FEED_EVERY = 60.0
 
 async def start(stack: DemoStack) -> None:
     source_stream = stack.env.get("DEMO_KINESIS_STREAM", demo_kinesis.STREAM)
-    settings = AwsSettings(
-        region=REGION,
-        endpoint_url=stack.moto.url,
-        max_attempts=1,
-        access_key_id=FAKE_KEY_ID,  # type: ignore[arg-type]
-        secret_access_key=FAKE_SECRET,  # type: ignore[arg-type]
-    )
+    settings = moto_settings(stack.moto.url)
     clients = AwsClients()
     stack.add_cleanup(clients.aclose)
     flink = await clients.client("kinesisanalyticsv2", settings)

@@ -8,7 +8,7 @@ open (returns the raw document), so the demo shows the loud verdict the probe ex
 from __future__ import annotations
 
 from alivemcp.plumbing.aws import AwsClients, AwsSettings
-from alivemcp.testbed.moto import ACCOUNT_ID, FAKE_KEY_ID, FAKE_SECRET, REGION
+from alivemcp.testbed.moto import ACCOUNT_ID, moto_settings
 from alivemcp.testbed.object_lambda import ObjectLambdaStandIn, TransformMode
 from alivemcp.testbed.stack import DemoStack
 
@@ -54,11 +54,4 @@ async def start(stack: DemoStack) -> None:
 
 
 def _settings(endpoint: str) -> AwsSettings:
-    return AwsSettings(
-        region=REGION,
-        endpoint_url=endpoint,
-        resolve_all_to=LOOPBACK,
-        max_attempts=1,
-        access_key_id=FAKE_KEY_ID,  # type: ignore[arg-type]
-        secret_access_key=FAKE_SECRET,  # type: ignore[arg-type]
-    )
+    return moto_settings(endpoint, resolve_all_to=LOOPBACK)

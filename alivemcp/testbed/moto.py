@@ -4,13 +4,32 @@ from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from alivemcp.plumbing.aws import AwsSettings
 
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
 # moto accepts any keys; these fixed fake values keep the demo and tests reproducible.
 FAKE_KEY_ID = "testing"
 FAKE_SECRET = "testing"
+
+
+def moto_settings(endpoint_url: str, **more: Any) -> AwsSettings:
+    """AWS settings of a demo part or test talking to moto at ``endpoint_url``: the fixed
+    region and fake keys, one attempt (moto answers unsupported calls with 500s that would
+    otherwise be retried)."""
+    from alivemcp.plumbing.aws import AwsSettings
+
+    return AwsSettings(
+        region=REGION,
+        endpoint_url=endpoint_url,
+        max_attempts=1,
+        access_key_id=FAKE_KEY_ID,  # type: ignore[arg-type]
+        secret_access_key=FAKE_SECRET,  # type: ignore[arg-type]
+        **more,
+    )
 
 
 class MotoUnavailable(RuntimeError):
