@@ -131,8 +131,11 @@ async def test_seed_failure_is_unknown(moto: MotoServer, olap: ObjectLambdaStand
 async def test_cli_reports_each_verdict(
     moto: MotoServer, olap: ObjectLambdaStandIn, tmp_path: Path
 ) -> None:
+    # A canary key per check: the four run at once, and moto's server can answer 500 to
+    # concurrent PUTs of one key (seen under a loaded test run).
     checks = [
-        {"name": name, "probe": "s3_object_lambda", "params": _params(moto, olap, name, mode)}
+        {"name": name, "probe": "s3_object_lambda",
+         "params": _params(moto, olap, name, mode, key=f"canary/{name}.txt")}
         for name, mode in (("ok", "redact"), ("leaky", "fail_open"), ("broken", "fail"),
                            ("masker", "mask"))
     ]
