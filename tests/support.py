@@ -270,3 +270,24 @@ async def run_until(
         await asyncio.sleep(pause)
     assert last is not None
     raise AssertionError(f"{what}: still {last.status} after {within:g}s: {last.reason}")
+
+
+async def run_demo_check(moto: Any, tmp_path: Path, start: Any, check: str
+                         ) -> tuple[int, dict[str, Any]]:
+    """One demo part (``start``, e.g. ``demo_kinesis.start``) on the test's moto, then its
+    check from config/demo.yaml through the real ``alivemcp check``: (exit code, the row)."""
+    from alivemcp.testbed.stack import DemoStack
+
+    doc = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    doc["checks"] = [c for c in doc["checks"] if c["name"] == check]
+    doc.pop("alerting", None)
+    path = tmp_path / f"demo-{check}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    stack = DemoStack(workdir=tmp_path, moto=moto)
+    stack.set_env("DEMO_MOTO_URL", moto.url)
+    try:
+        await start(stack)
+        code, rows = check_json(path, env=stack.env)
+    finally:
+        await stack.close()
+    return code, rows[check]

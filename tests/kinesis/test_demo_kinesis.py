@@ -5,30 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import boto3
-import yaml
 
 from alivemcp.testbed import demo_kinesis
 from alivemcp.testbed.moto import MotoServer
-from alivemcp.testbed.stack import DemoStack
-from tests.support import REPO, check_json
+from tests.support import run_demo_check
 
 CHECK = "kinesis-tool-stream"
 
 
 async def test_demo_stream_is_up_through_its_consumer(moto: MotoServer, tmp_path: Path) -> None:
-    doc = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
-    doc["checks"] = [c for c in doc["checks"] if c["name"] == CHECK]
-    doc.pop("alerting", None)
-    path = tmp_path / "demo-kinesis.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    stack = DemoStack(workdir=tmp_path, moto=moto)
-    stack.set_env("DEMO_MOTO_URL", moto.url)
-    try:
-        await demo_kinesis.start(stack)
-        code, rows = check_json(path, env=stack.env)
-    finally:
-        await stack.close()
-    row = rows[CHECK]
+    code, row = await run_demo_check(moto, tmp_path, demo_kinesis.start, CHECK)
     assert code == 0, row
     assert row["status"] == "up", row
     # Both shards written and read back, and the demo consumer marked both canaries.
