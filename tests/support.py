@@ -291,3 +291,31 @@ async def run_demo_check(moto: Any, tmp_path: Path, start: Any, check: str
     finally:
         await stack.close()
     return code, rows[check]
+
+
+class Webhook:
+    """A real HTTP receiver on loopback that records every POSTed JSON body."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Any] = []
+        bodies = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                bodies.append(json.loads(self.rfile.read(length) or b"null"))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -9,10 +9,8 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.results import CheckResult
 from alivemcp.scheduler import MIN_START_WINDOW, Scheduler, stable_offset, start_fraction
 from alivemcp.status import StatusStore
-from tests.support import ALIVEMCP, REPO, DaemonProcess, free_port, subprocess_env
+from tests.support import ALIVEMCP, REPO, DaemonProcess, Webhook, free_port, subprocess_env
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -64,34 +62,6 @@ def wait_until(predicate: Any, timeout: float, what: str) -> Any:
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-class Webhook:
-    """A real HTTP receiver on loopback that records every POSTed JSON body."""
-
-    def __init__(self) -> None:
-        self.bodies: list[Any] = []
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                bodies.append(json.loads(self.rfile.read(length) or b"null"))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -6,16 +6,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from alivemcp.history import queries, schema
+from tests import support
 from tests.support import DaemonProcess
 
 #: Interval of the file-driven checks: short, so a schedule of ~25 runs takes a few seconds.
@@ -147,28 +146,8 @@ def log_events(d: DaemonProcess, event: str) -> list[dict[str, Any]]:
     return out
 
 
-class Webhook:
-    """A real HTTP receiver on loopback that records every POSTed JSON body."""
-
-    def __init__(self) -> None:
-        self.bodies: list[Any] = []
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                bodies.append(json.loads(self.rfile.read(length) or b"null"))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+class Webhook(support.Webhook):
+    """The shared loopback receiver, as the history fault tests configure and read it."""
 
     def alerting(self) -> dict[str, Any]:
         """An alerting section that pages this receiver at the first failure."""
@@ -179,6 +158,3 @@ class Webhook:
     def mentions(self, text: str) -> int:
         return sum(text in json.dumps(body) for body in self.bodies)
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
