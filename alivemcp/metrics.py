@@ -124,6 +124,12 @@ class CheckExposition:
         self._store = store
         self._labels: dict[str, tuple[CheckInfo, str]] = {}
         self._uptime: tuple[str, UptimeSource] | None = None
+        self._owned: Callable[[str], bool] | None = None
+
+    def set_owned(self, owned: Callable[[str], bool] | None) -> None:
+        """Cluster mode: export only the checks ``owned`` says this replica probes, so that
+        Prometheus scraping every replica sees each check once (None: all checks)."""
+        self._owned = owned
 
     def set_uptime_source(self, window: str | None, source: UptimeSource) -> None:
         """Export uptime over ``window`` per check (history.metrics_window; None: off)."""
@@ -149,7 +155,11 @@ class CheckExposition:
         uptime: list[str] = []
         available: list[str] = []
         names = set()
-        for state in self._store.states():
+        states = self._store.states()
+        owned = self._owned
+        if owned is not None:
+            states = [s for s in states if owned(s.info.name)]
+        for state in states:
             labels = self._labels_for(state.info)
             names.add(state.info.name)
             for code, count in enumerate(state.runs):

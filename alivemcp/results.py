@@ -39,6 +39,8 @@ class CheckResult:
     labeled_observations: Sequence[LabeledObservation] = ()
     details: Mapping[str, Any] | None = None
     lateness_seconds: float = 0.0
+    #: The cluster replica that produced it ("" in standalone mode, or run by this process).
+    replica: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The shape ``check --json`` prints and ``/status`` serves for a run."""

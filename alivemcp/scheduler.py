@@ -41,7 +41,7 @@ import gc
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -285,6 +285,18 @@ class Scheduler:
         if entry is not None and self._aps.get_job(name) is not None:
             self._aps.remove_job(name)
         return entry
+
+    async def cancel_runs(self, names: Collection[str], timeout: float = 2.0) -> int:
+        """Cancel the runs in flight of ``names`` (already removed) and wait up to ``timeout``
+        for them to unwind; their results are dropped. Cluster mode calls it when a shard is
+        revoked, so that a check stops being probed here before another replica takes it.
+        Returns how many runs were cancelled."""
+        doomed = {run for run in self._runs if _check_name(run) in names}
+        for run in doomed:
+            run.cancel()
+        if doomed:
+            await asyncio.wait(doomed, timeout=timeout)
+        return len(doomed)
 
     async def _launch(self, name: str) -> None:
         """APScheduler's job: run the check in a task of our own and wait for it.

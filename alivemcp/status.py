@@ -56,12 +56,19 @@ class CheckState:
     runs: tuple[int, int, int, int]  # cumulative counts by status: up, degraded, down, unknown
     in_flight: bool = False
 
+    @property
+    def owner(self) -> str:
+        """The replica that produced the last result ("" for this process, or none yet)."""
+        return self.last.replica if self.last is not None else ""
+
 
 class StatusStore:
     #: As a consumer of the results pipeline.
     name = "status"
 
-    def __init__(self) -> None:
+    def __init__(self, replica: str = "") -> None:
+        #: This process's cluster replica id ("" standalone): rows then carry an ``owner``.
+        self.replica = replica
         self._states: dict[str, CheckState] = {}
         self._history: dict[str, _History] = {}
 
@@ -89,6 +96,11 @@ class StatusStore:
     def record(self, result: CheckResult) -> CheckState | None:
         state = self._states.get(result.check.name)
         if state is None:  # removed by a reload while it ran
+            return None
+        if (result.replica and state.last is not None
+                and result.started_at < state.last.started_at):
+            # Cluster mode: a result from the stream older than the one already shown (the
+            # echo of a run of ours, or one delayed across a handover).
             return None
         since = state.since
         if state.last is None or state.last.status is not result.status:
@@ -155,6 +167,8 @@ class StatusStore:
                 "last_run": last.started_at if last else None,
                 "duration_seconds": round(last.duration_seconds, 6) if last else None,
             }
+            if self.replica:
+                row["owner"] = (last.replica or self.replica) if last else None
             if brief:
                 checks.append(row)
                 continue
@@ -169,4 +183,8 @@ class StatusStore:
             if last and last.details:
                 row["details"] = last.details
             checks.append(row)
-        return {"generated_at": time.time(), "summary": summary, "checks": checks}
+        document: dict[str, Any] = {"generated_at": time.time(), "summary": summary}
+        if self.replica:
+            document["replica"] = self.replica
+        document["checks"] = checks
+        return document
