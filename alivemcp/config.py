@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
+from alivemcp.cluster.config import ClusterConfig
 from alivemcp.durations import Duration, parse_duration
 from alivemcp.history.config import HistoryConfig
 from alivemcp.metrics import OBSERVATION_PREFIX, engine_label_owners
@@ -168,6 +169,10 @@ class Config(_Strict):
     history: HistoryConfig = Field(
         default_factory=HistoryConfig,
         description="Uptime history, incidents and latency kept in data_dir/history.sqlite.",
+    )
+    cluster: ClusterConfig | None = Field(
+        None, description="Cluster mode: replicas share the checks through a Kafka consumer "
+        "group (docs/cluster.md). Absent: standalone, this process probes every check.",
     )
 
     @field_validator("checks", mode="before")

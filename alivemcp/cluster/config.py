@@ -1,0 +1,103 @@
+"""The ``cluster:`` section of the config. Absent: standalone (one process, every check)."""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from alivemcp.durations import Duration
+from alivemcp.plumbing.kafka_settings import KafkaConnection
+
+__all__ = ["ClusterConfig", "ClusterTopics"]
+
+DAY = 86400.0
+#: Kafka topic names: at most 249 of [a-zA-Z0-9._-], not "." or "..".
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClusterTopics(_Strict):
+    results: str = Field(
+        "mcp-probe-results", description="Every result, keyed by check name, one partition per "
+        "shard; its partitions are the shards the consumer group hands out.",
+    )
+    status_changes: str = Field(
+        "mcp-status-changes", description="Status transitions only, keyed by check name."
+    )
+    alert_state: str = Field(
+        "alivemcp-alert-state", description="Alert state per check (compacted), keyed by check "
+        "name with the results topic's partitioning.",
+    )
+
+    @field_validator("results", "status_changes", "alert_state")
+    @classmethod
+    def _topic_name(cls, value: str) -> str:
+        if not _TOPIC.fullmatch(value) or value in {".", ".."}:
+            raise ValueError("a Kafka topic name: 1-249 characters of a-z A-Z 0-9 . _ -")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ClusterTopics:
+        if len({self.results, self.status_changes, self.alert_state}) != 3:
+            raise ValueError("results, status_changes and alert_state must be three topics")
+        return self
+
+
+class ClusterConfig(_Strict):
+    kafka: KafkaConnection = Field(
+        description="The Kafka/MSK cluster the replicas coordinate through (the same block the "
+        "Kafka probes take: bootstrap_servers or cluster_arn, TLS, SCRAM, MSK IAM)."
+    )
+    group: str = Field(
+        "alivemcp", min_length=1, max_length=249, description="Consumer group of the replicas."
+    )
+    shards: int = Field(
+        60, ge=1, le=10_000, description="Shards = partitions of the results, status-change "
+        "and alert-state topics. Changing it re-homes most checks: stop all replicas first.",
+    )
+    replica_id: str = Field(
+        default_factory=socket.gethostname, min_length=1, max_length=249,
+        description="This replica's id (default: the host name): the owner shown in /status, "
+        "and its static group membership (a replica restarted with the same id within the "
+        "session timeout gets its shards back without a rebalance).",
+    )
+    topics: ClusterTopics = Field(default_factory=ClusterTopics, description="Topic names.")
+    session_timeout: Duration = Field(
+        10.0, ge=6, le=300, description="Consumer-group session timeout: a replica silent this "
+        "long loses its shards to the others; one that cannot reach the group coordinator this "
+        "long stops probing (see docs/cluster.md, split brain). Within the brokers' "
+        "group.min/max.session.timeout.ms (6 s - 30 min by default).",
+    )
+    heartbeat_interval: Duration = Field(
+        1.0, le=60, description="Group heartbeats; at most a third of session_timeout."
+    )
+    create_topics: bool = Field(
+        True, description="Create missing topics with the settings below (needs CreateTopics "
+        "permission); false: they must exist (docs/cluster.md lists them).",
+    )
+    replication_factor: int = Field(3, ge=1, le=32, description="For created topics.")
+    min_insync_replicas: int = Field(2, ge=1, le=32, description="For created topics.")
+    results_retention: Duration = Field(7 * DAY, description="Results topic retention (the SLA "
+                                        "window in the seed's design).")
+    status_changes_retention: Duration = Field(30 * DAY, description="Status-changes retention.")
+    compression: Literal["lz4", "zstd", "gzip", "snappy", "none"] = Field(
+        "lz4", description="Producer compression of results and status changes."
+    )
+    produce_buffer: int = Field(
+        100_000, ge=100, le=10_000_000, description="Results waiting to be produced; beyond it "
+        "the oldest are dropped and counted (probing never waits for Kafka).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterConfig:
+        if self.heartbeat_interval * 3 > self.session_timeout:
+            raise ValueError("heartbeat_interval must be at most a third of session_timeout")
+        if self.min_insync_replicas > self.replication_factor:
+            raise ValueError("min_insync_replicas cannot exceed replication_factor")
+        return self
