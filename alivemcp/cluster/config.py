@@ -62,8 +62,8 @@ class ClusterConfig(_Strict):
         "and alert-state topics. Changing it re-homes most checks: stop all replicas first.",
     )
     replica_id: str = Field(
-        default_factory=socket.gethostname, min_length=1, max_length=249,
-        description="This replica's id (default: the host name): the owner shown in /status, "
+        "", max_length=249,
+        description="This replica's id (empty: the host name): the owner shown in /status, "
         "and its static group membership (a replica restarted with the same id within the "
         "session timeout gets its shards back without a rebalance).",
     )
@@ -96,6 +96,8 @@ class ClusterConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterConfig:
+        if not self.replica_id.strip():
+            self.replica_id = socket.gethostname()
         if self.heartbeat_interval * 3 > self.session_timeout:
             raise ValueError("heartbeat_interval must be at most a third of session_timeout")
         if self.min_insync_replicas > self.replication_factor:
