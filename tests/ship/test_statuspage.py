@@ -535,3 +535,24 @@ async def test_page_refuses_a_source_on_another_origin_and_keeps_its_own(
     assert status_server.requests >= own + 2
     assert await browser.evaluate("window.__csp") == []
     assert browser.exceptions == []
+
+
+async def test_page_in_cluster_mode_names_the_answering_replica_and_each_checks_owner(
+    status_server: StatusServer, browser: Browser
+) -> None:
+    """Cluster mode: the document names the replica that answered, each row the replica that
+    produced its last result (the rows of a brief list carry it too)."""
+    doc = status_server.doc
+    doc["replica"] = "alivemcp-1"
+    for i, row in enumerate(doc["checks"]):
+        row["owner"] = f"alivemcp-{i % 3}"
+    name = doc["checks"][2]["check"]
+    await browser.goto(status_server.url + "#check=" + name)
+    await browser.wait_for(f"{PAGE}.refreshes >= 1")
+    await browser.wait_for("document.getElementById('updated').textContent.includes('replica')")
+    assert "replica alivemcp-1" in await browser.evaluate(
+        "document.getElementById('updated').textContent")
+    await browser.wait_for("!document.getElementById('detail').hidden")
+    detail = await browser.evaluate("document.getElementById('detail').textContent")
+    assert "probed byalivemcp-2" in detail
+    assert browser.exceptions == []
