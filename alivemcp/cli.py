@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from alivemcp import __version__
+from alivemcp.cluster.config import ClusterConfig
 from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config
 from alivemcp.logging import configure_logging
 from alivemcp.probe import Status
@@ -275,7 +276,22 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(f"  {line}")
     else:
         print(f"{path}: ok ({len(loaded.checks)} checks: {kinds})")
+    if loaded.config.cluster is not None:
+        print(_cluster_summary(loaded.config.cluster, [c.name for c in loaded.checks]))
     return EXIT_OK
+
+
+def _cluster_summary(cluster: ClusterConfig, names: list[str]) -> str:
+    """One line on cluster mode: who this replica is, and how evenly the checks fall into
+    shards (a shard is the unit that moves between replicas)."""
+    from alivemcp.cluster.shards import shard_of
+
+    per_shard = [0] * cluster.shards
+    for name in names:
+        per_shard[shard_of(name, cluster.shards)] += 1
+    return (f"cluster mode: replica {cluster.replica_id!r} in group {cluster.group!r}, "
+            f"{cluster.shards} shards (checks per shard: {min(per_shard)} to "
+            f"{max(per_shard)}), results topic {cluster.topics.results!r}")
 
 
 def _listen_problem(listen: str) -> str | None:

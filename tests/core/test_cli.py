@@ -74,3 +74,34 @@ def test_help_and_missing_command() -> None:
     assert cli().returncode == 2
     proc = cli("run", "--config", "/nonexistent.yaml")
     assert proc.returncode == 2 and "cannot read" in proc.stderr
+
+
+def test_validate_describes_cluster_mode_and_refuses_bad_cluster_settings(tmp_path: Path) -> None:
+    config = tmp_path / "cluster.yaml"
+    targets = ", ".join(f"http://127.0.0.1:1/{i}" for i in range(120))
+    config.write_text(
+        "cluster:\n"
+        "  kafka: {bootstrap_servers: '127.0.0.1:9092'}\n"
+        "  replica_id: prober-2\n"
+        "  shards: 12\n"
+        "checks:\n"
+        f"  - {{name: mcp, probe: mcp_endpoint, targets: [{targets}]}}\n"
+    )
+    proc = cli("validate", str(config))
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.splitlines()[-1]
+    assert line.startswith("cluster mode: replica 'prober-2' in group 'alivemcp', 12 shards")
+    low, high = (int(n) for n in line.split("checks per shard: ")[1].split(")")[0].split(" to "))
+    assert 0 < low <= 10 <= high < 20  # 120 checks over 12 shards: murmur2 spreads them
+
+    config.write_text(
+        "cluster:\n"
+        "  kafka: {bootstrap_servers: '127.0.0.1:9092'}\n"
+        "  session_timeout: 3s\n"
+        "  heartbeat_interval: 2s\n"
+        "  topics: {results: same, status_changes: same}\n"
+    )
+    proc = cli("validate", str(config))
+    assert proc.returncode != 0
+    assert "cluster.session_timeout" in proc.stderr
+    assert "cluster.topics" in proc.stderr and "three topics" in proc.stderr
