@@ -1,0 +1,421 @@
+"""The global view: every replica reads every partition of the results topic.
+
+Results of other replicas go to the status store (as results with ``replica`` set: /status,
+the status page and the API show every check, each row with its owner); every result, this
+replica's own included, goes to history when it is on, so history is built from one source
+and is the same on every replica. The stream is the only source: in cluster mode history is
+not a pipeline consumer, so nothing is counted twice.
+
+Position. The next offset of every partition is saved in ``data_dir`` every few seconds (after
+history has written what was read up to it) and when the view stops; a restart resumes there,
+so history gets each record once. The status store starts empty in a new process, so reading
+begins a little earlier, at ``view_replay`` before now, for the store only: records before the
+saved position refill the status of every check (previous statuses also decide what the
+results stream calls a status change) and are not given to history again. Without a saved
+position the view starts ``view_replay`` before now, for both. A saved position older than
+the topic's retention starts at the oldest record kept.
+
+Our own records. Records with this replica's id are the echo of this process's runs (already
+in the store through the pipeline) when their run started after the view did; older ones were
+written by an earlier process with the same id and refill the store like the others.
+
+Whatever is in the topic, the view does not crash: a record that is not a result (not JSON,
+wrong types, non-finite numbers, oversized collections) is dropped and counted, and so is one
+for a check this config does not have, or one in a partition that is not its check's shard.
+Labels and probe type come from this replica's config, never from the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from alivemcp.cluster._kafka import AIOKafkaConsumer, ClusterKafka, TopicPartition
+from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.shards import ShardMap
+from alivemcp.history.store import HistoryStore
+from alivemcp.plumbing.kafka_partitions import close_quietly
+from alivemcp.probe import OBSERVATION_NAME, LabeledObservation, Status
+from alivemcp.results import CheckResult
+from alivemcp.status import StatusStore
+
+__all__ = ["DEFAULT_REPLAY_SECONDS", "POSITION_FILE", "ResultsView", "decode_result"]
+
+log = structlog.get_logger("alivemcp.cluster")
+
+POSITION_FILE = "cluster-view.json"
+#: Without ``cluster.view_replay`` in the config: how far back a new process reads for status.
+DEFAULT_REPLAY_SECONDS = 600.0
+SAVE_EVERY_SECONDS = 5.0
+#: How long ``start()`` waits for the replay to be read (the rest is read in the background).
+START_WAIT_SECONDS = 10.0
+RETRY_MIN_SECONDS = 0.5
+RETRY_MAX_SECONDS = 10.0
+#: Records handed over per fetch: the event loop gets a turn between batches.
+MAX_RECORDS = 2000
+#: Bounds on what one record may bring into memory.
+MAX_REASON_CHARS = 1000
+MAX_OBSERVATIONS = 200
+MAX_LABELS = 32
+MAX_TEXT = 249
+
+DROP_REASONS = ("invalid", "unknown_check", "wrong_partition", "error")
+
+
+class _Invalid(Exception):
+    """The record is not a result this replica can take."""
+
+
+def _number(value: Any) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise _Invalid
+    return float(value)
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> str:
+    if type(value) is not str or len(value) > limit:
+        raise _Invalid
+    return value
+
+
+def _observations(value: Any) -> dict[str, float]:
+    if type(value) is not dict or len(value) > MAX_OBSERVATIONS:
+        raise _Invalid
+    out = {}
+    for name, number in value.items():
+        if not OBSERVATION_NAME.match(_text(name)):
+            raise _Invalid
+        out[name] = _number(number)
+    return out
+
+
+def _labeled(value: Any) -> tuple[LabeledObservation, ...]:
+    if value is None:
+        return ()
+    if type(value) is not list or len(value) > MAX_OBSERVATIONS:
+        raise _Invalid
+    out = []
+    for entry in value:
+        if type(entry) is not dict:
+            raise _Invalid
+        labels = entry.get("labels", {})
+        if type(labels) is not dict or len(labels) > MAX_LABELS:
+            raise _Invalid
+        out.append(LabeledObservation(
+            name=_text(entry.get("name")), value=_number(entry.get("value")),
+            labels={_text(k): _text(v) for k, v in labels.items()},
+        ))
+    return tuple(out)
+
+
+def decode_result(value: bytes | None, store: StatusStore) -> tuple[str, CheckResult | str]:
+    """(check name or "", the result or the reason it is dropped: invalid, unknown_check)."""
+    try:
+        doc = json.loads(value) if value is not None else None
+    except (ValueError, RecursionError):  # RecursionError: a deeply nested document
+        return "", "invalid"
+    if type(doc) is not dict:
+        return "", "invalid"
+    name = doc.get("check")
+    if type(name) is not str:
+        return "", "invalid"
+    state = store.get(name)
+    if state is None:
+        return name, "unknown_check"
+    try:
+        reason = doc.get("reason")
+        if type(reason) is not str:
+            raise _Invalid
+        duration = doc.get("duration_seconds")
+        replica = _text(doc.get("replica"))
+        if not replica:
+            raise _Invalid
+        result = CheckResult(
+            check=state.info,
+            status=Status(_text(doc.get("status"))),
+            reason=reason[:MAX_REASON_CHARS],
+            duration_seconds=0.0 if duration is None else max(0.0, _number(duration)),
+            started_at=_number(doc.get("started_at")),
+            finished_at=_number(doc.get("finished_at")),
+            observations=_observations(doc.get("observations", {})),
+            labeled_observations=_labeled(doc.get("labeled_observations")),
+            replica=replica,
+        )
+    except (_Invalid, ValueError, TypeError):
+        return name, "invalid"
+    return name, result
+
+
+class ResultsView:
+    name = "view"
+
+    def __init__(self, config: ClusterConfig, kafka: ClusterKafka, store: StatusStore,
+                 history: HistoryStore | None, data_dir: Path, registry: CollectorRegistry, *,
+                 replay: float | None = None, save_every: float = SAVE_EVERY_SECONDS,
+                 start_wait: float = START_WAIT_SECONDS) -> None:
+        self.config = config
+        self.kafka = kafka
+        self.store = store
+        self.history = history
+        self.path = Path(data_dir) / POSITION_FILE
+        self.topic = config.topics.results
+        self.replay = (float(getattr(config, "view_replay", DEFAULT_REPLAY_SECONDS))
+                       if replay is None else replay)
+        self.save_every = save_every
+        self.start_wait = start_wait
+        self._replica = config.replica_id
+        self._shards = config.shards
+        self._shard_of = ShardMap(config.shards)
+        #: Next offset to read, per partition (None until positioned).
+        self._next: list[int] | None = None
+        #: Per partition: records from this offset on go to history (earlier ones were given
+        #: to it by an earlier process).
+        self._history_from: list[int] = []
+        self._catch_up_to: list[int] = []
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._saver: asyncio.Task[None] | None = None
+        self._born = 0.0
+        self.caught_up = asyncio.Event()
+        self._metrics(registry)
+
+    def _metrics(self, registry: CollectorRegistry) -> None:
+        self._taken = Counter(
+            "alivemcp_cluster_view_records",
+            "Results read from the results topic: status (another replica's run, shown in "
+            "/status) or own (this process's run, already shown; history only).",
+            ["outcome"], registry=registry,
+        )
+        self._dropped = Counter(
+            "alivemcp_cluster_view_dropped_records",
+            "Records of the results topic not taken: invalid (not a result), unknown_check "
+            "(not in this config), wrong_partition (not in its check's shard), error.",
+            ["reason"], registry=registry,
+        )
+        Gauge(
+            "alivemcp_cluster_view_behind_records",
+            "Records of the results topic not read yet (as of the last fetch).",
+            registry=registry,
+        ).set_function(self.behind)
+        Gauge(
+            "alivemcp_cluster_view_caught_up",
+            "1 once the view has read the results topic up to where it ended at start.",
+            registry=registry,
+        ).set_function(lambda: 1.0 if self.caught_up.is_set() else 0.0)
+        for outcome in ("status", "own"):
+            self._taken.labels(outcome=outcome)
+        for reason in DROP_REASONS:
+            self._dropped.labels(reason=reason)
+
+    def behind(self) -> float:
+        consumer, positions = self._consumer, self._next
+        if consumer is None or positions is None:
+            return 0.0
+        total = 0
+        for partition, position in enumerate(positions):
+            high = consumer.highwater(TopicPartition(self.topic, partition))
+            if high is not None:
+                total += max(0, high - position)
+        return float(total)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start reading; wait up to ``start_wait`` for the replay (so that statuses are known
+        before this replica probes), then go on in the background. Kafka unreachable delays
+        the view, it does not stop the start."""
+        if self._task is not None:
+            return
+        self._born = time.time()
+        self._task = asyncio.create_task(self._run(), name="cluster-results-view")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.start_wait):
+                await self.caught_up.wait()
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop reading; save the position once history has written what was read."""
+        deadline = time.monotonic() + timeout
+        for task in (self._task, self._saver):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._saver = None
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await close_quietly(consumer, max(0.5, (deadline - time.monotonic()) / 2))
+        await self._save(max(0.1, deadline - time.monotonic()))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = RETRY_MIN_SECONDS
+        failing = False
+        while self._consumer is None:
+            try:
+                await self._connect()
+            except Exception as exc:  # KafkaError, OSError, timeouts, settings errors
+                if not failing:
+                    log.warning("results view cannot read the results topic yet; retrying",
+                                kafka=self.kafka.describe(), topic=self.topic,
+                                error=f"{type(exc).__name__}: {exc}")
+                    failing = True
+                await asyncio.sleep(backoff)
+                backoff = min(RETRY_MAX_SECONDS, backoff * 2)
+        if failing:
+            log.info("results view reads the results topic", topic=self.topic)
+        self._saver = asyncio.create_task(self._save_periodically(), name="cluster-view-save")
+        started = time.monotonic()
+        taken = 0
+        consumer = self._consumer
+        while True:
+            try:
+                batches = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
+            except Exception as exc:  # KafkaError mostly; the view must outlive any of them
+                log.warning("results view fetch failed; retrying",
+                            error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(1.0)
+                continue
+            for tp, records in batches.items():
+                for record in records:
+                    self._take(tp.partition, record.offset, record.value)
+                taken += len(records)
+            if not self.caught_up.is_set() and self._reached_start_end():
+                self.caught_up.set()
+                log.info("results view caught up", records=taken,
+                         seconds=round(time.monotonic() - started, 2))
+            await asyncio.sleep(0)
+
+    async def _connect(self) -> None:
+        consumer = await self.kafka.consumer(
+            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+            fetch_max_wait_ms=500, isolation_level="read_uncommitted",
+        )
+        try:
+            async with asyncio.timeout(self.kafka.conn.request_timeout * 3):
+                await consumer.start()
+                await self._position(consumer)
+        except BaseException:
+            await close_quietly(consumer, 2.0)
+            raise
+        self._consumer = consumer
+
+    async def _position(self, consumer: AIOKafkaConsumer) -> None:
+        tps = [TopicPartition(self.topic, p) for p in range(self._shards)]
+        consumer.assign(tps)
+        begin = await consumer.beginning_offsets(tps)
+        end = await consumer.end_offsets(tps)
+        since_ms = int((time.time() - self.replay) * 1000)
+        found = await consumer.offsets_for_times({tp: max(0, since_ms) for tp in tps})
+        saved = self._load()
+        start_at, history_from = [], []
+        for tp in tps:
+            found_at = found.get(tp)
+            replay_at = end[tp] if self.replay <= 0 or found_at is None else found_at.offset
+            position = saved.get(tp.partition) if saved is not None else None
+            if position is not None and position > end[tp]:
+                position = None  # the topic was created again: the saved position is void
+            if position is not None:
+                position = max(position, begin[tp])
+                start_at.append(min(position, replay_at))
+                history_from.append(position)
+            else:
+                start_at.append(replay_at)
+                history_from.append(replay_at)
+            consumer.seek(tp, start_at[-1])
+        self._history_from = history_from
+        self._catch_up_to = [end[tp] for tp in tps]
+        self._next = start_at
+        log.info("results view positioned", topic=self.topic,
+                 saved_position=saved is not None, replay_seconds=self.replay,
+                 records_to_read=sum(e - s for e, s in zip(self._catch_up_to, start_at,
+                                                            strict=True)))
+
+    def _reached_start_end(self) -> bool:
+        positions = self._next
+        return positions is not None and all(
+            n >= e for n, e in zip(positions, self._catch_up_to, strict=True)
+        )
+
+    def _take(self, partition: int, offset: int, value: bytes | None) -> None:
+        assert self._next is not None
+        self._next[partition] = offset + 1
+        try:
+            name, outcome = decode_result(value, self.store)
+            if isinstance(outcome, str):
+                self._dropped.labels(reason=outcome).inc()
+                return
+            if self._shard_of(name) != partition:
+                self._dropped.labels(reason="wrong_partition").inc()
+                return
+            if self.history is not None and offset >= self._history_from[partition]:
+                self.history.consume(outcome)
+            if outcome.replica == self._replica and outcome.started_at >= self._born:
+                self._taken.labels(outcome="own").inc()  # the echo of a run of this process
+                return
+            self.store.record(outcome)
+            self._taken.labels(outcome="status").inc()
+        except Exception:  # a record must never stop the view
+            self._dropped.labels(reason="error").inc()
+            log.exception("results view could not take a record", partition=partition,
+                          offset=offset)
+
+    # -- the saved position -------------------------------------------------------------------
+
+    async def _save_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.save_every)
+            await self._save(self.save_every)
+
+    async def _save(self, timeout: float) -> None:
+        """Save the position reached, after history has written every record before it."""
+        if self._next is None:
+            return
+        positions = list(self._next)
+        if self.history is not None:
+            await self.history.flush(timeout)
+        doc = {"topic": self.topic, "partitions": self._shards, "offsets": positions,
+               "saved_at": time.time()}
+        try:
+            await asyncio.to_thread(_write_atomically, self.path, json.dumps(doc))
+        except OSError as exc:
+            log.warning("results view could not save its position", path=str(self.path),
+                        error=str(exc))
+
+    def _load(self) -> Mapping[int, int] | None:
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("results view position unreadable; starting from the replay window",
+                        path=str(self.path), error=str(exc))
+            return None
+        if (type(doc) is not dict or doc.get("topic") != self.topic
+                or doc.get("partitions") != self._shards):
+            log.info("results view position is for another topic or shard count; ignored",
+                     path=str(self.path))
+            return None
+        offsets = doc.get("offsets")
+        if type(offsets) is not list or len(offsets) != self._shards:
+            return None
+        return {p: o for p, o in enumerate(offsets) if type(o) is int and o >= 0}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
