@@ -168,6 +168,7 @@ class ResultsStream:
         self._down_since: float | None = None
         self._dropped_at_down = 0
         self._dropped_total = 0
+        self._last_ack = 0.0
         self._stall_after = kafka.conn.request_timeout
         self._metrics(registry)
 
@@ -437,6 +438,7 @@ class ResultsStream:
                       topic=self.topics[lane // self._shards], records=len(flight.items),
                       error=f"{type(exc).__name__}: {exc}")
             return
+        self._last_ack = time.monotonic()
         now = time.time()
         for item in flight.items:
             self._lag.observe(max(0.0, now - item.finished_at))
@@ -459,13 +461,15 @@ class ResultsStream:
                 self._requeue(lane, flight.items)
 
     def _watch(self) -> None:
-        """A batch unacknowledged for longer than a request may take: Kafka is not there
-        (an idempotent producer retries it until it is)."""
+        """A batch unacknowledged for longer than a request may take, and no other one
+        acknowledged meanwhile: Kafka is not there (an idempotent producer retries the batch
+        until it is)."""
         if self._down_since is not None:
             return
         now = time.monotonic()
         for flight in self._in_flight:
-            if flight is not None and now - flight.since > self._stall_after:
+            # Acknowledgements arriving (for other batches) mean Kafka is there and busy.
+            if flight is not None and now - max(flight.since, self._last_ack) > self._stall_after:
                 self._unreachable(TimeoutError(
                     f"a batch waits for acknowledgement for over {self._stall_after:g}s"
                 ))
