@@ -161,7 +161,7 @@ class BatchHeader:
 def batch_headers(cluster: KafkaCluster, topic: str) -> list[BatchHeader]:
     """Record batches as the brokers stored them: every log segment of every partition of
     ``topic`` on every node (replicas included)."""
-    headers = []
+    headers: list[BatchHeader] = []
     for node in cluster.nodes:
         for segment in (node.directory / "data").glob(f"{topic}-*/*.log"):
             headers.extend(_read_segment(segment))

@@ -195,7 +195,7 @@ async def test_unreachable_kafka_never_blocks_and_the_buffer_drops_the_oldest() 
     with structlog.testing.capture_logs() as logs:
         await rig.stream.start()
         started = time.monotonic()
-        for n in range(5):
+        for _ in range(5):
             pipeline_feed(rig.stream, rig.store, [result(i) for i in rig.infos])
             await asyncio.sleep(0.5)  # the producer keeps failing to start meanwhile
         assert time.monotonic() - started < 10  # a correctness bound, not a benchmark
