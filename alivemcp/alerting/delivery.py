@@ -4,8 +4,10 @@ Probing never waits on a receiver: the policy only appends to a queue. The worke
 the head of its queue, oldest first, so notifications about one check arrive in the order
 they were decided; a failed send is retried (exponential backoff with jitter, or the
 receiver's Retry-After) before anything behind it, so nothing is skipped or reordered.
-Whatever is about to be sent is persisted first, and removed (and persisted) once the
-receiver accepted it: a crash can at worst repeat the one send in flight, never lose one.
+Whatever is about to be sent is recorded first (the :class:`DeliveryJournal`: the state file
+standalone, the check's record in the shared alert-state log in cluster mode), and removed
+once the receiver accepted it: a crash can at worst repeat the one send in flight, never
+lose one.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import itertools
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
@@ -25,7 +28,7 @@ from alivemcp.alerting.metrics import AlertingMetrics
 from alivemcp.alerting.model import Notification
 from alivemcp.alerting.receivers import Failure, Receiver, SendResult
 
-__all__ = ["DeliverySettings", "DeliveryWorker"]
+__all__ = ["DeliveryJournal", "DeliverySettings", "DeliveryWorker"]
 
 log = structlog.get_logger("alivemcp.alerting")
 
@@ -41,24 +44,49 @@ class DeliverySettings:
     max_retry_after: float
 
 
+class DeliveryJournal(Protocol):
+    """Where notifications are recorded around a send."""
+
+    async def before_send(self, receiver: str, batch: Sequence[Notification]) -> bool:
+        """Record that ``batch`` is about to be sent; False: it could not be recorded, so it
+        must not be sent yet (the worker tries again later)."""
+
+    def wanted(self, notification: Notification) -> bool:
+        """Whether a queued notification is still this process's to send (in cluster mode a
+        check can move to another replica while its notifications wait)."""
+
+    async def after_send(
+        self,
+        receiver: str,
+        done: Sequence[Notification],
+        unsent: Sequence[Notification],
+        maybe_delivered: bool,
+    ) -> None:
+        """``done`` left the queue (accepted, or rejected for good); ``unsent`` stay queued,
+        and may have reached the receiver when ``maybe_delivered``."""
+
+
 class DeliveryWorker:
     def __init__(
         self,
         receiver: Receiver,
         settings: DeliverySettings,
         metrics: AlertingMetrics,
-        persist: Callable[[], Awaitable[None]],
-        mark_dirty: Callable[[], None],
+        journal: DeliveryJournal,
     ) -> None:
         self.receiver = receiver
         self.settings = settings
         self.queue: deque[Notification] = deque()
         self._metrics = metrics
-        self._persist = persist
-        self._mark_dirty = mark_dirty
+        self._journal = journal
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        #: The batch the receiver is handling right now (empty between sends).
+        self.calling: tuple[Notification, ...] = ()
+        self._call_done = asyncio.Event()
+        self._call_done.set()
+        self._unrecorded = False  # the journal refused the last batch (logged once)
         self._task: asyncio.Task[None] | None = None
         self._last_send = -float("inf")
         self._hold_until = -float("inf")  # after a grouped message: let the storm accumulate
@@ -78,6 +106,18 @@ class DeliveryWorker:
         self.queue.append(notification)
         self._idle.clear()
         self._wake.set()
+
+    def discard(self, unwanted: Callable[[Notification], bool]) -> list[Notification]:
+        """Take matching notifications out of the queue, except those the receiver is
+        handling right now (they leave the queue when the send returns); returns them."""
+        calling = {id(n) for n in self.calling}
+        taken = [n for n in self.queue if id(n) not in calling and unwanted(n)]
+        self._remove(taken)
+        return taken
+
+    async def wait_call_done(self) -> None:
+        """Until the send in progress (if any) has returned."""
+        await self._call_done.wait()
 
     def oldest_age(self) -> float:
         try:
@@ -121,17 +161,54 @@ class DeliveryWorker:
                 await self._wake.wait()
                 continue
             await self._wait_for_group_and_rate_limit()
-            # What we are about to send (and the alert state that decided it) is on disk
-            # before the receiver sees it.
-            await self._persist()
             batch = list(itertools.islice(self.queue, self.settings.max_batch))
+            # What we are about to send (and the alert state that decided it) is recorded
+            # before the receiver sees it.
+            if not await self._journal.before_send(self.name, batch):
+                self._note_unrecorded(True)
+                # Not _pause(): while draining it returns at once, and this would spin.
+                await asyncio.sleep(self._retry_delay(None, attempt=1))
+                continue
+            self._note_unrecorded(False)
+            unwanted = [n for n in batch if not self._journal.wanted(n)]
+            if unwanted:
+                self._remove(unwanted)
+                batch = [n for n in batch if self._journal.wanted(n)]
+                if not batch:
+                    continue
             self._last_send = time.monotonic()
-            result = await self._send(batch)
-            delay = self._handle(batch, result)
-            self._mark_dirty()
-            await self._persist()
+            self.calling = tuple(batch)
+            self._call_done.clear()
+            try:
+                result = await self._send(batch)
+            finally:
+                self.calling = ()
+                self._call_done.set()
+            done, delay = self._handle(batch, result)
+            failure = result.failure
+            left = {id(n) for n in done}
+            await self._journal.after_send(
+                self.name, done, [n for n in batch if id(n) not in left],
+                failure is not None and failure.maybe_delivered,
+            )
             if delay:
                 await asyncio.sleep(delay)
+
+    def _note_unrecorded(self, refused: bool) -> None:
+        if refused and not self._unrecorded:
+            log.error("cannot record notifications before sending them; holding them until "
+                      "they can be", receiver=self.name, pending=len(self.queue))
+        elif not refused and self._unrecorded:
+            log.info("notifications recorded again; sending", receiver=self.name)
+        self._unrecorded = refused
+
+    def _remove(self, notifications: Sequence[Notification]) -> None:
+        """Remove these exact objects (the head, usually) from the queue."""
+        ids = {id(n) for n in notifications}
+        while self.queue and id(self.queue[0]) in ids:
+            ids.discard(id(self.queue.popleft()))
+        if ids:
+            self.queue = deque(n for n in self.queue if id(n) not in ids)
 
     async def _wait_for_group_and_rate_limit(self) -> None:
         # Let alerts that fire together join one message (only a new head waits).
@@ -159,13 +236,16 @@ class DeliveryWorker:
             log.exception("receiver raised", receiver=self.name, error=type(exc).__name__)
             return SendResult(0, Failure("transient", f"receiver raised {type(exc).__name__}"))
 
-    def _handle(self, batch: list[Notification], result: SendResult) -> float:
-        """Apply a send's result to the queue and metrics; returns how long to wait."""
+    def _handle(
+        self, batch: list[Notification], result: SendResult
+    ) -> tuple[list[Notification], float]:
+        """Apply a send's result to the queue and metrics; returns the notifications that
+        left the queue and how long to wait."""
         delivered = max(0, min(result.delivered, len(batch)))
         if result.grouped:
             self._hold_until = time.monotonic() + self.settings.group_interval
-        for _ in range(delivered):
-            self.queue.popleft()
+        done = batch[:delivered]
+        self._remove(done)
         if delivered:
             self._metrics.notifications.labels(self.name, "delivered").inc(delivered)
             log.info(
@@ -178,11 +258,12 @@ class DeliveryWorker:
         failure = result.failure
         if failure is None:
             self._attempt = 0
-            return 0.0
+            return done, 0.0
         if failure.kind == "permanent":
             self._attempt = 0
-            count = max(1, min(failure.count or 1, len(self.queue)))
-            dropped = [self.queue.popleft() for _ in range(count) if self.queue]
+            count = max(1, failure.count or 1)
+            dropped = batch[delivered:delivered + count]
+            self._remove(dropped)
             self._metrics.notifications.labels(self.name, "permanent_failure").inc(len(dropped))
             self._metrics.permanent_failures.labels(self.name).inc()
             log.error(
@@ -194,7 +275,7 @@ class DeliveryWorker:
                 dropped=len(dropped),
                 checks=_names(dropped),
             )
-            return 0.0
+            return done + dropped, 0.0
         self._attempt += 1
         pending = len(batch) - delivered
         self._metrics.notifications.labels(self.name, "retried").inc(pending)
@@ -208,15 +289,16 @@ class DeliveryWorker:
             retry_in_seconds=round(delay, 3),
             pending=len(self.queue),
         )
-        return delay
+        return done, delay
 
-    def _retry_delay(self, retry_after: float | None) -> float:
+    def _retry_delay(self, retry_after: float | None, attempt: int | None = None) -> float:
         s = self.settings
+        attempt = self._attempt if attempt is None else attempt
         if retry_after is not None:
             # Honour the receiver, plus a little jitter so many daemons don't retry in step.
             base = min(retry_after, s.max_retry_after)
             return base + random.uniform(0, 0.1 * max(base, s.backoff_initial))
-        ceiling = min(s.backoff_max, s.backoff_initial * 2 ** (self._attempt - 1))
+        ceiling = min(s.backoff_max, s.backoff_initial * 2 ** (attempt - 1))
         # "Equal jitter": at least half the exponential delay, at most all of it.
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 

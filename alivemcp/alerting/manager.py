@@ -7,6 +7,16 @@ flapping) are made by a tick every second. Delivery runs in one worker per recei
 
 The HTTP client is the alerting package's own ``httpx.AsyncClient`` (not the shared plumbing
 client), so delivery has its own connection pool and timeouts.
+
+Cluster mode (``shared=True``): the replicas share the checks by shard, and a check's alert
+state lives in its record of the compacted alert-state topic (:mod:`.records`), written
+through the :class:`~.records.RecordSink` that :class:`~alivemcp.cluster.alert_state.
+AlertStateLog` attaches. The manager evaluates only the checks of shards it was handed
+(:meth:`AlertManager.adopt`, with their records read to the end), and hands them back with
+:meth:`AlertManager.release`. A notification is in its check's record (``queued``) before it
+can be sent, its record says ``sending`` (acknowledged) before the receiver is called, and it
+leaves the record once delivered. Receiver state (PagerDuty groups), rate limits and the
+notification sequence stay per replica, in the local state file.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +37,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicy, AlertPolicyOverride
-from alivemcp.alerting.delivery import DeliverySettings, DeliveryWorker
+from alivemcp.alerting.delivery import DeliveryJournal, DeliverySettings, DeliveryWorker
 from alivemcp.alerting.maintenance import MaintenanceCalendar
 from alivemcp.alerting.metrics import AlertingMetrics
 from alivemcp.alerting.model import AlertKind, Event, Notification, dedup_key
@@ -39,12 +49,13 @@ from alivemcp.alerting.policy import (
     update_flapping,
 )
 from alivemcp.alerting.receivers import Failure, Receiver, build_receiver
+from alivemcp.alerting.records import Outbox, RecordSink, SharedRecord, encode_record
 from alivemcp.alerting.routing import Router
 from alivemcp.alerting.state import RestoredCheck, StateStore
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
 
-__all__ = ["AlertManager", "send_test_notification"]
+__all__ = ["AdoptReport", "AlertManager", "send_test_notification"]
 
 log = structlog.get_logger("alivemcp.alerting")
 
@@ -53,6 +64,24 @@ Clock = Callable[[], float]
 _KIND_ORDER = (AlertKind.PROBE_BROKEN, AlertKind.FLAPPING, AlertKind.TARGET)
 _FLAPPING_SEVERITY = "warning"
 _FAILING = frozenset({Status.DOWN.value, Status.DEGRADED.value})
+#: Cluster mode: how often changed records are written (a notification's record is also
+#: written, and acknowledged, right before it is sent).
+_RECORD_INTERVAL = 0.2
+#: Cluster mode: how long a send waits for its record's acknowledgement before it is put
+#: off (and retried).
+_RECORD_ACK_SECONDS = 10.0
+
+
+@dataclass(slots=True)
+class AdoptReport:
+    """What :meth:`AlertManager.adopt` did with the records of gained shards."""
+
+    adopted: int = 0  # records whose state this replica continues
+    resent: int = 0  # notifications queued again (queued ones; sending ones where harmless)
+    possibly_undelivered: int = 0  # sending ones not repeated (the receiver must not see two)
+    discarded: int = 0  # notifications for receivers no longer configured
+    removed: int = 0  # records of checks no longer configured: their incidents resolved
+    damaged_entries: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -78,10 +107,27 @@ class AlertManager:
         *,
         clock: Clock = time.time,
         tick_interval: float = 1.0,
+        shared: bool = False,
+        status_of: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``shared``: cluster mode (see the module docstring): nothing is evaluated until
+        :meth:`adopt`, state goes to the attached record sink. ``status_of``: the latest
+        status of any check (cluster mode: the status store fed by the results stream), so
+        a dependency owned by another replica still holds back its dependants' pages."""
         self.config = config
         self._clock = clock
         self._tick_interval = tick_interval
+        self._shared = shared
+        self._status_of = status_of
+        # Cluster mode: the sink, which shard a check is in, the shards adopted; checks of a
+        # shard being released (kept, written, not evaluated); checks with a live record.
+        self._sink: RecordSink | None = None
+        self._shard_of: Callable[[str], int] | None = None
+        self._replica = ""
+        self._held_shards: set[int] = set()
+        self._releasing: set[str] = set()
+        self._recorded: set[str] = set()
+        self._outbox = Outbox()
         self._metrics = AlertingMetrics(registry)
         self._store = StateStore(Path(data_dir), self._metrics)
         self._states: dict[str, CheckState] = {}
@@ -118,8 +164,16 @@ class AlertManager:
         for name, receiver_config in self._receiver_configs().items():
             self._add_worker(name, receiver_config)
         self._restore_receivers(saved.receivers)
-        self._restore_queues(saved.queues)
-        self._restore_checks(saved.checks)
+        if self._shared:
+            # Check state and queues live in the shared log; ids are unique across replicas.
+            self._next_id = max(self._next_id, _shared_id_base())
+            if saved.checks or any(saved.queues.values()):
+                log.warning("alert state of standalone mode found in the data directory; "
+                            "cluster mode keeps it in the alert-state topic and ignores it",
+                            checks=len(saved.checks))
+        else:
+            self._restore_queues(saved.queues)
+            self._restore_checks(saved.checks)
         for worker in self._workers.values():
             worker.start()
         loop = asyncio.get_running_loop()
@@ -127,6 +181,10 @@ class AlertManager:
             loop.create_task(self._tick_loop(), name="alivemcp-alerting-tick"),
             loop.create_task(self._flush_loop(), name="alivemcp-alerting-flush"),
         ]
+        if self._shared:
+            self._tasks.append(
+                loop.create_task(self._record_loop(), name="alivemcp-alerting-records")
+            )
         self._generation += 1
         await self.persist()
         log.info(
@@ -147,9 +205,16 @@ class AlertManager:
                 await task
         self._tasks = []
         workers = list(self._workers.values())
-        for worker in workers:
-            worker.drain()
-        pending = [asyncio.ensure_future(w.wait_idle()) for w in workers if w.queue]
+        if self._shared:
+            # Checks still held (the node did not release them) get their latest record; what
+            # is queued is in it, for whichever replica takes them next. No drain: sending
+            # needs an acknowledged record, and the log stops before alerting.
+            self._write_records()
+        else:
+            for worker in workers:
+                worker.drain()
+        pending = [asyncio.ensure_future(w.wait_idle()) for w in workers
+                   if w.queue and not self._shared]
         if pending:
             _done, not_done = await asyncio.wait(pending, timeout=grace)
             for fut in not_done:
@@ -163,7 +228,7 @@ class AlertManager:
             self._client = None
         self._started = False
         left = sum(len(w.queue) for w in workers)
-        if left:
+        if left and not self._shared:
             log.warning("alerting stopped with undelivered notifications; kept for next start",
                         undelivered=left)
 
@@ -179,6 +244,8 @@ class AlertManager:
         check = self._checks.get(name)
         if check is None or not check.enabled:
             return
+        if self._shared and not self._owns(name):
+            return  # another replica's check, or one whose state is not read yet
         now = self._clock()
         state = self._states.get(name)
         if state is None:
@@ -298,6 +365,17 @@ class AlertManager:
         """The state as JSON texts. Check entries are cached and re-serialised only for checks
         that changed since the last write, so a storm of thousands of firing checks does not
         make every send re-serialise all of them."""
+        if self._shared:
+            # Check state and queues are in the shared log; the file keeps what is per
+            # replica (receiver state, the notification sequence).
+            return {
+                "next_id": str(self._next_id),
+                "checks": "{}",
+                "queues": "{}",
+                "receivers": json.dumps(
+                    {n: w.receiver.state.data for n, w in self._workers.items()}
+                ),
+            }
         for name in self._changed:
             state = self._states.get(name)
             if state is None or state.is_quiet():
@@ -365,6 +443,246 @@ class AlertManager:
                 worker.enqueue(notification)
             self._next_id = max([self._next_id, *(n.id + 1 for n in notifications)])
 
+    # -- cluster mode: the shared log ---------------------------------------------------------
+
+    def attach(self, sink: RecordSink, shard_of: Callable[[str], int], replica: str) -> None:
+        """Cluster mode: where records go, which shard a check is in, who we are."""
+        if not self._shared:
+            raise RuntimeError("attach() needs an AlertManager built with shared=True")
+        self._sink = sink
+        self._shard_of = shard_of
+        self._replica = replica
+
+    def check_names(self) -> list[str]:
+        return list(self._checks)
+
+    def held_shards(self) -> frozenset[int]:
+        return frozenset(self._held_shards)
+
+    def _owns(self, name: str) -> bool:
+        """Whether this replica evaluates the check now (always, standalone)."""
+        if not self._shared:
+            return True
+        return (
+            self._shard_of is not None
+            and self._shard_of(name) in self._held_shards
+            and name not in self._releasing
+        )
+
+    def _may_write(self, name: str) -> bool:
+        """Whether this replica may write the check's record: never once it let go of its
+        shard, or it would overwrite the new owner's."""
+        return self._shard_of is not None and (
+            self._shard_of(name) in self._held_shards or name in self._releasing
+        )
+
+    def adopt(
+        self, shards: frozenset[int], records: Mapping[str, SharedRecord | None]
+    ) -> AdoptReport:
+        """Take over ``shards``, with ``records``: the latest valid record of each key read
+        from their partitions (None: a tombstone). Open incidents continue (no new page,
+        their resolve is sent once); queued notifications are sent; ones whose sending was
+        interrupted are sent again only where a repeat is harmless."""
+        report = AdoptReport()
+        if self._shard_of is None:
+            raise RuntimeError("adopt() before attach()")
+        new = frozenset(shards) - self._held_shards
+        self._held_shards |= new
+        now = self._clock()
+        for name, record in records.items():
+            if record is None or self._shard_of(name) not in new:
+                continue
+            self._adopt_check(name, record, now, report)
+        self._generation += 1
+        return report
+
+    def _adopt_check(
+        self, name: str, record: SharedRecord, now: float, report: AdoptReport
+    ) -> None:
+        state = record.state
+        report.adopted += 1
+        report.damaged_entries.extend(record.dropped)
+        self._states[name] = state
+        self._recorded.add(name)
+        self._changed.add(name)  # phases change below; a quiet one gets its tombstone
+        for entry in record.outbox:
+            worker = self._workers.get(entry.receiver)
+            if worker is None:
+                report.discarded += 1
+                self._metrics.notifications.labels(entry.receiver, "discarded").inc()
+                continue
+            notification = entry.notification
+            if entry.phase == "sending" and not worker.receiver.repeats_are_harmless:
+                report.possibly_undelivered += 1
+                self._metrics.notifications.labels(entry.receiver, "possibly_undelivered").inc()
+                log.warning(
+                    "a notification was being sent when its check moved to this replica; "
+                    "not sent again (this receiver must not get a duplicate), it may not "
+                    "have been delivered",
+                    receiver=entry.receiver,
+                    check=name,
+                    alert=notification.kind.value,
+                    notification_event=notification.event.value,
+                    previous_owner=record.replica[:200],
+                )
+                continue
+            report.resent += 1
+            self._outbox.add(entry.receiver, notification)
+            worker.enqueue(notification)
+        check = self._checks.get(name)
+        if check is None or not check.enabled:
+            report.removed += 1
+            info = check.info if check is not None else CheckInfo(
+                name=name, probe_type=record.probe_type, labels=dict(record.labels)
+            )
+            reason = "alerting disabled for this check" if check else \
+                "check removed from the configuration"
+            self._resolve_removed(name, info, now, reason)
+            return
+        self._note_attention(name, state)
+        self._track_firing(name, state)
+
+    async def release(self, shards: frozenset[int], timeout: float = 10.0) -> int:
+        """Hand ``shards`` over: nothing of their checks is sent from now on (a send under
+        way gets until ``timeout`` to finish), their latest records are written and
+        acknowledged (within ``timeout``), then their state and notifications are dropped
+        here. Returns how many records were not acknowledged in time."""
+        gone = frozenset(shards) & self._held_shards
+        if not gone or self._shard_of is None:
+            return 0
+        shard_of = self._shard_of
+        names = {
+            n for n in [*self._states, *self._outbox.checks(), *self._recorded]
+            if shard_of(n) in gone
+        }
+        self._releasing |= names
+        self._held_shards -= gone
+        deadline = asyncio.get_running_loop().time() + timeout
+        calling: list[asyncio.Future[None]] = []
+        for receiver, worker in self._workers.items():
+            handed = worker.discard(lambda n: n.check in names)
+            if handed:
+                self._metrics.notifications.labels(receiver, "handed_over").inc(len(handed))
+            busy = {id(n) for n in worker.calling}
+            if any(n.check in names for n in worker.calling):
+                calling.append(asyncio.ensure_future(worker.wait_call_done()))
+            for name in names:
+                for entry in self._outbox.of(name):
+                    if (entry.receiver == receiver and entry.phase == "sending"
+                            and not entry.uncertain and id(entry.notification) not in busy):
+                        entry.phase = "queued"  # recorded for a send that will not happen
+        if calling:
+            _finished, unfinished = await asyncio.wait(
+                calling, timeout=max(0.0, _left(deadline))
+            )
+            for waiting in unfinished:
+                waiting.cancel()
+        acks = [f for f in (self._write_record(n) for n in sorted(names)) if f is not None]
+        unacked = 0
+        if acks:
+            answered, late = await asyncio.wait(acks, timeout=max(0.0, _left(deadline)))
+            unacked = len(late) + sum(1 for f in answered if not f.result())
+        for name in names:
+            self._states.pop(name, None)
+            self._outbox.pop_check(name)
+            self._attention.discard(name)
+            self._recorded.discard(name)
+            self._changed.discard(name)
+            self._track_firing(name, None)
+        self._releasing -= names
+        self._generation += 1
+        if unacked:
+            log.error("alert state of released checks not acknowledged in time; the next "
+                      "owner may repeat or miss a notification for them",
+                      checks=unacked, timeout_seconds=timeout)
+        return unacked
+
+    def _write_record(self, name: str) -> asyncio.Future[bool] | None:
+        """Write the check's record now (a tombstone once it has nothing to keep)."""
+        self._changed.discard(name)
+        if self._sink is None or not self._may_write(name):
+            return None
+        state = self._states.get(name)
+        entries = self._outbox.of(name)
+        if (state is None or state.is_quiet()) and not entries:
+            if name not in self._recorded:
+                return None
+            self._recorded.discard(name)
+            return self._sink.write(name, None)
+        check = self._checks.get(name)
+        probe_type = check.info.probe_type if check is not None else ""
+        labels = check.info.labels if check is not None else {}
+        self._recorded.add(name)
+        value = encode_record(name, state, probe_type, labels, entries, self._replica,
+                              self._clock())
+        return self._sink.write(name, value)
+
+    def _write_records(self) -> None:
+        for name in list(self._changed):
+            self._write_record(name)
+        self._changed.clear()
+
+    async def _record_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_RECORD_INTERVAL)
+            try:
+                self._write_records()
+            except Exception:  # a bug here must not stop every later write
+                log.exception("writing alert records failed")
+
+    # -- cluster mode: the delivery journal ----------------------------------------------------
+
+    async def before_send(self, receiver: str, batch: Sequence[Notification]) -> bool:
+        """Mark the batch ``sending`` in its checks' records and wait for the brokers to
+        acknowledge them; False (nothing sent) if they do not within the bound."""
+        touched: set[str] = set()
+        marked = []
+        for n in batch:
+            entry = self._outbox.get(receiver, n)
+            if entry is None or not self._owns(n.check):
+                continue
+            if entry.phase != "sending":
+                entry.phase = "sending"
+                marked.append(entry)
+            touched.add(n.check)
+        acks = [f for f in (self._write_record(name) for name in touched) if f is not None]
+        if not acks:
+            return True
+        done, late = await asyncio.wait(acks, timeout=_RECORD_ACK_SECONDS)
+        if not late and all(f.result() for f in done):
+            return True
+        for entry in marked:
+            if entry.phase == "sending" and not entry.uncertain:
+                entry.phase = "queued"
+                self._changed.add(entry.notification.check)
+        return False
+
+    def wanted(self, notification: Notification) -> bool:
+        return self._owns(notification.check)
+
+    async def after_send(
+        self,
+        receiver: str,
+        done: Sequence[Notification],
+        unsent: Sequence[Notification],
+        maybe_delivered: bool,
+    ) -> None:
+        for n in done:
+            if self._outbox.remove(receiver, n):
+                self._changed.add(n.check)
+        for n in unsent:
+            entry = self._outbox.get(receiver, n)
+            if entry is None:
+                continue
+            if maybe_delivered:
+                entry.uncertain = True
+            elif not entry.uncertain:
+                entry.phase = "queued"
+            self._changed.add(n.check)
+        # Receiver state (PagerDuty groups) stays in this replica's file.
+        self._generation += 1
+        await self.persist()
+
     # -- decisions ---------------------------------------------------------------------------
 
     def _decide(self, name: str, now: float) -> None:
@@ -398,6 +716,11 @@ class AlertManager:
         for dep in check.info.depends_on:
             state = self._states.get(dep)
             if state is None:
+                # Cluster mode: another replica evaluates it; its latest result is in the
+                # status store.
+                if (self._status_of is not None and not self._owns(dep)
+                        and self._status_of(dep) in _FAILING):
+                    return True
                 continue
             target = state.alerts.get(AlertKind.TARGET.value)
             if (target is not None and target.active) or state.last_status in _FAILING:
@@ -436,7 +759,12 @@ class AlertManager:
         for receiver in receivers:
             worker = self._workers.get(receiver)
             if worker is not None:
-                worker.enqueue(notification.copy())
+                copy = notification.copy()
+                if self._shared:
+                    # In the check's record (queued) before the worker can send it: the
+                    # worker's before_send writes the record and waits for its ack.
+                    self._outbox.add(receiver, copy)
+                worker.enqueue(copy)
         self._changed.add(check.info.name)
         self._generation += 1
         log.info(
@@ -544,12 +872,12 @@ class AlertManager:
         return build_receiver(receiver_config, self._client, self.config.external_url)
 
     def _add_worker(self, name: str, receiver_config: Any) -> DeliveryWorker:
+        journal: DeliveryJournal = self if self._shared else _FileJournal(self)
         worker = DeliveryWorker(
             self._build_receiver(receiver_config),
             _settings(receiver_config, self.config),
             self._metrics,
-            self.persist,
-            self._mark_dirty,
+            journal,
         )
         self._workers[name] = worker
         return worker
@@ -560,6 +888,8 @@ class AlertManager:
             log.warning("receiver removed from the config; discarding its queue",
                         receiver=name, count=len(worker.queue))
             self._metrics.notifications.labels(name, "discarded").inc(len(worker.queue))
+        if self._shared:
+            self._changed.update(self._outbox.drop_receiver(name))
         asyncio.get_running_loop().create_task(worker.stop())
         self._metrics.remove_receiver(name)
 
@@ -606,6 +936,42 @@ class AlertManager:
         except TimeoutError:
             return False
         return True
+
+
+class _FileJournal:
+    """Standalone: the state file is written before a send and after it."""
+
+    def __init__(self, manager: AlertManager) -> None:
+        self._manager = manager
+
+    async def before_send(self, receiver: str, batch: Sequence[Notification]) -> bool:
+        await self._manager.persist()
+        return True
+
+    def wanted(self, notification: Notification) -> bool:
+        return True
+
+    async def after_send(
+        self,
+        receiver: str,
+        done: Sequence[Notification],
+        unsent: Sequence[Notification],
+        maybe_delivered: bool,
+    ) -> None:
+        self._manager._mark_dirty()
+        await self._manager.persist()
+
+
+def _shared_id_base() -> int:
+    """Cluster mode: notification ids start at the current time in microseconds, so ids of
+    different replicas (and of restarts) do not meet: PagerDuty group keys are made of them.
+    A replica would have to decide more than a notification per microsecond to reach the
+    ids of one started later; 2**53 is reached in the year 2255."""
+    return time.time_ns() // 1000
+
+
+def _left(deadline: float) -> float:
+    return deadline - asyncio.get_running_loop().time()
 
 
 def _finite(observations: Mapping[str, float]) -> dict[str, float]:

@@ -12,8 +12,12 @@ from alivemcp.alerting.config import SEVERITIES
 __all__ = ["OUTCOMES", "STATE_DISCARD_REASONS", "STATE_SECTIONS", "AlertingMetrics"]
 
 #: ``alivemcp_notifications_total{outcome}``: accepted by the receiver; a failed attempt that
-#: will be retried; given up (permanent error); discarded (receiver removed from the config).
-OUTCOMES = ("delivered", "retried", "permanent_failure", "discarded")
+#: will be retried; given up (permanent error); discarded (receiver removed from the config);
+#: handed over (cluster mode: its check moved to another replica, which sends it); possibly
+#: undelivered (cluster mode: its send was interrupted by a replica's loss, and the receiver
+#: must not get a duplicate, so it was not sent again).
+OUTCOMES = ("delivered", "retried", "permanent_failure", "discarded", "handed_over",
+            "possibly_undelivered")
 #: ``alivemcp_alert_state_discarded_total{reason}``: why a saved state file was set aside.
 STATE_DISCARD_REASONS = ("unreadable", "not_a_file", "too_large", "not_utf8", "not_json",
                          "bad_shape")
@@ -32,7 +36,8 @@ class AlertingMetrics:
         self.notifications = Counter(
             "alivemcp_notifications_total",
             "Notifications by receiver and outcome (delivered, retried, permanent_failure, "
-            "discarded).",
+            "discarded; cluster mode: handed_over to the replica taking the check, "
+            "possibly_undelivered when a replica lost mid-send cannot be repeated safely).",
             ["receiver", "outcome"],
             registry=registry,
         )

@@ -56,6 +56,10 @@ class Failure:
     detail: str  # safe to log: status code and the receiver's short error text, never the URL
     retry_after: float | None = None
     count: int = 0
+    #: The request may have reached the destination (a timeout or a connection lost after it
+    #: was sent): repeating it may deliver it twice. False when the destination answered, or
+    #: when no connection was ever made.
+    maybe_delivered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,11 @@ class Receiver(ABC):
     network errors: report them as a :class:`Failure`."""
 
     type_name: str = ""
+    #: Whether delivering a notification twice does no harm (PagerDuty: the second event
+    #: carries the same dedup_key and joins the same incident). In cluster mode a replica that
+    #: takes over a check re-sends a notification whose send was interrupted only to such
+    #: receivers; the others must never see a duplicate.
+    repeats_are_harmless: bool = False
 
     def __init__(self, name: str, client: httpx.AsyncClient, timeout: float) -> None:
         self.name = name
@@ -158,7 +167,11 @@ async def post_json(
         )
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         return Failure("permanent", f"unusable URL ({type(exc).__name__})", count=count)
-    except httpx.TimeoutException as exc:
-        return Failure("transient", f"timeout after {timeout:g}s ({type(exc).__name__})")
-    except (httpx.HTTPError, OSError) as exc:
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+        # No connection was made: the destination cannot have seen the request.
         return Failure("transient", f"request failed: {type(exc).__name__}")
+    except httpx.TimeoutException as exc:
+        return Failure("transient", f"timeout after {timeout:g}s ({type(exc).__name__})",
+                       maybe_delivered=True)
+    except (httpx.HTTPError, OSError) as exc:
+        return Failure("transient", f"request failed: {type(exc).__name__}", maybe_delivered=True)

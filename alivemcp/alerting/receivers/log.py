@@ -19,6 +19,7 @@ log = structlog.get_logger("alivemcp.alerts")
 
 class LogReceiver(Receiver):
     type_name = "log"
+    repeats_are_harmless = True  # a log line written twice misleads no one
 
     def __init__(self, config: LogReceiverConfig, client: httpx.AsyncClient) -> None:
         super().__init__(config.name, client, config.timeout)

@@ -39,6 +39,9 @@ def _is_key(value: Any) -> bool:
 
 class PagerDutyReceiver(Receiver):
     type_name = "pagerduty"
+    # A repeated trigger or resolve carries the same dedup_key: PagerDuty folds it into the
+    # incident it already has.
+    repeats_are_harmless = True
 
     def __init__(
         self,
