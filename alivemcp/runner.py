@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -26,7 +26,7 @@ from alivemcp.redact import redact, redact_text
 from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.untrusted import clean_details, clean_label, clean_text
 
-__all__ = ["ProbeHandle", "abandoned_probes"]
+__all__ = ["ProbeHandle", "ProbeRun", "abandoned_probes"]
 
 log = structlog.get_logger("alivemcp.runner")
 
@@ -53,63 +53,33 @@ class ProbeHandle:
         self._setup_done = False
 
     async def run(self, planned_at: float | None = None) -> CheckResult:
-        """Run the probe once under the check's timeout and return the recorded result."""
-        started_wall = time.time()
-        lateness = max(0.0, started_wall - planned_at) if planned_at is not None else 0.0
-        started = time.perf_counter()
-        result = await self._run_guarded()
-        duration = time.perf_counter() - started
-        # The boundary: whatever the target sent and the probe passed on is made safe here,
-        # once, for every consumer (metrics, API, logs, alerts, state files).
-        return CheckResult(
-            check=self.info,
-            status=result.status,
-            reason=clean_text(redact_text(result.reason)),
-            duration_seconds=duration,
-            started_at=started_wall,
-            finished_at=started_wall + duration,
-            observations=result.observations,
-            labeled_observations=_clean_labeled(result.labeled_observations),
-            details=redact(clean_details(result.details)) if result.details else None,
-            lateness_seconds=lateness,
-        )
+        """Run the probe once under the check's timeout and return the recorded result.
 
-    async def _run_guarded(self) -> ProbeResult:
-        timeout = self.context.timeout
-        task = asyncio.ensure_future(self._setup_and_probe())
+        Cancelled (a shutdown past its grace), the probe is cancelled and gets
+        :data:`CANCEL_GRACE_SECONDS` to unwind (close sockets, note its canary) before the
+        cancellation goes on; no result is recorded."""
+        finished: asyncio.Future[CheckResult | None] = asyncio.get_running_loop().create_future()
+
+        def deliver(result: CheckResult | None) -> None:
+            if not finished.done():
+                finished.set_result(result)
+
+        run = self.start(planned_at, deliver)
         try:
-            done, _ = await asyncio.wait({task}, timeout=timeout)
+            result = await finished
         except asyncio.CancelledError:
-            # The run itself is cancelled (shutdown past its grace): let the probe unwind
-            # (close sockets, note its canary) before teardown can start beside it.
-            task.cancel()
-            await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
-            if task.done():
-                _consume(task)
+            run.cancel()
+            await asyncio.wait({run.task}, timeout=CANCEL_GRACE_SECONDS)
             raise
-        if not done:
-            task.cancel()
-            # Give the probe a moment to unwind (close sockets); a probe that swallows
-            # cancellation is left behind rather than allowed to stall this check's slot.
-            finished, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
-            if not finished:
-                _abandoned.add(task)
-                task.add_done_callback(_abandoned.discard)
-                log.warning("probe ignored cancellation", check=self.info.name)
-            else:
-                _consume(task)
-            return ProbeResult(Status.DOWN, f"timeout after {_fmt_seconds(timeout)}")
-        exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
-        if exc is not None:
-            log.warning(
-                "probe raised",
-                check=self.info.name,
-                probe=self.info.probe_type,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            return ProbeResult(Status.UNKNOWN, f"probe error: {type(exc).__name__}: {exc}")
-        result = task.result()
-        return _validated(result, type(self.probe).observables)
+        assert result is not None  # only cancel() delivers None
+        return result
+
+    def start(self, planned_at: float | None,
+              deliver: Callable[[CheckResult | None], None]) -> ProbeRun:
+        """Start one run; ``deliver`` gets its result once, from a loop callback (``None`` if
+        the run was cancelled with :meth:`ProbeRun.cancel`). The scheduler's path: one task and
+        one timer per run, no coroutine of the engine's own around the probe."""
+        return ProbeRun(self, planned_at, deliver)
 
     async def _setup_and_probe(self) -> Any:
         if not self._setup_done:
@@ -136,6 +106,121 @@ class ProbeHandle:
                 check=self.info.name,
                 error=f"{type(exc).__name__}: {exc}",
             )
+
+
+# The states of a ProbeRun.
+_PROBING, _TIMED_OUT, _CANCELLED, _DELIVERED = range(4)
+
+
+class ProbeRun:
+    """One run in progress: the probe's task, its timeout timer, and where the result goes.
+
+    Driven by callbacks (the task's done callback and timers), so a run costs one task, one
+    timer and a result: at 100,000 checks the engine's own share of a run is what matters.
+
+    * The probe finishes in time: its result (or ``unknown`` for an exception or garbage).
+    * The timeout fires: the probe is cancelled and gets :data:`CANCEL_GRACE_SECONDS` to unwind
+      (close sockets); the result is ``down`` ("timeout after ..."), delivered once the probe
+      has unwound, or at the end of that grace with the probe left behind (it ignored the
+      cancellation; :func:`abandoned_probes` counts it) rather than allowed to hold the check.
+    * :meth:`cancel`: the same unwinding, and ``None`` is delivered instead of a result.
+    """
+
+    __slots__ = ("_deliver", "_handle", "_lateness", "_started", "_started_wall", "_state",
+                 "_timer", "task")
+
+    def __init__(self, handle: ProbeHandle, planned_at: float | None,
+                 deliver: Callable[[CheckResult | None], None]) -> None:
+        loop = asyncio.get_running_loop()
+        self._handle = handle
+        self._deliver = deliver
+        self._state = _PROBING
+        self._started_wall = started_wall = time.time()
+        self._lateness = max(0.0, started_wall - planned_at) if planned_at is not None else 0.0
+        self._started = time.perf_counter()
+        self.task: asyncio.Task[Any] = loop.create_task(handle._setup_and_probe())
+        self.task.add_done_callback(self._task_done)
+        self._timer = loop.call_at(loop.time() + handle.context.timeout, self._timed_out)
+
+    def cancel(self) -> None:
+        """Give the run up: the probe is cancelled and unwinds; ``None`` is delivered."""
+        if self._state in (_PROBING, _TIMED_OUT):
+            self._state = _CANCELLED
+            self._timer.cancel()
+            self.task.cancel()
+            self._timer = asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS,
+                                                                self._left_behind)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        state = self._state
+        if state == _PROBING:
+            self._timer.cancel()
+            self._finish(self._outcome(task))
+            return
+        _consume(task)
+        if state == _TIMED_OUT:
+            self._timer.cancel()
+            self._finish(self._timeout_result())
+        elif state == _CANCELLED:
+            self._timer.cancel()
+            self._state = _DELIVERED
+            self._deliver(None)
+
+    def _timed_out(self) -> None:
+        self._state = _TIMED_OUT
+        self.task.cancel()
+        # Give the probe a moment to unwind (close sockets) before the result is recorded.
+        self._timer = asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS,
+                                                            self._left_behind)
+
+    def _left_behind(self) -> None:
+        """The probe ignored its cancellation for the whole grace: left behind (kept
+        referenced, so it is not garbage-collected mid-run), the check moves on."""
+        task = self.task
+        _abandoned.add(task)
+        task.add_done_callback(_abandoned.discard)
+        if self._state == _TIMED_OUT:
+            log.warning("probe ignored cancellation", check=self._handle.info.name)
+            self._finish(self._timeout_result())
+        else:
+            self._state = _DELIVERED
+            self._deliver(None)
+
+    def _timeout_result(self) -> ProbeResult:
+        timeout = self._handle.context.timeout
+        return ProbeResult(Status.DOWN, f"timeout after {_fmt_seconds(timeout)}")
+
+    def _outcome(self, task: asyncio.Task[Any]) -> ProbeResult:
+        exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if exc is not None:
+            info = self._handle.info
+            log.warning(
+                "probe raised",
+                check=info.name,
+                probe=info.probe_type,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return ProbeResult(Status.UNKNOWN, f"probe error: {type(exc).__name__}: {exc}")
+        return _validated(task.result(), type(self._handle.probe).observables)
+
+    def _finish(self, result: ProbeResult) -> None:
+        self._state = _DELIVERED
+        duration = time.perf_counter() - self._started
+        started_wall = self._started_wall
+        # The boundary: whatever the target sent and the probe passed on is made safe here,
+        # once, for every consumer (metrics, API, logs, alerts, state files).
+        self._deliver(CheckResult(
+            check=self._handle.info,
+            status=result.status,
+            reason=clean_text(redact_text(result.reason)),
+            duration_seconds=duration,
+            started_at=started_wall,
+            finished_at=started_wall + duration,
+            observations=result.observations,
+            labeled_observations=_clean_labeled(result.labeled_observations),
+            details=redact(clean_details(result.details)) if result.details else None,
+            lateness_seconds=self._lateness,
+        ))
 
 
 def _clean_labeled(items: Sequence[LabeledObservation]) -> Sequence[LabeledObservation]:

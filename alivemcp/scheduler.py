@@ -1,10 +1,14 @@
-"""Fixed-rate scheduling of checks on APScheduler, with stable spreading and concurrency limits.
+"""Fixed-rate scheduling of checks on one timer heap, with stable spreading and concurrency
+limits.
 
 Steady state: each check runs on its own grid, ``offset + k * interval`` in Unix time, where the
 offset is a hash of its name. Checks that share an interval are spread evenly, and a check runs
-at the same moments in every process (restarts, replicas). APScheduler's ``jitter`` would only
-ever delay and accumulate drift. ``max_instances=1`` means a check never overlaps itself; a
-global semaphore and per-probe-type semaphores keep slow probe types from starving fast ones.
+at the same moments in every process (restarts, replicas). A check never overlaps itself: a
+planned run that comes while the previous one is still in flight (waiting for a slot or
+probing) is skipped and counted (``alivemcp_scheduler_skipped_runs_total{reason="overlap"}``).
+A global limit and per-probe-type limits keep slow probe types from starving fast ones; a run
+takes its type's slot first, then a global one, so runs queued behind a slow type hold no
+global slot.
 
 First runs: a check added at start-up (or by a reload: new and changed checks alike; unchanged
 checks keep their schedule) runs once soon, without waiting up to a whole interval for its first
@@ -23,38 +27,34 @@ against the planned time of the run, the first-run time included. A changed chec
 is still in flight when its new first run comes skips that first run (never two runs of a name
 at once) and rejoins its grid as above.
 
-Jobs enter APScheduler shortly (``FEED_AHEAD`` seconds) before their first run rather than all at
-once: inserting 50,000 jobs takes seconds of CPU, which would block the event loop at start-up
-and make the earliest first runs late.
+Timing: every check's next planned run is one entry of a heap ordered by time, and one loop
+timer is armed for the earliest. When the loop was held up past several of a check's points,
+they are coalesced into the latest; one more than half an interval (at least 1 s) late is not
+run at all (``reason="missed"``). A run is one task and one timer (:meth:`ProbeHandle.start`):
+no job objects, no coroutine of the scheduler's own around it, no per-run dates.
 
-Shutdown: APScheduler's asyncio executor cancels every job task it still holds when it shuts
-down, and cannot wait for them. So a job only launches the run in a task the scheduler owns and
-waits for it through ``asyncio.shield``: stopping APScheduler then drops the runs that had not
-begun probing, while runs already probing get the shutdown grace to finish and record their
-result.
+Shutdown: runs still waiting for a slot are dropped, runs already probing get the shutdown grace
+to finish and record their result, and whatever is left at the end of the grace is cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
-import logging
+import heapq
+import itertools
+import math
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 
 import structlog
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.schedulers.base import STATE_RUNNING
-from apscheduler.triggers.base import BaseTrigger
 
 from alivemcp.config import SchedulerConfig
 from alivemcp.metrics import Metrics
 from alivemcp.results import CheckResult
-from alivemcp.runner import ProbeHandle
+from alivemcp.runner import ProbeHandle, ProbeRun
 from alivemcp.status import StatusStore
 
 __all__ = [
@@ -71,8 +71,16 @@ log = structlog.get_logger("alivemcp.scheduler")
 
 FIRST_RUNS_PER_SECOND = 1000.0  # how fast a batch of new checks gets its first runs
 MIN_START_WINDOW = 2.0  # seconds: a few checks still spread a little
-FEED_AHEAD = 2.0  # seconds: a job enters APScheduler this long before its first run
-FEED_STEP = 0.5  # seconds between two feeds of a batch into APScheduler
+#: Added to each timer: the loop's timers count whole milliseconds from a clock read in whole
+#: milliseconds, so without it a wake-up can come up to a millisecond early (a run must never
+#: start before its planned time: it would be off its grid).
+TIMER_MARGIN_MS = 1
+#: Runs started in one wake-up at most; the rest follow after the loop's other callbacks, so a
+#: burst of due runs (after a stall) never holds the loop for long.
+STARTS_PER_WAKE = 200
+#: How late a planned run may start (beyond this it is counted as missed): half an interval,
+#: at least this many seconds.
+MIN_MISFIRE_GRACE = 1.0
 
 
 def stable_offset(name: str, interval: float) -> float:
@@ -96,9 +104,8 @@ def start_window(checks: int) -> float:
 
 
 @dataclass(slots=True, eq=False)
-class ScheduledCheck(BaseTrigger):
-    """A check on the scheduler; also its APScheduler trigger (one object per check, not two:
-    at 50,000 checks every object the collector has to scan counts)."""
+class ScheduledCheck:
+    """A check on the scheduler, with its place on the timer heap and its run in flight."""
 
     name: str
     handle: ProbeHandle
@@ -106,6 +113,15 @@ class ScheduledCheck(BaseTrigger):
     offset: float
     fingerprint: object
     first_run: float | None = None  # an extra first run off the grid, when one was planned
+    #: The next planned run (its key on the heap); 0 before planning, -1 once removed.
+    due: float = 0.0
+    #: While a run is in flight: the probe's run once it probes, or the task waiting for slots.
+    run: ProbeRun | None = field(default=None, repr=False)
+    waiter: asyncio.Task[None] | None = field(default=None, repr=False)
+    #: The limits whose slots the run in flight holds (released when it ends).
+    slots: tuple[_Slots, ...] = field(default=(), repr=False)
+    #: Where the run's result goes (the scheduler's, bound to this entry once).
+    deliver: Callable[[CheckResult | None], None] | None = field(default=None, repr=False)
 
     def grid_at_or_after(self, moment: float) -> float:
         """The check's first grid point at or after ``moment``."""
@@ -127,16 +143,13 @@ class ScheduledCheck(BaseTrigger):
         self.first_run = now + start_fraction(self.name) * span
         return self.first_run
 
-    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
-        """APScheduler's question. The job is given its first run as ``next_run_time``."""
-        if previous_fire_time is None:
-            moment = self.grid_at_or_after(now.timestamp())
-        else:
-            moment = self.next_after(previous_fire_time.timestamp())
-        return datetime.fromtimestamp(moment, UTC)
-
-    def __str__(self) -> str:  # how APScheduler's warnings name the trigger
-        return f"grid[interval={self.interval:g}s, offset={self.offset:.3f}s]"
+    def latest_due(self, due: float, now: float) -> float:
+        """The latest planned point at or before ``now``, from ``due`` on (points the loop was
+        too late for are coalesced into it)."""
+        if now - due < self.interval / 2:
+            return due
+        grid = now - ((now - self.offset) % self.interval)
+        return max(grid, due)
 
     def planned_before(self, now: float) -> float:
         """The planned time of a run starting at ``now``: the latest scheduled point at or
@@ -171,35 +184,41 @@ class Scheduler:
         self._metrics = metrics
         self._on_result = on_result
         self._checks: dict[str, ScheduledCheck] = {}
-        self._runs: set[asyncio.Task[None]] = set()  # every run task of ours not finished
-        self._probing: set[asyncio.Task[None]] = set()  # those past the semaphores, probing
-        self._aps = AsyncIOScheduler(timezone=UTC)
-        self._aps.add_listener(self._on_skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
-        self._global = asyncio.Semaphore(config.max_concurrency)
-        self._per_type: dict[str, asyncio.Semaphore] = {}
+        #: (planned time, sequence, check): the next run of every check, earliest first. A
+        #: removed or replanned check's old entry stays until it comes up, and is skipped.
+        self._heap: list[tuple[float, int, ScheduledCheck]] = []
+        self._stale = 0  # heap entries known to be skipped when they come up
+        self._sequence = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+        #: name -> the check whose run is in flight (of a check since removed or replaced too:
+        #: a name never has two runs at once).
+        self._busy: dict[str, ScheduledCheck] = {}
+        self._probing = 0  # runs past their slots, probing
+        self._global = _Slots(config.max_concurrency)
+        self._per_type: dict[str, _Slots | None] = {}
         self._type_limits: dict[str, int] = dict(config.per_probe_type)
         self._stopping = False
         self._started = False
         self._arrivals: list[ScheduledCheck] = []  # added, first run not planned yet
         self._planning_soon = False
-        self._feeders: set[asyncio.Task[None]] = set()
-        self._launch_job = self._launch  # one bound method shared by every job
+        self._idle_waiters: list[tuple[set[str] | None, asyncio.Future[None]]] = []
+        metrics.in_flight.set_function(lambda: self._probing)
 
     @property
     def checks(self) -> Mapping[str, ScheduledCheck]:
         return self._checks
 
     def start(self) -> None:
-        self._aps.start()
         self._started = True
         self._plan_arrivals()
 
     def alive(self) -> bool:
-        return bool(self._aps.running) and not self._stopping
+        return self._started and not self._stopping
 
     def configure_limits(self, config: SchedulerConfig) -> None:
-        """Apply new limits; semaphores are rebuilt, runs holding old ones finish normally."""
-        self._global = asyncio.Semaphore(config.max_concurrency)
+        """Apply new limits; runs holding slots of the old ones finish normally."""
+        self._global = _Slots(config.max_concurrency)
         self._type_limits = dict(config.per_probe_type)
         self._per_type.clear()
 
@@ -212,11 +231,21 @@ class Scheduler:
         if name in self._checks:  # replaced in place: the old schedule goes first
             self.remove(name)
         entry = ScheduledCheck(name, handle, interval, stable_offset(name, interval), fingerprint)
+        entry.deliver = lambda result: self._finished(entry, result)
         self._checks[name] = entry
         self._arrivals.append(entry)
         if self._started and not self._planning_soon:
             self._planning_soon = True
             asyncio.get_running_loop().call_soon(self._plan_arrivals)
+
+    def remove(self, name: str) -> ScheduledCheck | None:
+        """Unschedule a check. A run of it in flight goes on; its result is dropped."""
+        entry = self._checks.pop(name, None)
+        if entry is not None:
+            if entry.due > 0:
+                self._stale += 1
+            entry.due = -1.0
+        return entry
 
     def _plan_arrivals(self) -> None:
         self._planning_soon = False
@@ -224,191 +253,239 @@ class Scheduler:
         self._arrivals = []
         if not batch or self._stopping:
             return
-        plan = plan_first_runs(batch, time.time())
-        fed = self._feed(plan, 0)
-        if fed < len(plan):
-            feeder = asyncio.create_task(self._feed_later(plan, fed), name="alivemcp-feed")
-            self._feeders.add(feeder)
-            feeder.add_done_callback(self._feeders.discard)
+        heap = self._heap
+        if self._stale > max(1000, len(heap) // 2):
+            # A reload replaced many checks: drop their entries now rather than one by one.
+            heap[:] = [item for item in heap if item[2].due == item[0]]
+            heapq.heapify(heap)
+            self._stale = 0
+        sequence = self._sequence
+        for first_run, entry in plan_first_runs(batch, time.time()):
+            entry.due = first_run
+            heapq.heappush(heap, (first_run, next(sequence), entry))
+        self._arm()
 
-    async def _feed_later(self, plan: FirstRunPlan, fed: int) -> None:
-        while fed < len(plan):
-            due_in = plan[fed][0] - FEED_AHEAD - time.time()
-            await asyncio.sleep(max(FEED_STEP, due_in))
-            fed = self._feed(plan, fed)
-        # These jobs were made after the daemon moved its long-lived objects out of the
-        # collector's reach (gc.freeze): at 50,000 checks they would add a tenth of a second to
-        # every full collection. Freeze them too, after clearing the young garbage; a full
-        # collection first would pause the loop for most of a second, and leave frozen at most
-        # the cycles already waiting for one.
-        gc.collect(1)
-        gc.freeze()
+    def _arm(self) -> None:
+        """Set the loop's timer for the earliest planned run."""
+        if not self._heap or self._stopping:
+            return
+        due = self._heap[0][0]
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_due = due
+        loop.time()  # uvloop: refreshes the cached loop clock its timers count from
+        delay_ms = math.ceil(max(0.0, due - time.time()) * 1000) + TIMER_MARGIN_MS
+        self._timer = loop.call_later(delay_ms / 1000, self._wake)
 
-    def _feed(self, plan: FirstRunPlan, fed: int) -> int:
-        """Hand APScheduler the planned checks whose first run is less than ``FEED_AHEAD``
-        away; returns how many of ``plan`` it has now."""
+    def _wake(self) -> None:
+        """Start every run that is due (up to STARTS_PER_WAKE), plan each check's next."""
+        self._timer = None
         if self._stopping:
-            return len(plan)
-        horizon = time.time() + FEED_AHEAD
-        # Paused while adding, APScheduler recomputes its next wake-up once for the lot
-        # instead of once per job (each add would schedule a pass over the due jobs).
-        pause = self._aps.state == STATE_RUNNING
-        if pause:
-            self._aps.pause()
+            return
+        heap = self._heap
+        now = time.time()
+        started = 0
+        while heap and heap[0][0] <= now:
+            due, sequence, entry = heapq.heappop(heap)
+            if entry.due != due:  # removed, or replanned
+                self._stale -= 1
+                continue
+            planned = entry.latest_due(due, now)
+            entry.due = next_run = entry.next_after(planned)
+            heapq.heappush(heap, (next_run, sequence, entry))
+            if now - planned > max(MIN_MISFIRE_GRACE, entry.interval / 2):
+                self._metrics.skipped.labels(reason="missed").inc()
+            elif entry.name in self._busy:
+                self._metrics.skipped.labels(reason="overlap").inc()
+            else:
+                self._launch(entry, planned)
+                started += 1
+                if started >= STARTS_PER_WAKE:
+                    loop = asyncio.get_running_loop()
+                    self._timer_due = now
+                    self._timer = loop.call_soon(self._wake)  # type: ignore[assignment]
+                    return
+        self._arm()
+
+    def _launch(self, entry: ScheduledCheck, planned: float) -> None:
+        self._busy[entry.name] = entry
+        per_type = self._type_slots(entry)
+        global_slots = self._global
+        if (per_type is None or per_type.free > 0) and global_slots.free > 0 and not (
+                global_slots.waiters or (per_type is not None and per_type.waiters)):
+            # The common case: slots free, taken at once, no task to wait in.
+            if per_type is None:
+                global_slots.free -= 1
+                entry.slots = (global_slots,)
+            else:
+                per_type.free -= 1
+                global_slots.free -= 1
+                entry.slots = (per_type, global_slots)
+            self._begin(entry, planned)
+            return
+        entry.waiter = asyncio.get_running_loop().create_task(
+            self._wait_for_slots(entry, planned, per_type, global_slots),
+            name=f"alivemcp-slot:{entry.name}")
+
+    async def _wait_for_slots(self, entry: ScheduledCheck, planned: float,
+                              per_type: _Slots | None, global_slots: _Slots) -> None:
+        taken: list[_Slots] = []
         try:
-            while fed < len(plan) and plan[fed][0] <= horizon:
-                first_run, entry = plan[fed]
-                fed += 1
-                if self._checks.get(entry.name) is entry:
-                    self._add_job(entry, first_run)
+            for slots in (per_type, global_slots):
+                if slots is not None:
+                    await slots.take()
+                    taken.append(slots)
+        except asyncio.CancelledError:
+            # Stopping (or cancel_runs): a run still waiting for a slot is dropped.
+            for slots in taken:
+                slots.release()
+            entry.waiter = None
+            self._idle(entry)
+            raise
+        entry.waiter = None
+        entry.slots = tuple(taken)
+        if self._stopping:  # got the slots while stopping: too late to begin
+            self._finished(entry, None)
+            return
+        self._begin(entry, planned)
+
+    def _begin(self, entry: ScheduledCheck, planned: float) -> None:
+        name = entry.name
+        try:
+            self._store.mark_in_flight(name)
+            self._metrics.lateness.observe(max(0.0, time.time() - planned))
+            self._probing += 1
+            assert entry.deliver is not None
+            entry.run = entry.handle.start(planned, entry.deliver)
+        except Exception:  # the engine itself failed: never let it stop the schedule
+            log.exception("check run failed in the engine", check=name)
+            self._probing -= 1
+            for slots in entry.slots:
+                slots.release()
+            entry.slots = ()
+            self._idle(entry)
+
+    def _finished(self, entry: ScheduledCheck, result: CheckResult | None) -> None:
+        """A run ended (``None``: cancelled, or dropped before it began)."""
+        if entry.run is not None:
+            entry.run = None
+            self._probing -= 1
+        for slots in entry.slots:
+            slots.release()
+        entry.slots = ()
+        self._idle(entry)
+        if result is not None and self._checks.get(entry.name) is entry:
+            try:
+                self._on_result(result)
+            except Exception:  # the engine itself failed: never let it stop the schedule
+                log.exception("check run failed in the engine", check=entry.name)
+
+    def _idle(self, entry: ScheduledCheck) -> None:
+        if self._busy.get(entry.name) is entry:
+            del self._busy[entry.name]
+        if self._idle_waiters:
+            for names, waiter in self._idle_waiters:
+                if names is not None:
+                    names.discard(entry.name)
+                if not waiter.done() and (not names if names is not None else not self._busy):
+                    waiter.set_result(None)
+
+    async def _until_idle(self, names: set[str] | None, timeout: float) -> None:
+        """Wait up to ``timeout`` until no run of ``names`` (None: of any check) is in flight."""
+        if (not names) if names is not None else not self._busy:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        record = (names, waiter)
+        self._idle_waiters.append(record)
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
         finally:
-            if pause:
-                self._aps.resume()
-        return fed
+            self._idle_waiters.remove(record)
 
-    def _add_job(self, entry: ScheduledCheck, first_run: float) -> None:
-        self._aps.add_job(
-            self._launch_job,
-            entry,
-            args=[entry.name],
-            id=entry.name,
-            name=entry.name,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=max(1, int(entry.interval / 2)),
-            replace_existing=True,
-            next_run_time=datetime.fromtimestamp(first_run, UTC),
-        )
-
-    def remove(self, name: str) -> ScheduledCheck | None:
-        entry = self._checks.pop(name, None)
-        if entry is not None and self._aps.get_job(name) is not None:
-            self._aps.remove_job(name)
-        return entry
+    def _type_slots(self, entry: ScheduledCheck) -> _Slots | None:
+        probe_type = entry.handle.info.probe_type
+        try:
+            return self._per_type[probe_type]
+        except KeyError:
+            limit = self._type_limits.get(probe_type)
+            if limit is None:
+                limit = type(entry.handle.probe).max_concurrency
+            slots = self._per_type[probe_type] = None if limit is None else _Slots(limit)
+            return slots
 
     async def cancel_runs(self, names: Collection[str], timeout: float = 2.0) -> int:
         """Cancel the runs in flight of ``names`` (already removed) and wait up to ``timeout``
         for them to unwind; their results are dropped. Cluster mode calls it when a shard is
         revoked, so that a check stops being probed here before another replica takes it.
         Returns how many runs were cancelled."""
-        doomed = {run for run in self._runs if _check_name(run) in names}
-        for run in doomed:
-            run.cancel()
-        if doomed:
-            await asyncio.wait(doomed, timeout=timeout)
+        doomed = [entry for name, entry in self._busy.items() if name in names]
+        for entry in doomed:
+            self._cancel(entry)
+        await self._until_idle({entry.name for entry in doomed}, timeout)
         return len(doomed)
 
-    async def _launch(self, name: str) -> None:
-        """APScheduler's job: run the check in a task of our own and wait for it.
-
-        While the job waits, APScheduler counts the check as running (``max_instances=1``: no
-        overlap). The shield keeps APScheduler's shutdown from cancelling the run itself.
-        """
-        if self._stopping:
-            return
-        run = asyncio.create_task(self._run(name), name=f"alivemcp-run:{name}")
-        self._runs.add(run)
-        run.add_done_callback(self._runs.discard)
-        try:
-            await asyncio.shield(run)
-        except asyncio.CancelledError:
-            if not self._stopping:
-                run.cancel()
-                raise
-            # APScheduler is shutting down: the run goes on under stop()'s grace period.
-
-    async def _run(self, name: str) -> None:
-        entry = self._checks.get(name)
-        if entry is None or self._stopping:
-            return
-        task = asyncio.current_task()
-        assert task is not None
-        try:
-            planned = entry.planned_before(time.time())
-            probe_type = entry.handle.info.probe_type
-            async with self._global, self._type_semaphore(probe_type):
-                if self._stopping:  # got the slot while stopping: too late to begin
-                    return
-                self._probing.add(task)  # type: ignore[arg-type]
-                self._store.mark_in_flight(name)
-                self._metrics.lateness.observe(max(0.0, time.time() - planned))
-                self._metrics.in_flight.inc()
-                try:
-                    result = await entry.handle.run(planned)
-                finally:
-                    self._metrics.in_flight.dec()
-            if self._checks.get(name) is entry:
-                self._on_result(result)
-        except asyncio.CancelledError:
-            if not self._stopping:
-                raise
-            # Stopping: a run still waiting for a slot is dropped, one past the grace abandoned.
-        except Exception:  # the engine itself failed: never let it kill the job
-            log.exception("check run failed in the engine", check=name)
-        finally:
-            self._probing.discard(task)  # type: ignore[arg-type]
-
-    def _type_semaphore(self, probe_type: str) -> asyncio.Semaphore | _NoLimit:
-        sem = self._per_type.get(probe_type)
-        if sem is None:
-            limit = self._type_limits.get(probe_type)
-            if limit is None:
-                handle_limit = self._class_limit(probe_type)
-                if handle_limit is None:
-                    return _NO_LIMIT
-                limit = handle_limit
-            sem = self._per_type[probe_type] = asyncio.Semaphore(limit)
-        return sem
-
-    def _class_limit(self, probe_type: str) -> int | None:
-        for entry in self._checks.values():
-            if entry.handle.info.probe_type == probe_type:
-                return type(entry.handle.probe).max_concurrency
-        return None
-
-    def _on_skipped(self, event: JobExecutionEvent) -> None:
-        reason = "overlap" if event.code == EVENT_JOB_MAX_INSTANCES else "missed"
-        self._metrics.skipped.labels(reason=reason).inc()
+    @staticmethod
+    def _cancel(entry: ScheduledCheck) -> None:
+        if entry.waiter is not None:
+            entry.waiter.cancel()
+        elif entry.run is not None:
+            entry.run.cancel()
 
     async def stop(self, grace: float) -> None:
         """Stop scheduling; runs already probing get ``grace`` seconds to finish and record
         their result, runs still waiting for a concurrency slot are dropped, and whatever is
         left at the end of the grace is cancelled."""
         self._stopping = True
-        for feeder in self._feeders:
-            feeder.cancel()
-        # Job tasks APScheduler queued but never started are cancelled by its shutdown and it
-        # logs each as "Error running job": expected at shutdown, not worth a traceback.
-        logging.getLogger("apscheduler.executors").setLevel(logging.CRITICAL)
-        if self._aps.running:
-            self._aps.shutdown(wait=False)
-        for run in self._runs - self._probing:
-            run.cancel()
-        if self._probing:
-            log.info("waiting for runs in flight", runs=len(self._probing),
-                     grace_seconds=grace)
-            await asyncio.wait(set(self._probing), timeout=grace)
-        if self._probing:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for entry in list(self._busy.values()):
+            if entry.waiter is not None:
+                entry.waiter.cancel()
+        await asyncio.sleep(0)  # the dropped runs unwind
+        if self._busy:
+            log.info("waiting for runs in flight", runs=len(self._busy), grace_seconds=grace)
+            await self._until_idle(None, grace)
+        if self._busy:
             log.warning("runs cancelled at the end of the shutdown grace",
-                        checks=sorted(_check_name(t) for t in self._probing)[:20],
-                        count=len(self._probing))
-        leftover = set(self._runs)
-        for run in leftover:
-            run.cancel()
-        if leftover:
-            await asyncio.wait(leftover, timeout=2)
+                        checks=sorted(self._busy)[:20], count=len(self._busy))
+            for entry in list(self._busy.values()):
+                self._cancel(entry)
+            await self._until_idle(None, 2)
 
 
-def _check_name(task: asyncio.Task[None]) -> str:
-    return task.get_name().removeprefix("alivemcp-run:")
+class _Slots:
+    """A concurrency limit: a count of free slots and the runs waiting for one, first come
+    first served. The scheduler takes a free slot without a task when nobody waits."""
 
+    __slots__ = ("free", "waiters")
 
-class _NoLimit:
-    async def __aenter__(self) -> None:
-        return None
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self.waiters: deque[asyncio.Future[None]] = deque()
 
-    async def __aexit__(self, *exc: object) -> None:
-        return None
+    async def take(self) -> None:
+        if self.free > 0 and not self.waiters:
+            self.free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            await waiter  # release() hands its slot over
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a slot while being cancelled: pass it on
+            else:
+                self.waiters.remove(waiter)
+            raise
 
-
-_NO_LIMIT = _NoLimit()
+    def release(self) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1

@@ -89,8 +89,10 @@ class StatusStore:
                 self._states[info.name] = CheckState(info, old.last, old.since, old.runs)
 
     def mark_in_flight(self, name: str) -> None:
+        """Note that a check without a result yet has its first run in flight (readiness
+        counts it); once a check has a result, its later runs change nothing here."""
         state = self._states.get(name)
-        if state is not None and not state.in_flight:
+        if state is not None and state.last is None and not state.in_flight:
             self._states[name] = CheckState(state.info, state.last, state.since, state.runs, True)
 
     def record(self, result: CheckResult) -> CheckState | None:
@@ -103,11 +105,20 @@ class StatusStore:
             # echo of a run of ours, or one delayed across a handover).
             return None
         since = state.since
-        if state.last is None or state.last.status is not result.status:
+        last = state.last
+        if last is None or last.status is not result.status:
             since = result.finished_at
-        runs = list(state.runs)
-        runs[_STATUS_CODES[result.status]] += 1
-        new = CheckState(state.info, result, since, (runs[0], runs[1], runs[2], runs[3]))
+        up, degraded, down, unknown = state.runs
+        status = result.status
+        if status is Status.UP:
+            up += 1
+        elif status is Status.DOWN:
+            down += 1
+        elif status is Status.DEGRADED:
+            degraded += 1
+        else:
+            unknown += 1
+        new = CheckState(state.info, result, since, (up, degraded, down, unknown))
         self._states[result.check.name] = new
         self._history[result.check.name].push(result)
         return new
