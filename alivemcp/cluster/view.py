@@ -413,6 +413,7 @@ class ResultsView:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w") as fh:
         fh.write(text)

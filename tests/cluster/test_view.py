@@ -1,0 +1,299 @@
+"""The global view against a real 3-broker Kafka: other replicas' results in this replica's
+status (with their owner), every result in history once (across a restart, from the saved
+position), garbage in the topic dropped and counted, and a bounded replay on first start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from prometheus_client import CollectorRegistry
+
+from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.shards import shard_of
+from alivemcp.cluster.stream import ResultsStream, result_record
+from alivemcp.cluster.view import POSITION_FILE, ResultsView
+from alivemcp.history.config import HistoryConfig
+from alivemcp.history.store import HistoryStore
+from alivemcp.probe import Status
+from alivemcp.results import CheckInfo
+from alivemcp.status import StatusStore
+from alivemcp.testbed.kafka import KafkaCluster
+from tests.cluster.stream_support import (
+    Parts,
+    cluster_config,
+    create_topics,
+    info,
+    metric,
+    parts,
+    pipeline_feed,
+    result,
+    shared_cluster,
+    unique,
+    wait_for,
+)
+
+INFOS = [info(f"mcp/server-{i}") for i in range(24)]
+
+
+@pytest.fixture(scope="module")
+async def kafka3() -> KafkaCluster:
+    return await shared_cluster()
+
+
+class Replica:
+    """What a replica has for the view and the stream: a status store, maybe history, its
+    stream (producing its own results) and its view."""
+
+    def __init__(self, config: ClusterConfig, data_dir: Path, *, history: bool = True,
+                 replay: float | None = None, infos: list[CheckInfo] = INFOS) -> None:
+        self.config = config
+        self.parts: Parts = parts(config)
+        self.store = StatusStore(config.replica_id)
+        self.store.set_checks(infos)
+        self.history = HistoryStore(data_dir, HistoryConfig()) if history else None
+        if self.history is not None:
+            self.history.set_checks(infos)
+            self.history.start()
+        self.stream = ResultsStream(config, self.parts.kafka, self.store, self.parts.registry)
+        self.view = ResultsView(config, self.parts.kafka, self.store, self.history, data_dir,
+                                self.parts.registry, replay=replay, save_every=0.5)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self.parts.registry
+
+    async def start(self) -> None:
+        await self.view.start()
+        await self.stream.start()
+
+    async def stop(self) -> None:
+        await self.stream.stop(5)
+        await self.view.stop(5)
+        if self.history is not None:
+            await self.history.stop()
+        await self.parts.aclose()
+
+    def run(self, check: CheckInfo, status: Status = Status.UP, **kw: Any) -> None:
+        """A run of this replica, through the cluster pipeline (stream, then store)."""
+        pipeline_feed(self.stream, self.store, [result(check, status, **kw)])
+
+    def row(self, name: str) -> dict[str, Any]:
+        doc = self.store.snapshot(only=[name])
+        assert doc["replica"] == self.config.replica_id
+        row: dict[str, Any] = doc["checks"][0]
+        return row
+
+    async def runs(self, name: str) -> dict[str, int]:
+        assert self.history is not None
+        doc = await self.history.uptime(name, "24h")
+        runs: dict[str, int] = doc["runs"]
+        return runs
+
+    def taken(self, outcome: str) -> float:
+        return metric(self.registry, "alivemcp_cluster_view_records_total", {"outcome": outcome})
+
+    def dropped(self, reason: str) -> float:
+        return metric(self.registry, "alivemcp_cluster_view_dropped_records_total",
+                      {"reason": reason})
+
+
+@pytest.fixture
+async def topics(kafka3: KafkaCluster) -> str:
+    prefix = unique("view")
+    await create_topics(kafka3.bootstrap, cluster_config(kafka3.bootstrap, prefix=prefix))
+    return prefix
+
+
+def config_for(kafka3: KafkaCluster, prefix: str, replica: str) -> ClusterConfig:
+    return cluster_config(kafka3.bootstrap, prefix=prefix, replica=replica)
+
+
+@pytest.fixture
+async def pair(kafka3: KafkaCluster, topics: str, tmp_path: Path
+               ) -> AsyncIterator[tuple[Replica, Replica]]:
+    a = Replica(config_for(kafka3, topics, "replica-a"), tmp_path / "a")
+    b = Replica(config_for(kafka3, topics, "replica-b"), tmp_path / "b")
+    for replica in (a, b):
+        await replica.start()
+    try:
+        yield a, b
+    finally:
+        for replica in (a, b):
+            await replica.stop()
+
+
+async def test_another_replicas_result_shows_in_status_with_its_owner(
+        pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    check = INFOS[3]
+    b.run(check, Status.DOWN, reason="connection refused")
+    await wait_for(lambda: a.row(check.name)["status"] == "down", 20, "b's result in a's view")
+    row = a.row(check.name)
+    assert row["owner"] == "replica-b"
+    assert row["reason"] == "connection refused"
+    assert row["labels"] == {"team": "core"}
+    # a's own runs show as its own, and their echo from the topic is not counted again.
+    a.run(INFOS[4], Status.UP)
+    await wait_for(lambda: a.taken("own") == 1, 20, "a reads its own result back")
+    assert a.row(INFOS[4].name)["owner"] == "replica-a"
+    assert a.store.get(INFOS[4].name).runs == (1, 0, 0, 0)  # type: ignore[union-attr]
+    await wait_for(lambda: b.row(INFOS[4].name)["owner"] == "replica-a", 20, "a's in b's view")
+    assert a.taken("status") == 1 and b.taken("status") == 1
+
+
+async def test_an_older_result_from_another_replica_does_not_replace_a_newer_one(
+        pair: tuple[Replica, Replica]) -> None:
+    """Across a handover the old owner's last result can arrive after the new owner's."""
+    a, b = pair
+    check = INFOS[5]
+    now = time.time()
+    a.run(check, Status.UP, started_at=now)
+    b.run(check, Status.DOWN, started_at=now - 30)
+    await wait_for(lambda: a.taken("status") == 1, 20, "b's late result read")
+    assert a.row(check.name)["status"] == "up"
+    assert a.row(check.name)["owner"] == "replica-a"
+
+
+async def test_history_has_every_result_once_across_a_restart(
+        kafka3: KafkaCluster, topics: str, tmp_path: Path) -> None:
+    config_a, config_b = (config_for(kafka3, topics, r) for r in ("replica-a", "replica-b"))
+    a = Replica(config_a, tmp_path / "a")
+    b = Replica(config_b, tmp_path / "b", history=False)
+    await a.start()
+    await b.start()
+    mine, theirs = INFOS[0], INFOS[1]
+    try:
+        t0 = time.time() - 60
+        for n in range(3):
+            a.run(mine, Status.UP, started_at=t0 + n)
+            b.run(theirs, Status.DOWN, started_at=t0 + n)
+        await wait_for(lambda: a.taken("own") + a.taken("status") == 6, 20, "6 results read")
+        assert await a.runs(mine.name) == {"up": 3, "degraded": 0, "down": 0, "unknown": 0}
+        assert (await a.runs(theirs.name))["down"] == 3
+        await a.stop()
+        saved = json.loads((tmp_path / "a" / POSITION_FILE).read_text())
+        assert sum(saved["offsets"]) == 6
+
+        # While a is away, b goes on; then a new process of a starts on the same data_dir.
+        b.run(theirs, Status.UP, started_at=t0 + 10)
+        a = Replica(config_a, tmp_path / "a")
+        await a.start()
+        assert a.view.caught_up.is_set()
+        # The replay refilled the status of every check, its own earlier runs included...
+        assert a.row(mine.name)["status"] == "up" and a.row(mine.name)["owner"] == "replica-a"
+        assert a.row(theirs.name)["status"] == "up" and a.row(theirs.name)["owner"] == "replica-b"
+        # ...and history got only what the earlier process had not read.
+        await asyncio.sleep(0.2)
+        assert await a.runs(mine.name) == {"up": 3, "degraded": 0, "down": 0, "unknown": 0}
+        assert await a.runs(theirs.name) == {"up": 1, "degraded": 0, "down": 3, "unknown": 0}
+        a.run(mine, Status.DEGRADED)  # a run of the new process: after its view started
+        await wait_for(lambda: a.taken("own") == 1, 20, "the new process's own result read")
+        assert (await a.runs(mine.name))["degraded"] == 1
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_garbage_in_the_topic_is_dropped_and_counted(
+        kafka3: KafkaCluster, topics: str, tmp_path: Path) -> None:
+    config = config_for(kafka3, topics, "replica-a")
+    a = Replica(config, tmp_path / "a")
+    await a.start()
+    check = INFOS[7]
+    good = json.loads(result_record(result(check, Status.DEGRADED, reason="slow"), "replica-x"))
+
+    def variant(**change: Any) -> bytes:
+        return json.dumps({**good, **change}).encode()
+
+    garbage: list[bytes | None] = [
+        b"\xff\xfe not json",
+        b"[1, 2, 3]",
+        b"null",
+        b"[" * 100_000 + b"]" * 100_000,  # nesting deeper than the parser's recursion
+        json.dumps({"check": 5}).encode(),
+        variant(status="exploded"),
+        variant(status=None),
+        variant(started_at="yesterday"),
+        variant(duration_seconds=True),
+        variant(replica=""),
+        variant(replica=["r"]),
+        variant(reason={"nested": 1}),
+        variant(observations={"Bad Name": 1.0}),
+        variant(observations={f"o{i}": 1.0 for i in range(1000)}),
+        variant(observations={"fine": "NaN"}),
+        variant(labeled_observations=[{"name": "x", "value": 1, "labels": {"k": 2}}]),
+        good_json_with_nan(good),
+        None,  # a tombstone
+    ]
+    unknown = variant(check="not/configured")
+    elsewhere = variant()
+    # acks=all: the high watermark (what a reader sees as the end) covers the record at once.
+    producer = AIOKafkaProducer(bootstrap_servers=kafka3.bootstrap, acks="all")
+    await producer.start()
+    try:
+        shard = shard_of(check.name, config.shards)
+        for value in garbage:
+            await producer.send_and_wait(config.topics.results, value, key=b"x",
+                                         partition=shard)
+        await producer.send_and_wait(config.topics.results, unknown, partition=0)
+        await producer.send_and_wait(config.topics.results, elsewhere,
+                                     partition=(shard + 1) % config.shards)
+        await producer.send_and_wait(config.topics.results, json.dumps(good).encode(),
+                                     partition=shard)
+        await wait_for(lambda: a.taken("status") == 1, 20, "the one good record taken")
+        assert a.dropped("invalid") == len(garbage)
+        assert a.dropped("unknown_check") == 1
+        assert a.dropped("wrong_partition") == 1
+        assert a.dropped("error") == 0
+        row = a.row(check.name)
+        assert (row["status"], row["owner"], row["reason"]) == ("degraded", "replica-x", "slow")
+        # Labels and probe type come from this replica's config, not from the record.
+        assert row["labels"] == {"team": "core"} and row["probe"] == "http"
+        assert a.store.get("not/configured") is None
+        assert (await a.runs(check.name))["degraded"] == 1
+        assert a.view._task is not None and not a.view._task.done()  # still reading
+    finally:
+        await producer.stop()
+        await a.stop()
+
+
+def good_json_with_nan(good: dict[str, Any]) -> bytes:
+    """Python's parser accepts the NaN token; the view must not."""
+    return json.dumps({**good, "duration_seconds": float("nan")}).encode()
+
+
+async def test_first_start_replays_only_the_window(
+        kafka3: KafkaCluster, topics: str, tmp_path: Path) -> None:
+    config = config_for(kafka3, topics, "replica-a")
+    old, recent = INFOS[8], INFOS[9]
+    now = time.time()
+    # acks=all: the high watermark (what a reader sees as the end) covers the record at once.
+    producer = AIOKafkaProducer(bootstrap_servers=kafka3.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for check, at in ((old, now - 7200), (recent, now - 60)):
+            value = result_record(result(check, Status.DOWN, started_at=at), "replica-b")
+            await producer.send_and_wait(config.topics.results, value,
+                                         key=check.name.encode(),
+                                         partition=shard_of(check.name, config.shards),
+                                         timestamp_ms=int(at * 1000))
+    finally:
+        await producer.stop()
+    a = Replica(config, tmp_path / "a", replay=3600)
+    await a.start()
+    try:
+        assert a.view.caught_up.is_set()
+        assert a.row(recent.name)["status"] == "down"
+        assert a.row(old.name)["status"] == "pending"  # before the window: not read
+        assert (await a.runs(recent.name))["down"] == 1
+        assert (await a.runs(old.name))["down"] == 0
+        assert a.taken("status") == 1
+    finally:
+        await a.stop()
