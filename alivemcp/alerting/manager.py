@@ -667,9 +667,10 @@ class AlertManager:
         unsent: Sequence[Notification],
         maybe_delivered: bool,
     ) -> None:
+        touched = set()
         for n in done:
             if self._outbox.remove(receiver, n):
-                self._changed.add(n.check)
+                touched.add(n.check)
         for n in unsent:
             entry = self._outbox.get(receiver, n)
             if entry is None:
@@ -678,7 +679,11 @@ class AlertManager:
                 entry.uncertain = True
             elif not entry.uncertain:
                 entry.phase = "queued"
-            self._changed.add(n.check)
+            touched.add(n.check)
+        # Written now, not by the next round of the record loop: a retry soon marks them
+        # sending again, and a replica lost in between should leave "queued" behind.
+        for name in touched:
+            self._write_record(name)
         # Receiver state (PagerDuty groups) stays in this replica's file.
         self._generation += 1
         await self.persist()

@@ -19,6 +19,7 @@ import gc
 import json
 import os
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,9 @@ class StateStore:
         self.path = Path(data_dir) / STATE_FILE
         self._metrics = metrics
         self._lock = asyncio.Lock()
+        # A write cancelled while its thread runs releases the asyncio lock, but the thread
+        # goes on: the next write must not share its temp file meanwhile.
+        self._write_lock = threading.Lock()
         self._entries_logged = 0
 
     # -- loading -----------------------------------------------------------------------------
@@ -220,6 +224,10 @@ class StateStore:
             await asyncio.to_thread(self._write, body)
 
     def _write(self, body: str) -> None:
+        with self._write_lock:
+            self._write_file(body)
+
+    def _write_file(self, body: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -1,0 +1,477 @@
+"""Alert takeover in cluster mode against a real 3-broker Kafka and real receiver stand-ins
+(loopback HTTP servers answering like Slack, PagerDuty and a webhook).
+
+Two replicas' alerting (an AlertManager in cluster mode and its AlertStateLog) hand shards to
+each other the way the cluster node drives them (``on_assigned`` / ``on_revoked``), or one is
+lost without a word (its log stops before anything else: nothing more of it reaches Kafka or
+a receiver) and the other takes over. What the receivers got, and what the compacted
+alert-state topic holds, are read back from the stand-ins and the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from alivemcp.alerting.config import AlertingConfig
+from alivemcp.alerting.manager import AlertManager
+from alivemcp.alerting.policy import AlertState, CheckState
+from alivemcp.alerting.records import encode_record
+from alivemcp.cluster.alert_state import AlertStateLog
+from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.shards import shard_of
+from alivemcp.testbed.kafka import KafkaCluster
+from tests.alerting.daemon_support import per_key
+from tests.alerting.engine_support import FakeClock, check, result
+from tests.alerting.stand_ins import HANG, Answer, StandIn
+from tests.cluster.stream_support import (
+    Parts,
+    cluster_config,
+    metric,
+    parts,
+    read_topic,
+    shared_cluster,
+    unique,
+    wait_for,
+)
+
+SHARDS = 6
+ALL = frozenset(range(SHARDS))
+
+
+@pytest.fixture(scope="module")
+async def kafka3() -> KafkaCluster:
+    return await shared_cluster()
+
+
+@pytest.fixture
+async def stand_ins() -> AsyncIterator[tuple[StandIn, StandIn, StandIn]]:
+    pd, slack, hook = StandIn("pagerduty"), StandIn("slack"), StandIn("webhook")
+    for s in (pd, slack, hook):
+        s.start()
+    try:
+        yield pd, slack, hook
+    finally:
+        for s in (pd, slack, hook):
+            s.stop()
+
+
+def alerting(pd: StandIn, slack: StandIn, hook: StandIn | None = None, *,
+             timeout: float = 1.0, slack_backoff: float = 0.05, backoff: float = 0.05,
+             **policy: Any) -> dict[str, Any]:
+    def retries(first: float) -> dict[str, float]:
+        return {"backoff_initial": first, "backoff_max": max(0.5, first)}
+
+    receivers = [pd.receiver("pd", timeout=timeout, **retries(backoff)),
+                 slack.receiver("slack", timeout=timeout, **retries(max(backoff, slack_backoff)))]
+    if hook is not None:
+        receivers.append(hook.receiver("hook", timeout=timeout, **retries(backoff)))
+    return {"group_wait": 0, "group_interval": 0, "policy": policy, "receivers": receivers,
+            "default_receivers": [r["name"] for r in receivers]}
+
+
+async def alert_topic(bootstrap: str, config: ClusterConfig) -> None:
+    """The alert-state topic as the cluster creates it: compacted, one partition per shard."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(
+            config.topics.alert_state, config.shards, 3,
+            topic_configs={"cleanup.policy": "compact", "min.insync.replicas": "2"},
+        )])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            described = await admin.describe_topics([config.topics.alert_state])
+            if all(p["leader"] >= 0 for p in described[0]["partitions"]) and len(
+                described[0]["partitions"]
+            ) == config.shards:
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError("alert-state topic got no leaders")
+    finally:
+        await admin.close()
+
+
+class Replica:
+    """One replica's alerting: the manager in cluster mode and its alert-state log."""
+
+    def __init__(self, config: ClusterConfig, alerting_config: dict[str, Any],
+                 checks: list[Any], data_dir: Path, clock: FakeClock) -> None:
+        self.config = config
+        self.parts: Parts = parts(config)
+        self.infos = {info.name: info for info, _ in checks}
+        self.clock = clock
+        self.manager = AlertManager(
+            AlertingConfig.model_validate(alerting_config), checks, data_dir,
+            self.parts.registry, clock=clock, tick_interval=3600, shared=True,
+        )
+        self.log = AlertStateLog(config, self.parts.kafka, self.manager, self.parts.registry)
+        self.alive = False
+
+    async def start(self) -> Replica:
+        await self.manager.start()
+        await self.log.start()
+        self.alive = True
+        return self
+
+    def feed(self, name: str, *statuses: str) -> None:
+        for status in statuses:
+            self.clock.advance(1.0)
+            self.manager.observe(result(self.infos[name], status))
+
+    async def settled(self) -> None:
+        """Every queue delivered and every record acknowledged."""
+        assert await self.manager.wait_delivered(20), self.manager.queue_depths()
+        await asyncio.sleep(0.5)  # the record loop writes what delivery changed
+        assert await self.log.wait_written(20)
+
+    def metric(self, name: str, **labels: str) -> float:
+        return metric(self.parts.registry, name, labels)
+
+    async def crash(self) -> None:
+        """Lost without a word: the log goes first (nothing more reaches Kafka), then the
+        rest without draining (nothing can be sent without an acknowledged record)."""
+        if not self.alive:
+            return
+        self.alive = False
+        await self.log.stop(timeout=0)
+        await self.manager.stop(grace=0)
+        await self.parts.aclose()
+
+    async def stop(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        await self.log.stop(timeout=5)
+        await self.manager.stop(grace=1)
+        await self.parts.aclose()
+
+
+class Rig:
+    def __init__(self, kafka: KafkaCluster, tmp: Path) -> None:
+        self.kafka = kafka
+        self.tmp = tmp
+        self.prefix = unique("alerts")
+        self.replicas: list[Replica] = []
+        self.clock = FakeClock()
+
+    def config(self, replica: str) -> ClusterConfig:
+        base = cluster_config(self.kafka.bootstrap, shards=SHARDS, replica=replica,
+                              prefix=self.prefix, request_timeout=5.0)
+        return base.model_copy(update={"session_timeout": 6.0})
+
+    async def replica(self, name: str, alerting_config: dict[str, Any],
+                      checks: list[Any]) -> Replica:
+        r = Replica(self.config(name), alerting_config, checks, self.tmp / name, self.clock)
+        self.replicas.append(r)
+        return await r.start()
+
+    async def records(self) -> dict[str, dict[str, Any] | None]:
+        """The latest value of every key of the alert-state topic (None: a tombstone)."""
+        topic = self.config("reader").topics.alert_state
+        latest: dict[str, dict[str, Any] | None] = {}
+        for record in await read_topic(self.kafka.bootstrap, topic, SHARDS):
+            latest[record.key.decode()] = (json.loads(record.value)
+                                           if record.value is not None else None)
+        return latest
+
+    async def close(self) -> None:
+        for r in self.replicas:
+            await r.stop()
+
+
+@pytest.fixture
+async def rig(kafka3: KafkaCluster, tmp_path: Path) -> AsyncIterator[Rig]:
+    r = Rig(kafka3, tmp_path)
+    await alert_topic(kafka3.bootstrap, r.config("setup"))
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
+def pages(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Incidents opened per dedup_key: a trigger while the key's incident is already open is
+    folded into it by PagerDuty (no new page)."""
+    opened: dict[str, int] = {}
+    open_keys: set[str] = set()
+    for e in events:
+        key = e["dedup_key"]
+        if e["event_action"] == "trigger" and key not in open_keys:
+            opened[key] = opened.get(key, 0) + 1
+            open_keys.add(key)
+        elif e["event_action"] == "resolve":
+            open_keys.discard(key)
+    return opened
+
+
+def slack_titles(slack: StandIn) -> list[str]:
+    return [t.split(":")[0] for t in slack.texts()]
+
+
+async def test_new_owner_continues_an_open_incident_and_resolves_it_once(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, hook = stand_ins
+    checks = [check("api"), check("db")]
+    config = alerting(pd, slack, hook)
+    a = await rig.replica("replica-a", config, checks)
+    b = await rig.replica("replica-b", config, checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await a.settled()
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger"]}
+    record = (await rig.records())["api"]
+    assert record is not None and record["replica"] == "replica-a"
+    assert record["state"]["alerts"]["target"]["notified"] is True
+    assert record["outbox"] == []  # delivered: nothing left to confirm
+
+    await a.log.on_revoked(ALL)
+    assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {
+        "pd": 0, "slack": 0, "hook": 0}
+    await b.log.on_assigned(ALL)
+    assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [("api", True)]
+    assert b.metric("alivemcp_cluster_alert_records_read_total") >= 1
+
+    b.feed("api", "down", "down", "down")
+    await b.settled()
+    # The released replica ignores what still reaches it, and writes nothing for it.
+    a.feed("api", "up", "up")
+    b.feed("api", "up", "up")
+    await b.settled()
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
+    assert slack_titles(slack) == ["FIRING [critical] api", "RESOLVED [critical] api"]
+    ids = [n["id"] for n in hook.events()]
+    assert [n["event"] for n in hook.events()] == ["firing", "resolved"]
+    assert len(set(ids)) == 2 and min(ids) > 10**15  # per-replica ids from the clock, in µs
+    latest = await rig.records()
+    assert latest["api"] is not None and latest["api"]["replica"] == "replica-b"
+    assert latest["api"]["state"]["alerts"] == {}
+
+
+async def test_records_say_sending_before_the_receiver_is_called_and_queued_after_a_refusal(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    pd.script.append(HANG)  # PagerDuty holds the first request
+    slack.script.extend([Answer(500, "internal_error")] * 1000)  # Slack refuses (answers)
+    a = await rig.replica("replica-a", alerting(pd, slack, timeout=3.0, slack_backoff=4.0),
+                          [check("api")])
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await pd.await_for(lambda: pd.requests, what="the held request")
+    await slack.await_for(lambda: slack.requests, what="a refused attempt")
+    await asyncio.sleep(0.6)  # the refusal's record (the retry waits 2 s or more)
+    record = (await rig.records())["api"]
+    assert record is not None
+    phases = {e["receiver"]: e["phase"] for e in record["outbox"]}
+    # PagerDuty's request is out: its record said so (acknowledged) before it was sent.
+    # Slack answered 500: not delivered, so its notification is back to queued.
+    assert phases == {"pd": "sending", "slack": "queued"}
+    assert {e["notification"]["event"] for e in record["outbox"]} == {"firing"}
+    assert record["state"]["alerts"]["target"]["notified"] is True
+    assert len(slack.requests) == 1
+    slack.script.clear()
+    await a.settled()
+    record = (await rig.records())["api"]
+    assert record is not None and record["outbox"] == []
+    assert pages(pd.events()) == {"alivemcp/api": 1} and len(slack.accepted) == 1
+
+
+async def test_lost_owner_sending_is_repeated_only_where_harmless(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, hook = stand_ins
+    for s in (pd, slack, hook):
+        s.script.append(HANG)  # every first request is held: replica A is lost mid-send
+    checks = [check("api")]
+    a = await rig.replica("replica-a", alerting(pd, slack, hook, timeout=30.0), checks)
+    b = await rig.replica("replica-b", alerting(pd, slack, hook), checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    for s in (pd, slack, hook):
+        await s.await_for(lambda s=s: s.requests, what="the held request")
+    await a.crash()
+    await b.log.on_assigned(ALL)
+    await b.settled()
+    # PagerDuty: the same dedup_key again, folded into the one incident.
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger"]}
+    # Slack and the webhook may have got A's request: never a second one.
+    assert slack.accepted == [] and hook.accepted == []
+    assert len(slack.requests) == 1 and len(hook.requests) == 1
+    for receiver in ("slack", "hook"):
+        assert b.metric("alivemcp_notifications_total", receiver=receiver,
+                        outcome="possibly_undelivered") == 1
+    assert b.metric("alivemcp_notifications_total", receiver="pd",
+                    outcome="possibly_undelivered") == 0
+    # The incident goes on at B without a page; its resolve goes everywhere once.
+    b.feed("api", "down", "up", "up")
+    await b.settled()
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
+    assert slack_titles(slack) == ["RESOLVED [critical] api"]
+    assert [n["event"] for n in hook.events()] == ["resolved"]
+
+
+async def test_lost_owner_queued_notifications_are_sent_by_the_new_owner(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, hook = stand_ins
+    for s in (pd, slack, hook):
+        s.script.extend([Answer(503, "unavailable")] * 10_000)
+    checks = [check("api-check"), check("db-check")]
+    # Refused (an answer: not delivered), retried in 2-4 s: A is lost between attempts.
+    a = await rig.replica("replica-a", alerting(pd, slack, hook, backoff=4.0), checks)
+    b = await rig.replica("replica-b", alerting(pd, slack, hook), checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api-check", "down", "down")
+    a.feed("db-check", "down", "down")
+    for s in (pd, slack, hook):
+        await s.await_for(lambda s=s: s.requests, what="a refused attempt")
+    await asyncio.sleep(0.5)
+    await a.crash()
+    for s in (pd, slack, hook):
+        s.script.clear()
+    await b.log.on_assigned(ALL)
+    await b.settled()
+    assert pages(pd.events()) == {"alivemcp/api-check": 1, "alivemcp/db-check": 1}
+    assert sorted(n["check"] for n in hook.events()) == ["api-check", "db-check"]
+    # Slack: each check in exactly one accepted message (two may be grouped in one).
+    mentions = [[name for name in ("api-check", "db-check") if name in json.dumps(r.body)]
+                for r in slack.accepted]
+    assert sorted(n for m in mentions for n in m) == ["api-check", "db-check"]
+    assert b.metric("alivemcp_notifications_total", receiver="slack",
+                    outcome="possibly_undelivered") == 0
+
+
+async def test_revoke_hands_queued_notifications_to_the_next_owner(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    pd.script.extend([Answer(500, "{}")] * 10_000)
+    slack.script.extend([Answer(500, "internal_error")] * 10_000)
+    checks = [check("api")]
+    a = await rig.replica("replica-a", alerting(pd, slack), checks)
+    b = await rig.replica("replica-b", alerting(pd, slack), checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await slack.await_for(lambda: len(slack.requests) >= 2, what="refused attempts")
+    shard = shard_of("api", SHARDS)
+    await a.log.on_revoked(frozenset({shard}))
+    assert a.manager.queue_depths() == {"pd": 0, "slack": 0}
+    assert a.metric("alivemcp_notifications_total", receiver="slack",
+                    outcome="handed_over") == 1
+    requests_before = len(slack.requests) + len(pd.requests)
+    await asyncio.sleep(1.0)
+    assert len(slack.requests) + len(pd.requests) == requests_before  # A sends nothing more
+    pd.script.clear()
+    slack.script.clear()
+    await b.log.on_assigned(frozenset({shard}))
+    await b.settled()
+    assert pages(pd.events()) == {"alivemcp/api": 1}
+    assert slack_titles(slack) == ["FIRING [critical] api"]
+
+
+async def test_damaged_records_cost_only_themselves(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    names = ["api", "garbage", "shape", "elsewhere", "moved", "outbox"]
+    checks = [check(n) for n in names]
+    config = rig.config("writer")
+    topic = config.topics.alert_state
+    now = time.time()
+    firing = CheckState(fail_streak=5, last_status="down", last_up=False, alerts={
+        "target": AlertState(active=True, severity="critical", since=now - 60, reason="down",
+                             status="down", notified=True, notified_severity="critical",
+                             last_notified_at=now - 60)})
+    good = encode_record("api", firing, "test_file", {}, [], "replica-x", now)
+    outbox = json.loads(encode_record("outbox", firing, "test_file", {}, [], "replica-x", now))
+    outbox["outbox"] = [{"receiver": "slack", "phase": "queued", "notification": {"id": "x"}}]
+    shape = json.loads(good)
+    shape["check"] = "shape"
+    shape["state"]["fail_streak"] = "5"  # a string where a count belongs
+    producer = AIOKafkaProducer(bootstrap_servers=rig.kafka.bootstrap, acks="all")
+    await producer.start()
+    try:
+        def send(key: bytes | None, value: bytes | None, partition: int) -> Any:
+            return producer.send_and_wait(topic, value, key=key, partition=partition)
+
+        await send(b"api", good, shard_of("api", SHARDS))
+        await send(b"garbage", b"\xff{not json", shard_of("garbage", SHARDS))
+        await send(b"shape", json.dumps(shape).encode(), shard_of("shape", SHARDS))
+        # A firing record under its own key but in a partition its shard does not read.
+        wrong = (shard_of("elsewhere", SHARDS) + 1) % SHARDS
+        elsewhere = json.loads(good)
+        elsewhere["check"] = "elsewhere"
+        await send(b"elsewhere", json.dumps(elsewhere).encode(), wrong)
+        # "api"'s incident under another check's key must not move there.
+        await send(b"moved", good, shard_of("moved", SHARDS))
+        await send(b"outbox", json.dumps(outbox).encode(), shard_of("outbox", SHARDS))
+        await send(b"", b"{}", 0)  # compacted topics refuse a null key; an empty one passes
+    finally:
+        await producer.stop()
+    b = await rig.replica("replica-b", alerting(pd, slack), checks)
+    await b.log.on_assigned(ALL)
+    damaged = {reason: b.metric("alivemcp_cluster_alert_records_damaged_total", reason=reason)
+               for reason in ("not_utf8", "bad_shape", "wrong_key", "wrong_partition",
+                              "no_key", "outbox_entry")}
+    assert damaged == {"not_utf8": 1, "bad_shape": 1, "wrong_key": 1, "wrong_partition": 1,
+                       "no_key": 1, "outbox_entry": 1}
+    # The sound record (and the sound state of the one with a damaged notification) continue.
+    assert sorted(f["check"] for f in b.manager.firing_alerts()) == ["api", "outbox"]
+    for name in names:
+        b.feed(name, "down", "down")
+    await b.settled()
+    # The damaged ones start clean: their incidents page now, the continued ones do not.
+    assert pages(pd.events()) == {"alivemcp/garbage": 1, "alivemcp/shape": 1,
+                                  "alivemcp/elsewhere": 1, "alivemcp/moved": 1}
+
+
+async def test_a_quiet_check_leaves_a_tombstone(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    a = await rig.replica("replica-a", alerting(pd, slack, flap_window=5.0),
+                          [check("api"), check("calm")])
+    await a.log.on_assigned(ALL)
+    a.feed("calm", "up", "up", "up")
+    a.feed("api", "down", "down")
+    await a.settled()
+    a.feed("api", "up", "up")
+    await a.settled()
+    assert (await rig.records())["api"] is not None  # the recovery is still in the flap window
+    a.clock.advance(10)
+    a.manager.tick()  # the window passes: nothing left worth keeping
+    await a.settled()
+    latest = await rig.records()
+    assert "api" in latest and latest["api"] is None
+    assert "calm" not in latest  # a check that was never anything but healthy: no record
+
+
+async def test_alerts_wait_until_the_shard_state_is_read(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    # A topic that does not exist yet: the read cannot finish, so the gained shards' alerts
+    # must wait rather than page from a state that was not read.
+    rig.prefix = unique("unread")
+    a = await rig.replica("replica-a", alerting(pd, slack), [check("api")])
+    await a.log.on_assigned(ALL)
+    assert a.log.unread() == ALL
+    assert a.metric("alivemcp_cluster_alert_shards_unread") == SHARDS
+    a.feed("api", "down", "down", "down")
+    await asyncio.sleep(1.0)
+    assert pd.requests == [] and slack.requests == []
+    await alert_topic(rig.kafka.bootstrap, rig.config("setup"))
+    await wait_for(lambda: not a.log.unread(), 60, "the background read")
+    a.feed("api", "down", "down")
+    await a.settled()
+    assert pages(pd.events()) == {"alivemcp/api": 1}
