@@ -12,6 +12,14 @@ alerting flushes its queue, and the process exits 0. The whole stop takes at mos
 
 The daemon holds ``data_dir`` exclusively (:mod:`alivemcp.datadir`): a second daemon on the same
 directory exits 2 with one line saying who holds it.
+
+Cluster mode (``cluster:`` set; docs/cluster.md): the replica probes only the checks of the
+shards its consumer group hands it (:class:`~alivemcp.cluster.node.ClusterNode` drives
+:class:`~alivemcp.cluster.probing.ProbingListener`); its results go to the results stream
+before status and alerting, and the view of the results topic feeds status (other replicas'
+checks) and history (every check). Kafka is joined in the background after the HTTP server is
+up; cluster topics whose layout cannot serve the config stop the daemon with exit code 2 and
+one line.
 """
 
 from __future__ import annotations
@@ -23,13 +31,24 @@ import signal
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from alivemcp.alerting.manager import AlertManager
 from alivemcp.checks import build_handle, check_info
-from alivemcp.config import ConfigError, LoadedConfig, load_config, split_listen
+from alivemcp.cluster._kafka import ClusterKafka
+from alivemcp.cluster.alert_state import AlertStateLog
+from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.node import ClusterNode
+from alivemcp.cluster.probing import ProbingListener
+from alivemcp.cluster.shards import ShardMap
+from alivemcp.cluster.stream import ResultsStream
+from alivemcp.cluster.topics import ClusterTopicsError, KafkaUnavailableError, ensure_topics
+from alivemcp.cluster.view import ResultsView
+from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config, split_listen
 from alivemcp.datadir import DataDirInUseError, DataDirLock
 from alivemcp.history import HistoryStore
 from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
@@ -37,6 +56,7 @@ from alivemcp.logging import configure_logging
 from alivemcp.metrics import Metrics
 from alivemcp.pipeline import ResultConsumer, ResultPipeline
 from alivemcp.plumbing import Plumbing
+from alivemcp.results import CheckResult
 from alivemcp.runner import ProbeHandle
 from alivemcp.scheduler import Scheduler
 from alivemcp.server import HttpServer
@@ -54,7 +74,13 @@ HISTORY_FLUSH_SECONDS = 3.0
 #: Beyond the grace: a reload in progress 1 s to cancel, runs cut at the end of the grace 2 s
 #: to unwind, teardowns and flush 3 s, requests being answered 1 s, closing clients ~1 s.
 STOP_OVERHEAD_SECONDS = 8.0
+#: Cluster mode, beyond that: the node's revoke (results flushed, alert state written) and
+#: the stream, alert-state and view stops, one after the other.
+CLUSTER_STOP_SECONDS = {"node": 6.0, "stream": 3.0, "alert_state": 3.0, "view": 2.0}
 EXIT_DATA_DIR_IN_USE = 2
+EXIT_CLUSTER_TOPICS = 2
+#: Between two attempts to ensure the cluster topics while Kafka does not answer.
+TOPICS_RETRY_SECONDS = 5.0
 
 
 class Daemon:
@@ -64,7 +90,8 @@ class Daemon:
         self._loaded = loaded
         self._config_path = config_path
         self._listen = listen or loaded.config.server.listen
-        self.store = StatusStore()
+        cluster = loaded.config.cluster
+        self.store = StatusStore(replica=cluster.replica_id if cluster is not None else "")
         self.metrics = Metrics(self.store)
         self.plumbing = Plumbing()
         self.alerts = AlertManager(
@@ -72,20 +99,35 @@ class Daemon:
             [(check_info(c), c.alert) for c in loaded.checks],
             Path(loaded.config.data_dir),
             self.metrics.registry,
+            shared=cluster is not None,
+            status_of=self._status_of if cluster is not None else None,
         )
         history = loaded.config.history
         self.history = (
             HistoryStore(loaded.config.data_dir, history, self.metrics.registry)
             if history.enabled else None
         )
-        consumers: list[ResultConsumer] = [self.store, self.alerts]
         if self.history is not None:
-            consumers.append(self.history)
             self.metrics.checks.set_uptime_source(history.metrics_window, self.history.live_uptime)
+        consumers: list[ResultConsumer] = [self.store, self.alerts]
+        if cluster is None:
+            if self.history is not None:
+                consumers.append(self.history)
+        else:
+            # The stream first: it reads the store's previous status for status changes.
+            # History is fed by the view (every replica's results, one source).
+            kafka = ClusterKafka(cluster.kafka, self.plumbing)
+            stream = ResultsStream(cluster, kafka, self.store, self.metrics.registry)
+            consumers.insert(0, stream)
         self.pipeline = ResultPipeline(consumers, self.metrics.registry)
         self.scheduler = Scheduler(
-            self.store, self.metrics, self.pipeline, loaded.config.scheduler
+            self.store, self.metrics,
+            self.pipeline if cluster is None else self._publish_owned,
+            loaded.config.scheduler,
         )
+        self.cluster: _ClusterParts | None = None
+        if cluster is not None:
+            self.cluster = self._cluster_parts(cluster, kafka, stream)
         self.server = HttpServer(
             self.store,
             self.metrics,
@@ -101,6 +143,93 @@ class Daemon:
         self._reloader: asyncio.Task[None] | None = None
         self._retiring: set[asyncio.Future[None]] = set()  # teardowns of checks a reload replaced
         self._stopping = False
+        self._exit_code = 0
+        self._cluster_starter: asyncio.Task[None] | None = None
+
+    # -- cluster mode ------------------------------------------------------------------------
+
+    def _cluster_parts(self, config: ClusterConfig, kafka: ClusterKafka,
+                       stream: ResultsStream) -> _ClusterParts:
+        registry = self.metrics.registry
+        view = ResultsView(config, kafka, self.store, self.history,
+                           Path(self._loaded.config.data_dir), registry)
+        alert_state = AlertStateLog(config, kafka, self.alerts, registry)
+        shard_of = ShardMap(config.shards)
+        probing = ProbingListener(self.scheduler, shard_of, self._configured_checks,
+                                  self._build_handle, self._retire)
+        # Told in this order of shards gained, in reverse of shards lost: alert state is read
+        # before a shard's checks run; probing stops before its results are flushed and its
+        # alert state written.
+        node = ClusterNode(config, kafka, [alert_state, stream, probing], registry,
+                           shard_map=shard_of)
+        self.metrics.checks.set_owned(node.owns)
+        return _ClusterParts(config, kafka, node, stream, view, alert_state, probing)
+
+    def _status_of(self, name: str) -> str | None:
+        state = self.store.get(name)
+        return state.last.status.value if state is not None and state.last is not None else None
+
+    def _publish_owned(self, result: CheckResult) -> None:
+        """Cluster mode: a result goes on only while its shard is held and the lease is live
+        (a replica frozen past its lease may start a run as it thaws; the result is dropped)."""
+        assert self.cluster is not None
+        if self.cluster.node.admit(result.check.name):
+            self.pipeline(result)
+
+    def _configured_checks(self) -> Sequence[ResolvedCheck]:
+        return self._loaded.checks
+
+    def _build_handle(self, check: ResolvedCheck) -> ProbeHandle:
+        return build_handle(check, self.plumbing, results=self.store)
+
+    def _retire(self, handles: list[ProbeHandle]) -> None:
+        """Tear down probe instances in the background (joined by the shutdown)."""
+        if handles:
+            teardown = asyncio.ensure_future(_teardown_all(handles))
+            self._retiring.add(teardown)
+            teardown.add_done_callback(self._retiring.discard)
+
+    def _probed(self, name: str) -> bool:
+        """Whether this process schedules the check: all in standalone mode, the checks of
+        the shards held in cluster mode."""
+        return self.cluster is None or self.cluster.probing.owns(name)
+
+    async def _start_cluster(self, parts: _ClusterParts) -> None:
+        """Topics, then view, stream, alert state and the node (whose assignments start the
+        probing). Kafka not answering is retried; a topic layout that cannot serve the
+        config stops the daemon."""
+        while True:
+            try:
+                created = await ensure_topics(parts.config, parts.kafka)
+                break
+            except ClusterTopicsError as exc:
+                print(f"alivemcp: {exc}", file=sys.stderr, flush=True)
+                log.error("cluster topics unusable; stopping", error=str(exc))
+                self._exit_code = EXIT_CLUSTER_TOPICS
+                self._stop.set()
+                return
+            except KafkaUnavailableError as exc:
+                log.warning("cannot reach the cluster's Kafka to check its topics; retrying",
+                            error=str(exc), kafka=parts.kafka.describe())
+                await asyncio.sleep(TOPICS_RETRY_SECONDS)
+        await parts.view.start()
+        await parts.stream.start()
+        await parts.alert_state.start()
+        await parts.node.start()
+        log.info("cluster mode: joining the group", group=parts.config.group,
+                 replica=parts.config.replica_id, shards=parts.config.shards,
+                 topics_created=created, kafka=parts.kafka.describe())
+
+    async def _stop_cluster(self, parts: _ClusterParts) -> None:
+        starter, self._cluster_starter = self._cluster_starter, None
+        if starter is not None and not starter.done():
+            starter.cancel()
+            await asyncio.wait({starter}, timeout=2)
+        budget = CLUSTER_STOP_SECONDS
+        await parts.node.stop(budget["node"])
+        await parts.stream.stop(budget["stream"])
+        await parts.alert_state.stop(budget["alert_state"])
+        await parts.view.stop(budget["view"])
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -117,7 +246,7 @@ class Daemon:
             await self.shutdown()
         finally:
             self._data_dir_lock.release()
-        return 0
+        return self._exit_code
 
     def _take_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -153,11 +282,14 @@ class Daemon:
             self.history.start()
         if self._stop.is_set():
             return
-        self._apply(self._loaded)
+        self._apply(self._loaded, self._probed)
         self.metrics.config_loaded(True)
         settle_heap()
         self.scheduler.start()
         self._reloader = asyncio.create_task(self._reload_on_request(), name="alivemcp-reload")
+        if self.cluster is not None:
+            self._cluster_starter = asyncio.create_task(
+                self._start_cluster(self.cluster), name="alivemcp-cluster-start")
         log.info(
             "alivemcp running",
             listen=f"{host}:{self.server.port}",
@@ -175,12 +307,19 @@ class Daemon:
         await self._cancel_reload()
         await self.scheduler.stop(grace)
         handles = [entry.handle for entry in self.scheduler.checks.values()]
+        if self.cluster is not None:
+            # After the scheduler (runs in flight finish within the grace and reach the
+            # stream): the node's revoke then flushes the stream and writes alert state.
+            await self._stop_cluster(self.cluster)
+            handles += self.cluster.probing.parked()
         # Canary clean-up (of running checks, and of those a cancelled reload was retiring)
         # and the alert flush (results of the last runs) are independent: side by side.
         await asyncio.gather(
             _teardown_all(handles), *self._retiring, self.alerts.stop(grace=ALERT_FLUSH_SECONDS),
             *([self.history.stop(HISTORY_FLUSH_SECONDS)] if self.history is not None else []),
         )
+        if self.cluster is not None:
+            await self.cluster.kafka.aclose()
         await self.plumbing.aclose()
         await self.server.stop()
         log.info("stopped")
@@ -225,11 +364,15 @@ class Daemon:
                 log.warning("history.enabled changed: takes effect on restart")
             if loaded.config.data_dir != self._loaded.config.data_dir:
                 log.warning("data_dir changed: takes effect on restart")
+            if loaded.config.cluster != self._loaded.config.cluster:
+                log.warning("cluster changed: takes effect on restart")
             if self.history is not None:
                 self.history.reconfigure(loaded.config.history)
                 self.metrics.checks.set_uptime_source(loaded.config.history.metrics_window,
                                                       self.history.live_uptime)
-            old_teardowns = self._apply(loaded)
+            old_teardowns = self._apply(loaded, self._probed)
+            if self.cluster is not None:
+                self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
             self.scheduler.configure_limits(loaded.config.scheduler)
             self.alerts.reconfigure(
                 loaded.config.alerting, [(check_info(c), c.alert) for c in loaded.checks]
@@ -245,9 +388,12 @@ class Daemon:
             log.info("config reloaded", checks=len(loaded.checks))
             return True
 
-    def _apply(self, loaded: LoadedConfig) -> list[ProbeHandle]:
-        """Make the scheduler match ``loaded``; returns handles that need a teardown."""
-        wanted = {c.name: c for c in loaded.checks}
+    def _apply(self, loaded: LoadedConfig,
+               probed: Callable[[str], bool] | None = None) -> list[ProbeHandle]:
+        """Make the scheduler match ``loaded`` (only the checks ``probed`` says this process
+        runs, if given; status and history know them all); returns handles that need a
+        teardown."""
+        wanted = {c.name: c for c in loaded.checks if probed is None or probed(c.name)}
         retired: list[ProbeHandle] = []
         for name, entry in list(self.scheduler.checks.items()):
             check = wanted.get(name)
@@ -259,12 +405,25 @@ class Daemon:
         self.store.set_checks(infos)
         if self.history is not None:
             self.history.set_checks(infos)
-        for check in loaded.checks:
+        for check in wanted.values():
             if check.name not in self.scheduler.checks:
                 handle = build_handle(check, self.plumbing, results=self.store)
                 self.scheduler.add(handle, check.fingerprint())
         self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
         return retired
+
+
+@dataclass
+class _ClusterParts:
+    """A replica's cluster-mode components (cluster mode only)."""
+
+    config: ClusterConfig
+    kafka: ClusterKafka
+    node: ClusterNode
+    stream: ResultsStream
+    view: ResultsView
+    alert_state: AlertStateLog
+    probing: ProbingListener
 
 
 def settle_heap() -> None:

@@ -12,7 +12,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError
+from aiokafka.errors import for_code as error_for_code
 
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaClusterClient
@@ -26,7 +28,9 @@ __all__ = [
     "ConsumerRebalanceListener",
     "KafkaError",
     "NewTopic",
+    "StickyPartitionAssignor",
     "TopicPartition",
+    "error_for_code",
 ]
 
 

@@ -1,0 +1,106 @@
+"""Probing as a shard listener: the scheduler holds exactly the checks of the shards held.
+
+``on_revoked`` takes the shards' checks off the scheduler and cancels their runs in flight
+(waiting for them to unwind) before it returns, so the node tells Kafka it is done only once
+nothing of those shards is probed here. Their results are dropped: the scheduler records a
+result only for a check it still schedules.
+
+The removed probe instances are parked rather than torn down: the group's rebalances are
+eager (every shard is revoked from every replica, then assigned again, mostly to the same
+replica), so an instance is usually wanted back a moment later, with its clients and set-up.
+Parked instances the next assignment does not take back are retired (torn down: canary
+clean-up) in the background, as a reload retires replaced checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from alivemcp.config import ResolvedCheck
+from alivemcp.runner import ProbeHandle
+from alivemcp.scheduler import Scheduler
+
+__all__ = ["ProbingListener"]
+
+log = structlog.get_logger("alivemcp.cluster")
+
+#: How long a revoke waits for cancelled runs to unwind (a probe gets 1 s after its cancel).
+CANCEL_TIMEOUT_SECONDS = 2.0
+
+
+class ProbingListener:
+    """Schedules the configured checks of the shards held; a ShardListener."""
+
+    name = "probing"
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        shard_of: Callable[[str], int],
+        checks: Callable[[], Sequence[ResolvedCheck]],
+        build: Callable[[ResolvedCheck], ProbeHandle],
+        retire: Callable[[list[ProbeHandle]], None],
+        *,
+        cancel_timeout: float = CANCEL_TIMEOUT_SECONDS,
+    ) -> None:
+        """``checks``: the configured checks (all of them; the current config after a
+        reload). ``build``: a new probe instance for a check. ``retire``: tear instances
+        down in the background."""
+        self._scheduler = scheduler
+        self._shard_of = shard_of
+        self._checks = checks
+        self._build = build
+        self._retire = retire
+        self._cancel_timeout = cancel_timeout
+        self.held: frozenset[int] = frozenset()
+        #: Instances taken off the scheduler by a revoke, by check: (handle, fingerprint).
+        self._parked: dict[str, tuple[ProbeHandle, object]] = {}
+
+    def owns(self, name: str) -> bool:
+        return self._shard_of(name) in self.held
+
+    async def on_assigned(self, shards: frozenset[int]) -> None:
+        self.held = self.held | shards
+        added = 0
+        for check in self._checks():
+            name = check.name
+            if name in self._scheduler.checks or self._shard_of(name) not in shards:
+                continue
+            fingerprint = check.fingerprint()
+            parked = self._parked.pop(name, None)
+            if parked is not None and parked[1] == fingerprint:
+                handle = parked[0]
+            else:
+                if parked is not None:
+                    self._retire([parked[0]])
+                handle = self._build(check)
+            self._scheduler.add(handle, fingerprint)
+            added += 1
+        self.retire_parked()
+        log.info("probing shards", shards=len(shards), checks=added)
+
+    async def on_revoked(self, shards: frozenset[int]) -> None:
+        self.held = self.held - shards
+        names = [name for name in self._scheduler.checks if self._shard_of(name) in shards]
+        for name in names:
+            entry = self._scheduler.remove(name)
+            if entry is not None:
+                self._parked[name] = (entry.handle, entry.fingerprint)
+        cancelled = await self._scheduler.cancel_runs(set(names), self._cancel_timeout)
+        log.info("stopped probing shards", shards=len(shards), checks=len(names),
+                 runs_cancelled=cancelled)
+
+    def retire_parked(self) -> None:
+        """Tear down the parked instances (the shards did not come back)."""
+        if self._parked:
+            handles = [handle for handle, _ in self._parked.values()]
+            self._parked.clear()
+            self._retire(handles)
+
+    def parked(self) -> list[ProbeHandle]:
+        """Parked instances, for the daemon's shutdown teardown (emptied)."""
+        handles = [handle for handle, _ in self._parked.values()]
+        self._parked.clear()
+        return handles
