@@ -1,7 +1,7 @@
 """Benchmark: CPU per full MCP probe, side by side with blackbox_exporter's single POST.
 
 Probes a local fleet at fixed concurrency with a fresh connection per probe (as with
-thousands of distinct hosts). Each target is a distinct URL (``?t=N``), so the engine builds
+thousands of distinct hosts). Each target is a distinct URL (``?tN``), so the engine builds
 one check per target exactly as a ``targets:`` list does, and every probe goes through the
 daemon's real path (config validation, runner, shared plumbing).
 
@@ -78,7 +78,8 @@ async def _client(url: str, probes: int, concurrency: int, targets: int) -> dict
     plumbing = Plumbing()
 
     def build(count: int, tag: str) -> list[Any]:
-        urls = [f"{url}?{tag}={i}" for i in range(count)]
+        # A bare query key per target: check names mask query values, not keys.
+        urls = [f"{url}?{tag}{i}" for i in range(count)]
         doc = {"checks": [{"name": "bench", "probe": "mcp_endpoint", "interval": 60,
                            "timeout": 10, "targets": urls}]}
         loaded = load_config_text(yaml.safe_dump(doc), env={})
