@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import time
 from collections.abc import Mapping
@@ -77,7 +76,11 @@ class _Invalid(Exception):
 
 
 def _number(value: Any) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value):
+    if type(value) is float:  # what the stream writes: the common case first
+        if value - value == 0.0:  # finite (NaN and infinities give NaN)
+            return value
+        raise _Invalid
+    if type(value) is not int:  # bool is not a number here
         raise _Invalid
     return float(value)
 
@@ -88,15 +91,25 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str:
     return value
 
 
+#: Observation names seen valid (few distinct ones in a fleet): no pattern match for them.
+_VALID_NAMES: set[str] = set()
+_VALID_NAMES_KEPT = 10_000
+
+
 def _observations(value: Any) -> dict[str, float]:
     if type(value) is not dict or len(value) > MAX_OBSERVATIONS:
         raise _Invalid
-    out = {}
     for name, number in value.items():
-        if not OBSERVATION_NAME.match(_text(name)):
+        if name not in _VALID_NAMES:
+            if not OBSERVATION_NAME.match(_text(name)):
+                raise _Invalid
+            if len(_VALID_NAMES) < _VALID_NAMES_KEPT:
+                _VALID_NAMES.add(name)
+        if type(number) is not float:
+            value[name] = _number(number)
+        elif number - number != 0.0:
             raise _Invalid
-        out[name] = _number(number)
-    return out
+    return value
 
 
 def _labeled(value: Any) -> tuple[LabeledObservation, ...]:
@@ -151,7 +164,7 @@ def decode_result(value: bytes | None, store: StatusStore) -> tuple[str, CheckRe
             labeled_observations=_labeled(doc.get("labeled_observations")),
             replica=replica,
         )
-    except (_Invalid, ValueError, TypeError):
+    except (_Invalid, ValueError, TypeError, OverflowError):
         return name, "invalid"
     return name, result
 

@@ -222,6 +222,8 @@ async def test_garbage_in_the_topic_is_dropped_and_counted(
         variant(status=None),
         variant(started_at="yesterday"),
         variant(duration_seconds=True),
+        variant(started_at=10**400),  # an int no float can hold
+        variant(finished_at=-1e400),  # -inf once parsed
         variant(replica=""),
         variant(replica=["r"]),
         variant(reason={"nested": 1}),
