@@ -1,5 +1,6 @@
-"""Helpers for the results stream and view tests: one real 3-broker Kafka per test process,
-topics per test, results as the engine makes them, and reading a topic back."""
+"""Helpers for the results stream and view tests (on the shared 3-broker Kafka of conftest.py):
+topics per test, results as the engine makes them, reading a topic back, and the record batches
+as the brokers stored them."""
 
 from __future__ import annotations
 
@@ -23,19 +24,7 @@ from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 
-_cluster: KafkaCluster | None = None
-_lock = asyncio.Lock()
 _names = itertools.count(1)
-
-
-async def shared_cluster() -> KafkaCluster:
-    """Three combined broker+controller nodes, started once per test process (both test
-    modules of the stream and the view share it; it is killed at exit)."""
-    global _cluster
-    async with _lock:
-        if _cluster is None:
-            _cluster = await KafkaCluster(size=3).start()
-        return _cluster
 
 
 def unique(prefix: str) -> str:

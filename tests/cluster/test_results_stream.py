@@ -30,7 +30,6 @@ from tests.cluster.stream_support import (
     pipeline_feed,
     read_topic,
     result,
-    shared_cluster,
     wait_for,
     wait_isr,
 )
@@ -39,10 +38,6 @@ from tests.support import free_port
 RESULT_FIELDS = {"check", "probe", "labels", "status", "reason", "duration_seconds",
                  "started_at", "finished_at", "observations", "replica"}
 
-
-@pytest.fixture(scope="module")
-async def kafka3() -> KafkaCluster:
-    return await shared_cluster()
 
 
 class Rig:

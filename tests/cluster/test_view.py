@@ -34,17 +34,12 @@ from tests.cluster.stream_support import (
     parts,
     pipeline_feed,
     result,
-    shared_cluster,
     unique,
     wait_for,
 )
 
 INFOS = [info(f"mcp/server-{i}") for i in range(24)]
 
-
-@pytest.fixture(scope="module")
-async def kafka3() -> KafkaCluster:
-    return await shared_cluster()
 
 
 class Replica:
