@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
+import json
 import os
 import statistics
 import sys
@@ -331,6 +334,10 @@ def main() -> None:
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=60.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--view-us", type=float, default=32.0,
+                        help="the view's CPU per record (from the produce part)")
+    parser.add_argument("--probe-ms", type=float, default=0.87,
+                        help="CPU of one real MCP probe (aiohttp, notes/mcp-wire.md)")
     args = parser.parse_args()
     parts = ["balance", "produce", "handover", "throughput"] if args.part == "all" \
         else [args.part]
@@ -348,12 +355,249 @@ def main() -> None:
         args.checks = None
 
 
-async def handover(args: argparse.Namespace) -> None:  # filled in with the daemon wiring
-    raise SystemExit("handover needs the daemon's cluster wiring")
+# -- replicas as real daemon processes --------------------------------------------------------
 
 
-async def throughput(args: argparse.Namespace) -> None:  # filled in with the daemon wiring
-    raise SystemExit("throughput needs the daemon's cluster wiring")
+class Replicas:
+    """N ``alivemcp run`` processes in cluster mode on one config (each its own data_dir and
+    replica id), and a reader of the results topic that keeps every record's essentials."""
+
+    def __init__(self, cluster: KafkaCluster, work: Path, count: int, checks: int,
+                 interval: float, session_timeout: float) -> None:
+        from tests.support import DaemonProcess, write_daemon_config
+
+        self.cluster = cluster
+        self.topic = "bench-probe-results"
+        # Heartbeats a tenth of the session: the lease margin (2 heartbeats) stays small.
+        section = {
+            "kafka": {"bootstrap_servers": cluster.bootstrap},
+            "session_timeout": session_timeout,
+            "heartbeat_interval": max(0.5, session_timeout / 10),
+            "topics": {"results": self.topic, "status_changes": "bench-status-changes",
+                       "alert_state": "bench-alert-state"},
+        }
+        checks_doc = [{"name": f"svc-{i:06d}/mcp", "probe": "test_noop", "interval": interval}
+                      for i in range(checks)]
+        self.daemons: list[Any] = []
+        for n in range(count):
+            folder = work / f"replica-{n}"
+            folder.mkdir(parents=True)
+            path = write_daemon_config(
+                folder / "alivemcp.yaml", checks_doc,
+                cluster={**section, "replica_id": f"replica-{n}"},
+                history={"enabled": False},
+            )
+            self.daemons.append(DaemonProcess(path, start_timeout=120))
+        #: (check, replica, started_at, finished_at) of every record read.
+        self.records: list[tuple[str, str, float, float]] = []
+        self._reader: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        for daemon in self.daemons:
+            daemon.start()
+
+    def stop(self) -> None:
+        for daemon in self.daemons:
+            try:
+                daemon.stop(30)
+            except Exception:  # a benchmark tears down whatever it can
+                daemon.kill()
+
+    def pids(self) -> list[int]:
+        return [d.proc.pid for d in self.daemons if d.proc is not None and d.proc.poll() is None]
+
+    async def read(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.cluster.bootstrap, group_id=None,
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            while True:  # the daemons create the topic
+                partitions = consumer.partitions_for_topic(self.topic)
+                if partitions:
+                    break
+                await consumer._client.force_metadata_update()
+                await asyncio.sleep(0.5)
+            consumer.assign([TopicPartition(self.topic, p) for p in partitions])
+            while True:
+                batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+                for batch in batches.values():
+                    for record in batch:
+                        doc = json.loads(record.value)
+                        self.records.append((doc["check"], doc["replica"], doc["started_at"],
+                                             doc["finished_at"]))
+        finally:
+            await consumer.stop()
+
+    def reading(self) -> None:
+        self._reader = asyncio.create_task(self.read())
+
+    async def stop_reading(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+
+async def _wait(predicate: Any, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"not within {within:g}s: {what}")
+        await asyncio.sleep(0.5)
+
+
+def _owners_since(records: Sequence[tuple[str, str, float, float]], since: float
+                  ) -> dict[str, set[str]]:
+    owners: dict[str, set[str]] = {}
+    for check, replica, started, _finished in records:
+        if started >= since:
+            owners.setdefault(check, set()).add(replica)
+    return owners
+
+
+async def handover(args: argparse.Namespace) -> None:
+    interval = 1.0
+    cluster = await KafkaCluster(size=3, heap="512m").start()
+    with tempfile.TemporaryDirectory(prefix="alivemcp-bench-") as tmp:
+        replicas = Replicas(cluster, Path(tmp), 3, args.checks, interval, args.session_timeout)
+        try:
+            replicas.start()
+            replicas.reading()
+            print(f"handover: 3 replicas, {args.checks} test_noop checks at {interval:g}s, "
+                  f"session timeout {args.session_timeout:g}s, heartbeat "
+                  f"{max(0.5, args.session_timeout / 10):g}s")
+
+            def steady() -> bool:
+                owners = _owners_since(replicas.records, time.time() - 3 * interval)
+                return (len(owners) == args.checks and all(len(o) == 1 for o in owners.values())
+                        and len({r for o in owners.values() for r in o}) == 3)
+
+            await _wait(steady, 180, "every check probed by exactly one of 3 replicas")
+            await asyncio.sleep(3 * interval)
+            victim = replicas.daemons[0]
+            window_start = time.time() - 3 * interval
+            theirs = {c for c, o in _owners_since(replicas.records, window_start).items()
+                      if "replica-0" in o}
+            killed_at = time.time()
+            victim.kill()  # SIGKILL: no leave, no flush, no goodbye
+            print(f"  killed replica-0 (kill -9); it owned {len(theirs)} checks")
+
+            def resumed() -> bool:
+                after = _owners_since(replicas.records, killed_at)
+                return all(c in after for c in theirs)
+
+            await _wait(resumed, args.session_timeout * 6 + 60, "its checks resume elsewhere")
+            await asyncio.sleep(3 * interval)
+            await replicas.stop_reading()
+        finally:
+            await replicas.stop_reading()
+            replicas.stop()
+            cluster.stop()
+    last_by_victim: dict[str, float] = {}
+    first_elsewhere: dict[str, float] = {}
+    for check, replica, started, finished in replicas.records:
+        if check not in theirs:
+            continue
+        if replica == "replica-0":
+            last_by_victim[check] = max(last_by_victim.get(check, 0.0), finished)
+        elif started >= killed_at - interval:
+            first_elsewhere[check] = min(first_elsewhere.get(check, float("inf")), started)
+    gaps = sorted(first_elsewhere[c] - last_by_victim[c] for c in theirs
+                  if c in first_elsewhere and c in last_by_victim)
+    after_kill = sorted(first_elsewhere[c] - killed_at for c in theirs if c in first_elsewhere)
+    # Double probing: results of one check from two replicas within one interval.
+    doubles = 0
+    by_check: dict[str, list[tuple[float, str]]] = {}
+    for check, replica, started, _f in replicas.records:
+        if started >= killed_at - 2 * interval:
+            by_check.setdefault(check, []).append((started, replica))
+    for runs in by_check.values():
+        runs.sort()
+        doubles += sum(1 for (t1, r1), (t2, r2) in itertools.pairwise(runs)
+                       if r1 != r2 and t2 - t1 < interval * 0.5)
+    print(f"  gap per check (its last result by replica-0 -> first by the new owner): "
+          f"min {gaps[0]:.2f}s  median {statistics.median(gaps):.2f}s  max {gaps[-1]:.2f}s")
+    print(f"  first result elsewhere after the kill: min {after_kill[0]:.2f}s  median "
+          f"{statistics.median(after_kill):.2f}s  max {after_kill[-1]:.2f}s  (session timeout "
+          f"{args.session_timeout:g}s; bound session timeout + one interval = "
+          f"{args.session_timeout + interval:g}s)")
+    print(f"  checks probed by two replicas within half an interval after the kill: {doubles}")
+
+
+async def throughput(args: argparse.Namespace) -> None:
+    cluster = await KafkaCluster(size=3, heap="512m").start()
+    brokers = [n.process.pid for n in cluster.nodes if n.process is not None]
+    with tempfile.TemporaryDirectory(prefix="alivemcp-bench-") as tmp:
+        replicas = Replicas(cluster, Path(tmp), 3, args.checks, args.interval,
+                            args.session_timeout)
+        try:
+            replicas.start()
+            replicas.reading()
+            rate = args.checks / args.interval
+            print(f"throughput: 3 replicas, {args.checks:,} test_noop checks at "
+                  f"{args.interval:g}s ({rate:,.0f} results/s planned), history off")
+
+            def steady() -> bool:
+                owners = _owners_since(replicas.records, time.time() - args.interval)
+                return len(owners) == args.checks
+
+            await _wait(steady, 300 + args.interval * 3, "every check has a recent result")
+            await asyncio.sleep(args.interval)
+            pids = replicas.pids()
+            c0 = [_cpu_of([p]) for p in pids]
+            b0 = _cpu_of(brokers)
+            t0 = time.time()
+            seen0 = len(replicas.records)
+            await asyncio.sleep(args.seconds)
+            t1 = time.time()
+            cpu = [_cpu_of([p]) - c for p, c in zip(pids, c0, strict=True)]
+            broker_cpu = _cpu_of(brokers) - b0
+            window = [r for r in replicas.records[seen0:] if t0 <= r[2] < t1 - 2]
+            per_replica = Counter(r[1] for r in window)
+            span = t1 - 2 - t0
+        finally:
+            await replicas.stop_reading()
+            replicas.stop()
+            cluster.stop()
+    total = len(window) / span
+    print(f"  results on the topic: {total:,.0f}/s ("
+          + ", ".join(f"{r} {n / span:,.0f}/s" for r, n in sorted(per_replica.items())) + ")")
+    for n, used in enumerate(cpu):
+        own = per_replica.get(f"replica-{n}", 0) / span
+        print(f"  replica-{n}: {used / args.seconds * 100:.1f}% of a core; "
+              f"{used / args.seconds / max(own, 1) * 1e6:.0f} us CPU per own result "
+              f"(its view reads all {total:,.0f}/s)")
+    print(f"  3 brokers: {broker_cpu / args.seconds * 100:.1f}% of a core")
+    mean_cpu = sum(cpu) / len(cpu) / args.seconds
+    per_own = mean_cpu / (total / 3)
+    print(f"  per result, whole replica (engine + stream + its share of the view): "
+          f"{per_own * 1e6:.0f} us CPU")
+    _project(per_own, total, args)
+
+
+def _project(per_own: float, total: float, args: argparse.Namespace) -> None:
+    """From 3 replicas to 1,000,000 checks at 60 s. A replica's CPU is its own runs times
+    their cost plus every result of the cluster times the view's cost per record (which does
+    not shrink with more replicas)."""
+    need = TARGET_CHECKS / TARGET_INTERVAL
+    view = args.view_us / 1e6
+    run = per_own - view * 3  # each replica viewed 3 results per own result in this run
+    print(f"  projection to {TARGET_CHECKS:,} checks at {TARGET_INTERVAL:g}s = {need:,.0f} "
+          f"results/s: run cost {run * 1e6:.0f} us (measured here minus the view), view "
+          f"{args.view_us:g} us a record (produce part; --view-us)")
+    for budget in (0.7,):
+        free = budget - need * view
+        if free <= 0:
+            print(f"    the view alone needs {need * view:.2f} cores a replica: over "
+                  f"{budget:g}; at this size the view must be cheaper or sampled")
+            continue
+        replicas = need * run / free
+        print(f"    at {budget:g} core a replica: {replicas:,.1f} replicas "
+              f"(view {need * view:.2f} core each + runs); with MCP probes at "
+              f"{args.probe_ms:g} ms CPU each (notes/mcp-wire.md): "
+              f"{need * (run + args.probe_ms / 1e3) / free:,.0f} replicas")
 
 
 if __name__ == "__main__":

@@ -280,10 +280,13 @@ class ResultsStream:
         ``flush_on_revoke``, until their last results are on the broker, so the next owner's
         view starts from them."""
         self.held = self.held - shards
-        left = await self.flush(shards, self.flush_on_revoke)
+        # Kafka known unreachable (the usual reason a replica fences itself): waiting would
+        # only delay the revocation; the records stay buffered and go out when it is back.
+        wait = 0.0 if self._down_since is not None else self.flush_on_revoke
+        left = await self.flush(shards, wait)
         if left:
             log.warning("results of revoked shards not yet acknowledged; they are sent later",
-                        shards=sorted(shards), records=left, waited_seconds=self.flush_on_revoke)
+                        shards=sorted(shards), records=left, waited_seconds=wait)
 
     async def flush(self, shards: Iterable[int] | None = None, timeout: float = 5.0) -> int:
         """Wait until the records of ``shards`` (all: None) are acknowledged; returns how many

@@ -200,6 +200,12 @@ async def test_unreachable_kafka_never_blocks_and_the_buffer_drops_the_oldest() 
         assert rig.metric("alivemcp_cluster_produce_buffered_records") == 100
         assert rig.metric("alivemcp_cluster_produce_kafka_reachable") == 0
         assert rig.metric("alivemcp_cluster_produce_errors_total") >= 2  # retried
+        # A revocation while Kafka is known gone (a replica fencing itself) does not wait
+        # out the flush for records that cannot go anywhere.
+        revoking = time.monotonic()
+        await rig.stream.on_revoked(frozenset(range(6)))
+        assert time.monotonic() - revoking < rig.stream.flush_on_revoke / 2
+        assert rig.stream.pending() == 100  # kept for when Kafka is back
         stopping = time.monotonic()
         await rig.stream.stop(2)
         assert time.monotonic() - stopping < 6
