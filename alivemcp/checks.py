@@ -28,10 +28,12 @@ def build_handle(
     reg: Registry | None = None,
     *,
     results: StateSource | None = None,
+    info: CheckInfo | None = None,
 ) -> ProbeHandle:
     """The check's probe instance and bookkeeping. ``results`` is where the latest results of
     other checks are kept (the daemon's status store): a probe whose params read other checks
-    (``ResolvedCheck.reads``) sees theirs through ``CheckContext.results``, and nothing else."""
+    (``ResolvedCheck.reads``) sees theirs through ``CheckContext.results``, and nothing else.
+    ``info``: the check's :func:`check_info`, when the caller has it already."""
     probe_cls = (reg or registry()).get(check.probe_type)
     view: ResultsView = StoreResultsView(check.reads, results) if check.reads else NO_RESULTS
     context = CheckContext(
@@ -43,4 +45,4 @@ def build_handle(
         plumbing=plumbing,
         results=view,
     )
-    return ProbeHandle(check_info(check), context, probe_cls(context, check.params))
+    return ProbeHandle(info or check_info(check), context, probe_cls(context, check.params))

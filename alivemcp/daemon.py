@@ -48,7 +48,14 @@ from alivemcp.cluster.shards import ShardMap
 from alivemcp.cluster.stream import ResultsStream
 from alivemcp.cluster.topics import ClusterTopicsError, KafkaUnavailableError, ensure_topics
 from alivemcp.cluster.view import ResultsView
-from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config, split_listen
+from alivemcp.config import (
+    ConfigError,
+    LoadedConfig,
+    ResolvedCheck,
+    collector_paused,
+    load_config,
+    split_listen,
+)
 from alivemcp.datadir import DataDirInUseError, DataDirLock
 from alivemcp.history import HistoryStore
 from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
@@ -393,23 +400,29 @@ class Daemon:
         """Make the scheduler match ``loaded`` (only the checks ``probed`` says this process
         runs, if given; status and history know them all); returns handles that need a
         teardown."""
-        wanted = {c.name: c for c in loaded.checks if probed is None or probed(c.name)}
-        retired: list[ProbeHandle] = []
-        for name, entry in list(self.scheduler.checks.items()):
-            check = wanted.get(name)
-            if check is None or check.fingerprint() != entry.fingerprint:
-                removed = self.scheduler.remove(name)
-                if removed is not None:
-                    retired.append(removed.handle)
-        infos = [check_info(c) for c in loaded.checks]
-        self.store.set_checks(infos)
-        if self.history is not None:
-            self.history.set_checks(infos)
-        for check in wanted.values():
-            if check.name not in self.scheduler.checks:
-                handle = build_handle(check, self.plumbing, results=self.store)
-                self.scheduler.add(handle, check.fingerprint())
-        self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
+        # At 100,000 checks this builds about a million objects in one go on the event loop:
+        # with the collector on, its full collections over them (each larger than the last)
+        # held the loop for seconds. Off meanwhile, and what was built is frozen at the end
+        # (see settle_heap), so no collection walks it while checks run.
+        with collector_paused():
+            wanted = {c.name: c for c in loaded.checks if probed is None or probed(c.name)}
+            retired: list[ProbeHandle] = []
+            for name, entry in list(self.scheduler.checks.items()):
+                check = wanted.get(name)
+                if check is None or check.fingerprint() != entry.fingerprint:
+                    removed = self.scheduler.remove(name)
+                    if removed is not None and removed.handle.needs_teardown:
+                        retired.append(removed.handle)
+            infos = [check_info(c) for c in loaded.checks]
+            self.store.set_checks(infos)
+            if self.history is not None:
+                self.history.set_checks(infos)
+            for check, info in zip(loaded.checks, infos, strict=True):
+                if check.name in wanted and check.name not in self.scheduler.checks:
+                    handle = build_handle(check, self.plumbing, results=self.store, info=info)
+                    self.scheduler.add(handle, check.fingerprint())
+            self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
+            gc.freeze()
         return retired
 
 
@@ -464,7 +477,14 @@ async def _load_in_background(path: Path) -> LoadedConfig:
     def work() -> None:
         outcome: LoadedConfig | BaseException
         try:
-            outcome = load_config(path)
+            with collector_paused():
+                outcome = load_config(path)
+                # Here, not on the loop: the reload compares every check's fingerprint.
+                for check in outcome.checks:
+                    check.fingerprint()
+                # The new config's objects leave the collector's reach before it resumes:
+                # its first young collection would otherwise walk all of them at once.
+                gc.freeze()
         except BaseException as exc:  # handed to the awaiting reload, which decides
             outcome = exc
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting

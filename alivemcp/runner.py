@@ -92,6 +92,11 @@ class ProbeHandle:
             self._setup_done = True
         return await self.probe.probe()
 
+    @property
+    def needs_teardown(self) -> bool:
+        """Whether :meth:`teardown` has anything to do (the probe's setup ran)."""
+        return self._setup_done
+
     async def teardown(self, timeout: float = 10.0) -> None:
         """Run the probe's teardown if its setup ran; never raises."""
         if not self._setup_done:

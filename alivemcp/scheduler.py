@@ -40,6 +40,7 @@ to finish and record their result, and whatever is left at the end of the grace 
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import heapq
 import itertools
@@ -78,6 +79,8 @@ TIMER_MARGIN_MS = 1
 #: Runs started in one wake-up at most; the rest follow after the loop's other callbacks, so a
 #: burst of due runs (after a stall) never holds the loop for long.
 STARTS_PER_WAKE = 200
+#: Seconds after a batch's last first run when what the first runs created is frozen.
+SETTLE_AFTER_FIRST_RUNS = 2.0
 #: How late a planned run may start (beyond this it is counted as missed): half an interval,
 #: at least this many seconds.
 MIN_MISFIRE_GRACE = 1.0
@@ -260,10 +263,14 @@ class Scheduler:
             heapq.heapify(heap)
             self._stale = 0
         sequence = self._sequence
-        for first_run, entry in plan_first_runs(batch, time.time()):
+        now = time.time()
+        plan = plan_first_runs(batch, now)
+        for first_run, entry in plan:
             entry.due = first_run
             heapq.heappush(heap, (first_run, next(sequence), entry))
         self._arm()
+        loop = asyncio.get_running_loop()
+        loop.call_later(plan[-1][0] - now + SETTLE_AFTER_FIRST_RUNS, _settle_young_objects)
 
     def _arm(self) -> None:
         """Set the loop's timer for the earliest planned run."""
@@ -455,6 +462,16 @@ class Scheduler:
             for entry in list(self._busy.values()):
                 self._cancel(entry)
             await self._until_idle(None, 2)
+
+
+def _settle_young_objects() -> None:
+    """After a batch's first runs: what they created to last (each check's first result, the
+    alerting and history state made on it) leaves the collector's reach, as the checks
+    themselves did at start-up (the daemon's gc.freeze): at 100,000 checks a full collection
+    walking them paused the loop for a second. The young garbage is cleared first; a full
+    collection first would itself be such a pause."""
+    gc.collect(1)
+    gc.freeze()
 
 
 class _Slots:

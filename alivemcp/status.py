@@ -24,6 +24,7 @@ log = structlog.get_logger("alivemcp.daemon")
 HISTORY = 20
 _STATUS_CODES = {Status.UP: 0, Status.DEGRADED: 1, Status.DOWN: 2, Status.UNKNOWN: 3}
 _CODE_STATUS = {v: k for k, v in _STATUS_CODES.items()}
+_NO_RUNS = (0, 0, 0, 0)
 
 
 @dataclass(slots=True)
@@ -83,8 +84,7 @@ class StatusStore:
         for info in infos:
             old = self._states.get(info.name)
             if old is None:
-                self._states[info.name] = CheckState(info, None, None, (0, 0, 0, 0))
-                self._history[info.name] = _History()
+                self._states[info.name] = CheckState(info, None, None, _NO_RUNS)
             elif old.info != info:
                 self._states[info.name] = CheckState(info, old.last, old.since, old.runs)
 
@@ -119,8 +119,12 @@ class StatusStore:
         else:
             unknown += 1
         new = CheckState(state.info, result, since, (up, degraded, down, unknown))
-        self._states[result.check.name] = new
-        self._history[result.check.name].push(result)
+        name = result.check.name
+        self._states[name] = new
+        history = self._history.get(name)
+        if history is None:  # made on the first result: a check never run needs none
+            history = self._history[name] = _History()
+        history.push(result)
         return new
 
     def consume(self, result: CheckResult) -> None:

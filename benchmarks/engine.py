@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -91,6 +92,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("steady_p99_ms", "steady lateness p99 (ms)", "{:.2f}"),
     ("steady_max_ms", "steady lateness max (ms)", "{:.1f}"),
     ("steady_stall_ms", "steady: longest loop stall (ms)", "{:.0f}"),
+    ("steady_full_gcs", "steady: full garbage collections", "{:.0f}"),
+    ("steady_full_gc_ms", "steady: longest full collection (ms)", "{:.0f}"),
     ("render_s", "/metrics scrape, median (s)", "{:.2f}"),
     ("render_max_s", "/metrics scrape, max (s)", "{:.2f}"),
     ("render_mb", "/metrics size (MB)", "{:.1f}"),
@@ -200,6 +203,17 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     configure_logging("info", "json")
     out: dict[str, Any] = {"checks": args.checks}
 
+    collections: list[tuple[float, int, float]] = []  # (when, generation, seconds)
+    gc_started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            collections.append((time.monotonic(), info["generation"],
+                                time.perf_counter() - gc_started[0]))
+
+    gc.callbacks.append(on_gc)
     starts: list[float] = []  # monotonic time of each run's start
     late: list[float] = []  # its lateness
     stalls: list[tuple[float, float]] = []  # (when, how long) of loop stalls over 20 ms
@@ -266,6 +280,9 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     out["steady_p99_ms"] = ms(pct(steady, 0.99))
     out["steady_max_ms"] = ms(max(steady, default=None))  # type: ignore[type-var]
     out["steady_stall_ms"] = ms(longest_stall(since, until))
+    full = [seconds for when, gen, seconds in collections if gen == 2 and since <= when <= until]
+    out["steady_full_gcs"] = len(full)
+    out["steady_full_gc_ms"] = ms(max(full, default=0.0))
 
     # 3. Scrapes, from another process.
     renders: list[float] = []
