@@ -115,6 +115,7 @@ class ClusterNode:
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._lease_task: asyncio.Task[None] | None = None
+        self._unfencing: asyncio.Task[None] | None = None
         self._stopping = False
         self._trouble: str | None = None  # the last problem logged (logged once until it ends)
         self._metrics(registry)
@@ -202,10 +203,11 @@ class ClusterNode:
         rebalance."""
         self._stopping = True
         deadline = time.monotonic() + timeout
-        if self._lease_task is not None:
-            self._lease_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lease_task
+        for task in (self._lease_task, self._unfencing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         try:
             async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
                 async with self._lock:
@@ -219,7 +221,7 @@ class ClusterNode:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._task = self._lease_task = None
+        self._task = self._lease_task = self._unfencing = None
 
     # -- the group consumer -------------------------------------------------------------------
 
@@ -366,8 +368,13 @@ class ClusterNode:
         if epoch != self._epoch:
             return  # the assignment changed meanwhile: this commit proves nothing about it
         self._lease_from = max(self._lease_from, sent_at)
-        if self.fenced:
-            await self._unfence(epoch)
+        # Back only on a commit recent enough to hold a lease (one sent long ago and answered
+        # by a new coordinator proves membership then, not now); in a task of its own, so
+        # that lease commits go on while the listeners take the shards back.
+        if self.fenced and self.lease_live() and (
+                self._unfencing is None or self._unfencing.done()):
+            self._unfencing = asyncio.create_task(self._unfence(epoch),
+                                                  name="alivemcp-cluster-unfence")
 
     async def _lease_offsets(self, consumer: AIOKafkaConsumer,
                              shards: frozenset[int]) -> dict[TopicPartition, tuple[int, str]]:
@@ -401,7 +408,8 @@ class ClusterNode:
 
     async def _unfence(self, epoch: int) -> None:
         async with self._lock:
-            if not self.fenced or epoch != self._epoch or self._stopping:
+            if (not self.fenced or epoch != self._epoch or self._stopping
+                    or not self.lease_live()):
                 return
             self.fenced = False
             self._epoch += 1
