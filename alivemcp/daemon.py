@@ -191,6 +191,7 @@ class Daemon:
 
     def _retire(self, handles: list[ProbeHandle]) -> None:
         """Tear down probe instances in the background (joined by the shutdown)."""
+        handles = [handle for handle in handles if handle.needs_teardown]
         if handles:
             teardown = asyncio.ensure_future(_teardown_all(handles))
             self._retiring.add(teardown)
@@ -318,7 +319,7 @@ class Daemon:
             # After the scheduler (runs in flight finish within the grace and reach the
             # stream): the node's revoke then flushes the stream and writes alert state.
             await self._stop_cluster(self.cluster)
-            handles += self.cluster.probing.parked()
+            handles += [h for h in self.cluster.probing.parked() if h.needs_teardown]
         # Canary clean-up (of running checks, and of those a cancelled reload was retiring)
         # and the alert flush (results of the last runs) are independent: side by side.
         await asyncio.gather(

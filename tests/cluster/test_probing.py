@@ -1,0 +1,90 @@
+"""ProbingListener on the real scheduler: a revoked shard's checks are off the scheduler and
+none of their runs is still going when ``on_revoked`` returns; a shard that comes back gets
+its probe instances back; instances of shards gone elsewhere are retired."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import yaml
+
+from alivemcp.checks import build_handle
+from alivemcp.cluster.probing import ProbingListener
+from alivemcp.cluster.shards import ShardMap
+from alivemcp.config import load_config_text
+from alivemcp.metrics import Metrics
+from alivemcp.plumbing import Plumbing
+from alivemcp.results import CheckResult
+from alivemcp.runner import ProbeHandle
+from alivemcp.scheduler import Scheduler
+from alivemcp.status import StatusStore
+
+SHARDS = 4
+
+
+def _started_within(runs: Path, names: set[str], seconds: float) -> set[str]:
+    """Checks whose last run started less than ``seconds`` ago (each run takes 0.4 s)."""
+    now = time.time()
+    return {n for n in names if (runs / n).exists()
+            and now - float((runs / n).read_text().split()[-1]) < seconds}
+
+
+async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    checks = [{"name": f"c{i:02d}", "probe": "test_static", "interval": 0.5,
+               "params": {"delay": 0.4, "record_to": str(runs / f"c{i:02d}")}}
+              for i in range(40)]
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}))
+    store = StatusStore()
+    store.set_checks([])
+    results: list[CheckResult] = []
+    scheduler = Scheduler(store, Metrics(store), results.append, loaded.config.scheduler)
+    shard_of = ShardMap(SHARDS)
+    plumbing = Plumbing()
+    retired: list[ProbeHandle] = []
+    probing = ProbingListener(scheduler, shard_of, lambda: loaded.checks,
+                              lambda c: build_handle(c, plumbing), retired.extend)
+    names = {c.name for c in loaded.checks}
+    lost = {n for n in names if shard_of(n) == 0}
+    assert 3 <= len(lost) < len(names)
+    scheduler.start()
+    try:
+        await probing.on_assigned(frozenset(range(SHARDS)))
+        assert set(scheduler.checks) == names
+        for _ in range(500):  # within 10 s
+            if _started_within(runs, lost, 0.15):
+                break
+            await asyncio.sleep(0.01)
+        assert _started_within(runs, lost, 0.15), "no run of shard 0 in flight to cancel"
+        handles = {n: scheduler.checks[n].handle for n in lost}
+
+        await probing.on_revoked(frozenset({0}))
+        returned_at = time.time()
+        # Off the scheduler, and nothing of shard 0 is running any more (nothing to cancel).
+        assert not lost & set(scheduler.checks)
+        assert await scheduler.cancel_runs(lost, 0) == 0
+        assert not probing.owns(next(iter(lost)))
+        await asyncio.sleep(1.5)
+        started_later = [n for n in lost if (runs / n).exists()
+                         and any(float(t) >= returned_at for t in (runs / n).read_text().split())]
+        assert not started_later
+        assert not [r for r in results if r.check.name in lost and r.finished_at >= returned_at]
+        # The other shards go on.
+        assert any(r.check.name not in lost and r.finished_at >= returned_at for r in results)
+
+        # Shard 0 back (an eager rebalance gives most shards straight back): same instances.
+        await probing.on_assigned(frozenset({0}))
+        assert all(scheduler.checks[n].handle is handles[n] for n in lost)
+        assert not retired
+        # Revoked again and not given back: its instances are retired at the next assignment.
+        await probing.on_revoked(frozenset(range(SHARDS)))
+        assert not scheduler.checks
+        await probing.on_assigned(frozenset({1, 2, 3}))
+        assert set(retired) == set(handles.values())
+        assert set(scheduler.checks) == names - lost
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
