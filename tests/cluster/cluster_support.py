@@ -183,3 +183,37 @@ def cluster_section(bootstrap: str, prefix: str, *, replica: str = "", shards: i
 def unique_prefix(name: str) -> str:
     """Topics and group names no other test (or earlier run on this cluster) uses."""
     return f"{name}-{os.getpid()}-{next(_topic_sets)}"
+
+
+def cluster_metric_names() -> set[str]:
+    """Every sample name a cluster-mode replica adds to ``/metrics``: the cluster components
+    built (not started: nothing connects) on a registry of their own and rendered."""
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from alivemcp.alerting.config import AlertingConfig
+    from alivemcp.alerting.manager import AlertManager
+    from alivemcp.cluster._kafka import ClusterKafka
+    from alivemcp.cluster.alert_state import AlertStateLog
+    from alivemcp.cluster.config import ClusterConfig
+    from alivemcp.cluster.node import ClusterNode
+    from alivemcp.cluster.stream import ResultsStream
+    from alivemcp.cluster.view import ResultsView
+    from alivemcp.plumbing import Plumbing
+    from alivemcp.status import StatusStore
+    from tests.ship.metric_names import sample_names_from_exposition
+
+    config = ClusterConfig.model_validate(
+        cluster_section("127.0.0.1:9", "metrics", replica="metrics"))
+    registry = CollectorRegistry()
+    kafka = ClusterKafka(config.kafka, Plumbing())
+    store = StatusStore(replica=config.replica_id)
+    with TemporaryDirectory() as tmp:
+        alerts = AlertManager(AlertingConfig(), [], Path(tmp), CollectorRegistry(), shared=True)
+        ResultsStream(config, kafka, store, registry)
+        ResultsView(config, kafka, store, None, Path(tmp), registry)
+        AlertStateLog(config, kafka, alerts, registry)
+        ClusterNode(config, kafka, [], registry)
+        return sample_names_from_exposition(generate_latest(registry).decode())

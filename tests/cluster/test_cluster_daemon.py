@@ -37,7 +37,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from alivemcp.cluster.shards import shard_of
 from alivemcp.scheduler import stable_offset
 from tests.cluster.cluster_support import GatedKafkaCluster, cluster_section, unique_prefix
-from tests.support import DaemonProcess
+from tests.ship.metric_names import promql_metric_names, sample_names_from_exposition
+from tests.support import REPO, DaemonProcess
 
 CHECKS = 240
 INTERVAL = 2.0
@@ -248,6 +249,14 @@ async def test_each_check_is_probed_by_exactly_one_replica_per_interval(
         assert exported == {n for n, r in replicas_of.items() if replica in r}
     print(f"\nsteady state: {len(records)} results over {until - since:.1f}s, every check once "
           f"per interval; checks per replica {dict(owners)}")
+
+
+def test_cluster_alert_rules_query_metrics_a_replica_exports(trio: Trio) -> None:
+    rules = yaml.safe_load((REPO / "deploy/prometheus/alivemcp-rules.yaml").read_text())
+    [group] = [g for g in rules["groups"] if g["name"] == "alivemcp-cluster"]
+    used = set().union(*(promql_metric_names(rule["expr"]) for rule in group["rules"]))
+    exported = sample_names_from_exposition(trio.daemons["r0"].get("/metrics")[1])
+    assert used and used <= exported, used - exported
 
 
 async def test_a_killed_replicas_checks_resume_elsewhere_within_the_session_timeout(
