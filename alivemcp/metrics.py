@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import operator
 import platform
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +31,7 @@ from prometheus_client.exposition import choose_encoder
 from alivemcp import __version__
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo
-from alivemcp.status import StatusStore
+from alivemcp.status import CheckState, StatusStore
 
 __all__ = [
     "CHECK_IDENTITY_LABELS",
@@ -111,18 +112,64 @@ def _label_text(labels: Mapping[str, str]) -> str:
     return ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
 
 
+#: Checks rendered between two yields to the event loop (a few milliseconds of work).
+RENDER_SLICE = 2000
+
+
+class _CheckLines:
+    """One check's exposition lines, per family, as of one state of the check."""
+
+    __slots__ = (
+        "duration",
+        "info",
+        "labels",
+        "last_run",
+        "observed",
+        "runs",
+        "runs_key",
+        "since",
+        "since_key",
+        "started_key",
+        "status",
+        "up",
+    )
+
+    def __init__(self, info: CheckInfo, labels: str) -> None:
+        self.info = info
+        self.labels = labels
+        self.started_key: float | None = None
+        self.runs_key: tuple[int, int, int, int] | None = None
+        self.since_key: float | None = None
+        self.up = self.status = self.duration = self.runs = self.last_run = self.since = ""
+        self.observed: tuple[tuple[str, str], ...] = ()
+
+    def current(self, state: CheckState) -> bool:
+        """Whether these lines still say what ``state`` says. A state is replaced whole on
+        every result, and a result's start time, the run counts and the status's start tell
+        one state of a check from the next (the state itself is not kept: a scrape must not
+        hold every replaced result in memory until the next one)."""
+        last = state.last
+        return (state.info is self.info and state.runs == self.runs_key
+                and state.since == self.since_key
+                and (last.started_at if last is not None else None) == self.started_key)
+
+
 class CheckExposition:
     """Renders the per-check families straight to exposition text.
 
-    At 50,000 checks these are ~500,000 lines: building prometheus-client ``Sample`` objects
-    for each took tens of seconds and hundreds of MB, so the label text of each check is built
-    once and lines are formatted directly. Engine-wide metrics still go through
-    prometheus-client, which also does the content negotiation.
+    At 100,000 checks these are ~1,000,000 lines: building prometheus-client ``Sample`` objects
+    for each took tens of seconds and hundreds of MB, so lines are formatted directly, and each
+    check's lines are kept until its state changes (between two scrapes most checks ran once at
+    most, many not at all). The render runs on the event loop in slices of
+    :data:`RENDER_SLICE` checks, yielding between them: a render thread would hold the
+    interpreter's lock in 5 ms turns against the loop, and runs started late meanwhile.
+    Engine-wide metrics still go through prometheus-client, which also does the content
+    negotiation.
     """
 
     def __init__(self, store: StatusStore) -> None:
         self._store = store
-        self._labels: dict[str, tuple[CheckInfo, str]] = {}
+        self._lines: dict[str, _CheckLines] = {}
         self._uptime: tuple[str, UptimeSource] | None = None
         self._owned: Callable[[str], bool] | None = None
 
@@ -135,99 +182,119 @@ class CheckExposition:
         """Export uptime over ``window`` per check (history.metrics_window; None: off)."""
         self._uptime = None if window is None else (window, source)
 
-    def _labels_for(self, info: CheckInfo) -> str:
-        cached = self._labels.get(info.name)
-        if cached is not None and cached[0] is info:
-            return cached[1]
-        check, probe = CHECK_IDENTITY_LABELS
-        text = _label_text({check: info.name, probe: info.probe_type, **info.labels})
-        self._labels[info.name] = (info, text)
-        return text
+    def _lines_for(self, state: CheckState) -> _CheckLines:
+        info = state.info
+        cached = self._lines.get(info.name)
+        if cached is not None and cached.current(state):
+            return cached
+        if cached is not None and cached.info is info:
+            lines = _CheckLines(info, cached.labels)
+        else:
+            check, probe = CHECK_IDENTITY_LABELS
+            lines = _CheckLines(info, _label_text({check: info.name, probe: info.probe_type,
+                                                   **info.labels}))
+        labels = lines.labels
+        lines.runs_key = state.runs
+        lines.since_key = state.since
+        lines.runs = "".join(
+            f'alivemcp_check_runs_total{{{labels},{_RESULT_LABEL}="{_STATUSES[code].value}"}}'
+            f" {float(count)!r}\n"
+            for code, count in enumerate(state.runs) if count
+        )
+        last = state.last
+        if last is not None:
+            lines.started_key = last.started_at
+            lines.up = f"alivemcp_check_up{{{labels}}} {1.0 if last.status is Status.UP else 0.0}\n"
+            lines.status = "".join(
+                f'alivemcp_check_status{{{labels},{_STATUS_LABEL}="{s.value}"}} '
+                f"{1.0 if last.status is s else 0.0}\n"
+                for s in _STATUSES
+            )
+            lines.duration = (f"alivemcp_check_duration_seconds{{{labels}}} "
+                              f"{last.duration_seconds!r}\n")
+            lines.last_run = (f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
+                              f"{last.started_at!r}\n")
+            if state.since is not None:
+                lines.since = (f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
+                               f"{state.since!r}\n")
+            observed = [
+                (name, f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n")
+                for name, value in last.observations.items()
+            ]
+            for item in last.labeled_observations:
+                extra = item.labels
+                if any(k in info.labels or k in CHECK_IDENTITY_LABELS for k in extra):
+                    # Validation refuses such user labels for probes that declare theirs; for
+                    # one that does not, a duplicate label name would fail the whole scrape.
+                    extra = {k: v for k, v in extra.items()
+                             if k not in info.labels and k not in CHECK_IDENTITY_LABELS}
+                more = f",{_label_text(extra)}" if extra else ""
+                observed.append((item.name, f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} "
+                                            f"{float(item.value)!r}\n"))
+            lines.observed = tuple(observed)
+        self._lines[info.name] = lines
+        return lines
 
-    def render(self, openmetrics: bool) -> str:
-        up: list[str] = []
-        status: list[str] = []
-        duration: list[str] = []
-        runs: list[str] = []
-        last_run: list[str] = []
-        since: list[str] = []
-        observed: dict[str, list[str]] = {}
-        uptime: list[str] = []
-        available: list[str] = []
-        names = set()
+    async def render(self, openmetrics: bool) -> list[bytes]:
+        """The per-check families, as UTF-8 parts to concatenate."""
         states = self._store.states()
         owned = self._owned
         if owned is not None:
             states = [s for s in states if owned(s.info.name)]
-        for state in states:
-            labels = self._labels_for(state.info)
-            names.add(state.info.name)
-            for code, count in enumerate(state.runs):
-                if count:
-                    runs.append(
-                        f"alivemcp_check_runs_total{{{labels},"
-                        f'{_RESULT_LABEL}="{_STATUSES[code].value}"}}'
-                        f" {float(count)!r}\n"
-                    )
-            last = state.last
-            if last is None:
-                continue
-            up.append(f"alivemcp_check_up{{{labels}}} {1.0 if last.status is Status.UP else 0.0}\n")
-            for s in _STATUSES:
-                status.append(
-                    f'alivemcp_check_status{{{labels},{_STATUS_LABEL}="{s.value}"}} '
-                    f"{1.0 if last.status is s else 0.0}\n"
-                )
-            duration.append(f"alivemcp_check_duration_seconds{{{labels}}} "
-                            f"{last.duration_seconds!r}\n")
-            last_run.append(f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
-                            f"{last.started_at!r}\n")
-            if state.since is not None:
-                since.append(f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
-                             f"{state.since!r}\n")
-            for name, value in last.observations.items():
-                observed.setdefault(name, []).append(
-                    f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n"
-                )
-            for item in last.labeled_observations:
-                extra = item.labels
-                if any(k in state.info.labels or k in CHECK_IDENTITY_LABELS for k in extra):
-                    # Validation refuses such user labels for probes that declare theirs; for
-                    # one that does not, a duplicate label name would fail the whole scrape.
-                    extra = {k: v for k, v in extra.items()
-                             if k not in state.info.labels and k not in CHECK_IDENTITY_LABELS}
-                more = f",{_label_text(extra)}" if extra else ""
-                observed.setdefault(item.name, []).append(
-                    f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} "
-                    f"{float(item.value)!r}\n"
-                )
-            if self._uptime is not None:
+        rendered: list[_CheckLines] = []
+        observed: dict[str, list[str]] = {}
+        uptime: list[str] = []
+        available: list[str] = []
+        for index, state in enumerate(states):
+            if index % RENDER_SLICE == 0 and index:
+                await asyncio.sleep(0)
+            lines = self._lines_for(state)
+            rendered.append(lines)
+            for name, line in lines.observed:
+                observed.setdefault(name, []).append(line)
+            if self._uptime is not None and state.last is not None:
+                # Not kept: the window slides with the clock, not with the check's state.
                 window, source = self._uptime
                 up_ratio, available_ratio = source(state.info.name, window)
                 if up_ratio is not None and available_ratio is not None:
-                    uptime.append(f'alivemcp_check_uptime_ratio{{{labels},window="{window}"}} '
-                                  f"{up_ratio!r}\n")
-                    available.append(f"alivemcp_check_availability_ratio{{{labels},"
+                    uptime.append(f'alivemcp_check_uptime_ratio{{{lines.labels},'
+                                  f'window="{window}"}} {up_ratio!r}\n')
+                    available.append(f"alivemcp_check_availability_ratio{{{lines.labels},"
                                      f'window="{window}"}} {available_ratio!r}\n')
-        for stale in set(self._labels) - names:
-            del self._labels[stale]
-        out: list[str] = []
-        for (family, kind, doc), lines in zip(
-            _CHECK_FAMILIES, (up, status, duration, runs, last_run, since), strict=True
-        ):
-            _family(out, family, kind, doc, lines, openmetrics)
+        if len(self._lines) > len(rendered):  # checks gone since the last render
+            keep = {lines.info.name for lines in rendered}
+            for stale in [name for name in self._lines if name not in keep]:
+                del self._lines[stale]
+        parts: list[bytes] = []
+        # Text reaching labels was made safe when results entered the engine; "replace" is the
+        # last guard, so one odd string can never turn every scrape into an HTTP 500.
+        for (family, kind, doc), field in zip(_CHECK_FAMILIES, _FAMILY_FIELDS, strict=True):
+            await asyncio.sleep(0)
+            getter = operator.attrgetter(field)
+            text = _family_header(family, kind, doc, openmetrics) + "".join(
+                map(getter, rendered))
+            parts.append(text.encode("utf-8", "replace"))
         if self._uptime is not None:
-            _family(out, "alivemcp_check_uptime_ratio", "gauge",
-                    "Share of decided runs (unknown excluded) that were up over the window "
-                    "(history.metrics_window).", uptime, openmetrics)
-            _family(out, "alivemcp_check_availability_ratio", "gauge",
-                    "Share of decided runs (unknown excluded) that were up or degraded over "
-                    "the window (history.metrics_window).", available, openmetrics)
+            for family, doc, lines_of in (
+                ("alivemcp_check_uptime_ratio", "Share of decided runs (unknown excluded) that "
+                 "were up over the window (history.metrics_window).", uptime),
+                ("alivemcp_check_availability_ratio", "Share of decided runs (unknown excluded) "
+                 "that were up or degraded over the window (history.metrics_window).",
+                 available),
+            ):
+                text = _family_header(family, "gauge", doc, openmetrics) + "".join(lines_of)
+                parts.append(text.encode("utf-8", "replace"))
         helps = _observable_help()
-        for name, lines in observed.items():
+        for name, lines_of in observed.items():
+            await asyncio.sleep(0)
             doc = helps.get(name) or f"{name} as reported by a probe that does not declare it."
-            _family(out, OBSERVATION_PREFIX + name, "gauge", doc, lines, openmetrics)
-        return "".join(out)
+            text = _family_header(OBSERVATION_PREFIX + name, "gauge", doc, openmetrics)
+            parts.append((text + "".join(lines_of)).encode("utf-8", "replace"))
+        return parts
+
+
+#: The _CheckLines field of each of _CHECK_FAMILIES, in order.
+_FAMILY_FIELDS = ("up", "status", "duration", "runs", "last_run", "since")
 
 
 @functools.cache
@@ -247,12 +314,9 @@ def _escape_help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-def _family(
-    out: list[str], name: str, kind: str, doc: str, lines: list[str], openmetrics: bool
-) -> None:
+def _family_header(name: str, kind: str, doc: str, openmetrics: bool) -> str:
     exposed = name if openmetrics or kind != "counter" else f"{name}_total"
-    out.append(f"# HELP {exposed} {doc}\n# TYPE {exposed} {kind}\n")
-    out.extend(lines)
+    return f"# HELP {exposed} {doc}\n# TYPE {exposed} {kind}\n"
 
 
 class Metrics:
@@ -327,20 +391,21 @@ class Metrics:
             self.reload_ts.set(time.time())
 
     async def render(self, accept: str | None) -> tuple[bytes, str]:
-        """Render in a worker thread; concurrent scrapes with the same Accept share a render."""
+        """Render on the loop in slices (see :class:`CheckExposition`); concurrent scrapes
+        with the same Accept share a render."""
         if self._render is not None and not self._render.done() and self._render_accept == accept:
             return await asyncio.shield(self._render)
         self._render_accept = accept
-        self._render = asyncio.ensure_future(asyncio.to_thread(self._render_sync, accept))
+        self._render = asyncio.ensure_future(self._render_now(accept))
         return await asyncio.shield(self._render)
 
-    def _render_sync(self, accept: str | None) -> tuple[bytes, str]:
+    async def _render_now(self, accept: str | None) -> tuple[bytes, str]:
         started = time.perf_counter()
         encoder, content_type = choose_encoder(accept or "")
         openmetrics = content_type.startswith("application/openmetrics-text")
-        # Text reaching labels was made safe when results entered the engine; "replace" is the
-        # last guard, so one odd string can never turn every scrape into an HTTP 500.
-        body = self.checks.render(openmetrics).encode("utf-8", "replace") + encoder(self.registry)
+        parts = await self.checks.render(openmetrics)
+        parts.append(encoder(self.registry))
+        body = b"".join(parts)
         self.render_seconds.set(time.perf_counter() - started)
         return body, content_type
 

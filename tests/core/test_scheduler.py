@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,103 @@ async def test_every_check_has_a_first_result_within_the_start_window(tmp_path: 
     assert max(starts) <= started + MIN_START_WINDOW + 0.3
     # Lateness is measured against the planned first run, not the grid point before it.
     assert max(r.lateness_seconds for r in results) < 0.25
+
+
+async def until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def skipped(metrics: Metrics, reason: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "alivemcp_scheduler_skipped_runs_total", {"reason": reason})
+    assert value is not None
+    return value
+
+
+async def test_runs_the_loop_was_too_late_for_are_counted_missed_not_run_late(
+        tmp_path: Path) -> None:
+    interval = 4.0  # a run may start up to half an interval (2 s) late
+    loaded = load_config_text(yaml.safe_dump({"checks": [
+        {"name": "tick", "probe": "test_static", "interval": interval, "timeout": 1}]}), env={})
+    store = StatusStore()
+    metrics = Metrics(store)
+    results: list[CheckResult] = []
+    scheduler = Scheduler(store, metrics, results.append, SchedulerConfig())
+    plumbing = Plumbing()
+    store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
+    for check in loaded.checks:
+        scheduler.add(build_handle(check, plumbing), check.fingerprint())
+    scheduler.start()
+    await until(lambda: len(results) == 1, MIN_START_WINDOW + 5)
+    due = scheduler.checks["tick"].due
+    # The loop held up until 2.5 s past the next planned run (and before the one after): that
+    # run is more than the grace late when the loop gets to it: counted, not run.
+    time.sleep(max(0.0, due + 2.5 - time.time()))  # noqa: ASYNC251 - the stall is the point
+    await asyncio.sleep(0.1)
+    assert skipped(metrics, "missed") == 1
+    assert len(results) == 1
+    # Back on its grid at the next point.
+    await until(lambda: len(results) == 2, interval + 5)
+    await scheduler.stop(1)
+    assert results[1].started_at >= due + interval
+    assert max(r.lateness_seconds for r in results) < 0.5
+
+
+async def test_a_run_still_waiting_for_its_slot_is_counted_as_an_overlap(tmp_path: Path) -> None:
+    # One slot for two checks that each hold it for most of their interval: each in turn finds
+    # its previous run still queued behind the other one's.
+    checks = [{"name": f"slow{i}", "probe": "test_static", "interval": 0.5, "timeout": 0.45,
+               "params": {"delay": 0.4}} for i in range(2)]
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
+    store = StatusStore()
+    metrics = Metrics(store)
+    results: list[CheckResult] = []
+    scheduler = Scheduler(store, metrics, results.append,
+                          SchedulerConfig(per_probe_type={"test_static": 1}))
+    plumbing = Plumbing()
+    store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
+    for check in loaded.checks:
+        scheduler.add(build_handle(check, plumbing), check.fingerprint())
+    scheduler.start()
+    await asyncio.sleep(3)
+    await scheduler.stop(1)
+    assert skipped(metrics, "overlap") >= 1
+    for name in ("slow0", "slow1"):
+        spans = sorted((r.started_at, r.finished_at) for r in results if r.check.name == name)
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            assert start >= end - 0.01
+    # One slot: no two runs of any check were ever probing at once.
+    spans = sorted((r.started_at, r.finished_at) for r in results)
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start >= end - 0.01
+
+
+async def test_cancel_runs_stops_the_named_runs_and_drops_their_results(tmp_path: Path) -> None:
+    checks = [{"name": name, "probe": "test_sleepy", "interval": 60, "timeout": 30,
+               "params": {"seconds": 20, "markers": str(tmp_path / name)}}
+              for name in ("revoked", "kept")]
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
+    store = StatusStore()
+    metrics = Metrics(store)
+    results: list[CheckResult] = []
+    scheduler = Scheduler(store, metrics, results.append, SchedulerConfig())
+    plumbing = Plumbing()
+    store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
+    for check in loaded.checks:
+        scheduler.add(build_handle(check, plumbing), check.fingerprint())
+    scheduler.start()
+    deadline = time.monotonic() + MIN_START_WINDOW + 5
+    while metrics.registry.get_sample_value("alivemcp_scheduler_runs_in_flight") != 2:
+        assert time.monotonic() < deadline, "both runs never started"
+        await asyncio.sleep(0.02)
+    scheduler.remove("revoked")
+    assert await scheduler.cancel_runs({"revoked"}, timeout=5) == 1
+    assert (tmp_path / "revoked" / "cancelled").exists()
+    assert not (tmp_path / "kept" / "cancelled").exists()
+    assert metrics.registry.get_sample_value("alivemcp_scheduler_runs_in_flight") == 1
+    await scheduler.stop(0.1)
+    await plumbing.aclose()
+    assert [r.check.name for r in results] == []  # kept was cut at the grace, revoked dropped

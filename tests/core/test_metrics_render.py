@@ -1,0 +1,82 @@
+"""/metrics rendering of per-check series: each check's lines are kept between scrapes until its
+state changes, and a render of many checks yields to the event loop while it works."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from alivemcp.metrics import RENDER_SLICE, Metrics
+from alivemcp.probe import Status
+from alivemcp.results import CheckInfo, CheckResult
+from alivemcp.status import StatusStore
+
+
+def result(info: CheckInfo, status: Status, started: float, duration: float,
+           **observations: float) -> CheckResult:
+    return CheckResult(check=info, status=status, reason="r", duration_seconds=duration,
+                       started_at=started, finished_at=started + duration,
+                       observations=observations)
+
+
+def sample(body: str, family: str, check: str, extra: str = "") -> str | None:
+    pattern = rf'^{family}\{{check="{re.escape(check)}",probe="p"[^}}]*{extra}[^}}]*\}} (\S+)$'
+    match = re.search(pattern, body, re.M)
+    return match.group(1) if match else None
+
+
+async def render(metrics: Metrics) -> str:
+    body, _ = await metrics.render(None)
+    return body.decode()
+
+
+async def test_a_scrape_shows_each_checks_latest_state_not_a_kept_one() -> None:
+    store = StatusStore()
+    metrics = Metrics(store)
+    a, b = CheckInfo("a", "p", {"team": "x"}), CheckInfo("b", "p")
+    store.set_checks([a, b])
+    store.record(result(a, Status.UP, 1000.0, 0.5, widgets=3))
+    body = await render(metrics)
+    assert sample(body, "alivemcp_check_up", "a") == "1.0"
+    assert sample(body, "alivemcp_probe_widgets", "a") == "3.0"
+    assert sample(body, "alivemcp_check_up", "b") is None  # no result yet
+    assert sample(body, "alivemcp_check_runs_total", "b") is None
+
+    # A new result: every family of the check follows it, the other check's lines stay.
+    store.record(result(a, Status.DOWN, 1060.0, 0.25, widgets=4))
+    store.record(result(b, Status.UP, 1061.0, 0.1))
+    body = await render(metrics)
+    assert sample(body, "alivemcp_check_up", "a") == "0.0"
+    assert sample(body, "alivemcp_check_status", "a", 'status="down"') == "1.0"
+    assert sample(body, "alivemcp_check_status", "a", 'status="up"') == "0.0"
+    assert sample(body, "alivemcp_check_duration_seconds", "a") == "0.25"
+    assert sample(body, "alivemcp_check_last_run_timestamp_seconds", "a") == "1060.0"
+    assert sample(body, "alivemcp_check_status_since_timestamp_seconds", "a") == "1060.25"
+    assert sample(body, "alivemcp_check_runs_total", "a", 'result="up"') == "1.0"
+    assert sample(body, "alivemcp_check_runs_total", "a", 'result="down"') == "1.0"
+    assert sample(body, "alivemcp_probe_widgets", "a") == "4.0"
+    assert sample(body, "alivemcp_check_up", "b") == "1.0"
+
+    # A reload that changes a check's labels, and removes the other one.
+    store.set_checks([CheckInfo("a", "p", {"team": "y"})])
+    body = await render(metrics)
+    assert 'team="y"' in body and 'team="x"' not in body
+    assert sample(body, "alivemcp_check_up", "b") is None
+
+
+async def test_a_large_render_yields_to_the_event_loop() -> None:
+    store = StatusStore()
+    metrics = Metrics(store)
+    infos = [CheckInfo(f"c{i}", "p") for i in range(3 * RENDER_SLICE)]
+    store.set_checks(infos)
+    for info in infos:
+        store.record(result(info, Status.UP, 1000.0, 0.1))
+    rendering = asyncio.ensure_future(render(metrics))
+    ticks_during = 0
+    await asyncio.sleep(0)  # the render has begun
+    while not rendering.done():
+        ticks_during += 1
+        await asyncio.sleep(0)
+    body = await rendering
+    assert ticks_during >= 3  # the loop ran other work between slices of the render
+    assert body.count("alivemcp_check_up{") == 3 * RENDER_SLICE
