@@ -65,12 +65,12 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(_LEVELS[level], logging.INFO))
-    # APScheduler logs two INFO lines per run; moto's werkzeug (demo) one per request. aiokafka
+    # moto's werkzeug (demo) logs one INFO line per request. aiokafka
     # logs ERROR for conditions the Kafka probes already report as results (a missing topic, a
     # coordinator moving): at info level those would double every finding.
     quiet = logging.DEBUG if level == "debug" else logging.WARNING
     # httpx logs every request URL at INFO: a webhook URL is a secret.
-    for noisy in ("apscheduler", "botocore", "aiobotocore", "werkzeug", "httpx", "httpcore"):
+    for noisy in ("botocore", "aiobotocore", "werkzeug", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(quiet, logging.WARNING))
     logging.getLogger("aiokafka").setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
 
