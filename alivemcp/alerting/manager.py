@@ -70,6 +70,10 @@ _RECORD_INTERVAL = 0.2
 #: Cluster mode: how long a send waits for its record's acknowledgement before it is put
 #: off (and retried).
 _RECORD_ACK_SECONDS = 10.0
+#: Cluster mode: notifications this process handed over without ever sending them, kept
+#: (oldest forgotten first) in case their checks come back with a record that says
+#: "sending" (a record that reached Kafka after its send was put off).
+_NEVER_SENT_KEPT = 100_000
 
 
 @dataclass(slots=True)
@@ -128,6 +132,7 @@ class AlertManager:
         self._releasing: set[str] = set()
         self._recorded: set[str] = set()
         self._outbox = Outbox()
+        self._never_sent: dict[tuple[str, int], None] = {}
         self._metrics = AlertingMetrics(registry)
         self._store = StateStore(Path(data_dir), self._metrics)
         self._states: dict[str, CheckState] = {}
@@ -512,7 +517,11 @@ class AlertManager:
                 self._metrics.notifications.labels(entry.receiver, "discarded").inc()
                 continue
             notification = entry.notification
-            if entry.phase == "sending" and not worker.receiver.repeats_are_harmless:
+            # Its send was put off here, and the check handed over before it happened.
+            never_sent = (entry.receiver, notification.id) in self._never_sent
+            self._never_sent.pop((entry.receiver, notification.id), None)
+            if (entry.phase == "sending" and not never_sent
+                    and not worker.receiver.repeats_are_harmless):
                 report.possibly_undelivered += 1
                 self._metrics.notifications.labels(entry.receiver, "possibly_undelivered").inc()
                 log.warning(
@@ -557,45 +566,63 @@ class AlertManager:
         }
         self._releasing |= names
         self._held_shards -= gone
+        try:
+            return await self._hand_over(names, timeout)
+        finally:  # also when cancelled: nothing of them stays here
+            self._drop(names)
+
+    async def _hand_over(self, names: set[str], timeout: float) -> int:
         deadline = asyncio.get_running_loop().time() + timeout
         calling: list[asyncio.Future[None]] = []
         for receiver, worker in self._workers.items():
             handed = worker.discard(lambda n: n.check in names)
             if handed:
                 self._metrics.notifications.labels(receiver, "handed_over").inc(len(handed))
-            busy = {id(n) for n in worker.calling}
             if any(n.check in names for n in worker.calling):
                 calling.append(asyncio.ensure_future(worker.wait_call_done()))
-            for name in names:
-                for entry in self._outbox.of(name):
-                    if (entry.receiver == receiver and entry.phase == "sending"
-                            and not entry.uncertain and id(entry.notification) not in busy):
-                        entry.phase = "queued"  # recorded for a send that will not happen
+        for name in names:
+            for entry in self._outbox.of(name):
+                if entry.phase == "sending" and not entry.maybe_sent:
+                    entry.phase = "queued"  # recorded for a send that will not happen
         if calling:
             _finished, unfinished = await asyncio.wait(
                 calling, timeout=max(0.0, _left(deadline))
             )
             for waiting in unfinished:
                 waiting.cancel()
+            # What those sends left in the queues (a refusal) is the next owner's now.
+            for receiver, worker in self._workers.items():
+                handed = worker.discard(lambda n: n.check in names)
+                if handed:
+                    self._metrics.notifications.labels(receiver, "handed_over").inc(len(handed))
         acks = [f for f in (self._write_record(n) for n in sorted(names)) if f is not None]
         unacked = 0
         if acks:
             answered, late = await asyncio.wait(acks, timeout=max(0.0, _left(deadline)))
             unacked = len(late) + sum(1 for f in answered if not f.result())
+        if unacked:
+            log.error("alert state of released checks not acknowledged in time; the next "
+                      "owner may repeat or miss a notification for them",
+                      checks=unacked, timeout_seconds=timeout)
+        return unacked
+
+    def _drop(self, names: set[str]) -> None:
         for name in names:
             self._states.pop(name, None)
-            self._outbox.pop_check(name)
+            for entry in self._outbox.pop_check(name):
+                if not entry.maybe_sent:
+                    self._remember_never_sent(entry.receiver, entry.notification.id)
             self._attention.discard(name)
             self._recorded.discard(name)
             self._changed.discard(name)
             self._track_firing(name, None)
         self._releasing -= names
         self._generation += 1
-        if unacked:
-            log.error("alert state of released checks not acknowledged in time; the next "
-                      "owner may repeat or miss a notification for them",
-                      checks=unacked, timeout_seconds=timeout)
-        return unacked
+
+    def _remember_never_sent(self, receiver: str, id: int) -> None:
+        self._never_sent[(receiver, id)] = None
+        if len(self._never_sent) > _NEVER_SENT_KEPT:
+            del self._never_sent[next(iter(self._never_sent))]
 
     def _write_record(self, name: str) -> asyncio.Future[bool] | None:
         """Write the check's record now (a tombstone once it has nothing to keep)."""
@@ -650,9 +677,15 @@ class AlertManager:
             return True
         done, late = await asyncio.wait(acks, timeout=_RECORD_ACK_SECONDS)
         if not late and all(f.result() for f in done):
+            for n in batch:
+                entry = self._outbox.get(receiver, n)
+                # The worker calls the receiver next with what is still ours (wanted()),
+                # with no pause in between.
+                if entry is not None and self._owns(n.check):
+                    entry.handed = True
             return True
         for entry in marked:
-            if entry.phase == "sending" and not entry.uncertain:
+            if entry.phase == "sending" and not entry.maybe_delivered:
                 entry.phase = "queued"
                 self._changed.add(entry.notification.check)
         return False
@@ -675,10 +708,10 @@ class AlertManager:
             entry = self._outbox.get(receiver, n)
             if entry is None:
                 continue
-            if maybe_delivered:
-                entry.uncertain = True
-            elif not entry.uncertain:
-                entry.phase = "queued"
+            entry.handed = False
+            entry.maybe_delivered = entry.maybe_delivered or maybe_delivered
+            if not entry.maybe_delivered:
+                entry.phase = "queued"  # the receiver answered no, or was never reached
             touched.add(n.check)
         # Written now, not by the next round of the record loop: a retry soon marks them
         # sending again, and a replica lost in between should leave "queued" behind.

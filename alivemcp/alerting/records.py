@@ -85,9 +85,16 @@ class Outgoing:
     receiver: str
     notification: Notification
     phase: Phase = "queued"
+    #: The receiver is being called with it now (its ``sending`` record acknowledged).
+    handed: bool = False
     #: An earlier attempt may have reached the receiver (a timeout): its phase stays
     #: ``sending`` even when this replica hands the check over between attempts.
-    uncertain: bool = False
+    maybe_delivered: bool = False
+
+    @property
+    def maybe_sent(self) -> bool:
+        """Whether this process may have got it to the receiver."""
+        return self.handed or self.maybe_delivered
 
 
 class Outbox:

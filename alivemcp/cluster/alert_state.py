@@ -153,11 +153,11 @@ class AlertStateLog:
         self._write_trouble: str | None = None
         self._started = False
         self._stopped = False
-        request_timeout = kafka.conn.request_timeout
-        # Bounds: a read of gained shards within the session timeout (longer, and the
-        # node's rebalance waits on it); a release gets the producer's request timeout.
-        self._read_timeout = max(5.0, float(config.session_timeout))
-        self._release_timeout = request_timeout + 1.0
+        # Bounds well inside the session timeout, which bounds each listener call of the node
+        # (and the group waits on them): a read not done by then goes on in the background;
+        # a release not acknowledged by then drops the producer with its records.
+        self._read_timeout = 0.5 * float(config.session_timeout)
+        self._release_timeout = 0.4 * float(config.session_timeout)
         self._metrics.pending.set_function(lambda: len(self._pending) + len(self._in_flight))
         self._metrics.unread.set_function(lambda: len(self._unread))
         alerts.attach(self, self._shard_of, config.replica_id)
@@ -213,7 +213,9 @@ class AlertStateLog:
             log.error("cannot read the alert state of gained shards; their alerts wait "
                       "until it is read (retrying)", shards=sorted(gained),
                       error=_describe(exc))
-            self._retry_reads()
+        finally:  # also when the node gives up on this call
+            if gained & self._unread:
+                self._retry_reads()
 
     async def on_revoked(self, shards: frozenset[int]) -> None:
         lost = frozenset(shards)
@@ -221,15 +223,17 @@ class AlertStateLog:
         held = lost & self._held
         self._held -= held
         unacked = 0
-        if held:
-            try:
-                unacked = await self._alerts.release(held, timeout=self._release_timeout)
-            except Exception:  # must not raise (the contract): log, and forget below
-                log.exception("releasing alert state failed", shards=sorted(held))
-                unacked = 1
-        if unacked:
-            await self._discard_producer()
-        self._forget(lambda name: self._shard_of(name) in lost)
+        try:
+            if held:
+                try:
+                    unacked = await self._alerts.release(held, timeout=self._release_timeout)
+                except Exception:  # must not raise (the contract): log, and forget below
+                    log.exception("releasing alert state failed", shards=sorted(held))
+                    unacked = 1
+            if unacked:
+                await self._discard_producer()
+        finally:  # also when the node gives up on this call
+            self._forget(lambda name: shard_of(name, self._config.shards) in lost)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -491,23 +495,25 @@ class AlertStateLog:
     async def _discard_producer(self) -> None:
         """Throw the producer away with what it holds: records of shards just released
         must not reach the topic later (an idempotent producer retries until they do)."""
-        writer = self._writer
-        if writer is not None:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
-        held_back = self._in_flight
-        self._in_flight = {}
-        for name, item in held_back.items():
-            if name not in self._pending:
-                self._pending[name] = item
-        await self._close_producer(flush=False, timeout=2.0)
-        log.warning("alert-state producer discarded: records of released shards were not "
-                    "acknowledged", topic=self._topic)
-        if self._started:
-            self._writer = asyncio.get_running_loop().create_task(
-                self._write_loop(), name="alivemcp-alert-state-writer"
-            )
+        writer, self._writer = self._writer, None
+        try:
+            if writer is not None:
+                writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await writer
+            held_back = self._in_flight
+            self._in_flight = {}
+            for name, item in held_back.items():
+                if name not in self._pending:
+                    self._pending[name] = item
+            await self._close_producer(flush=False, timeout=1.0)
+            log.warning("alert-state producer discarded: records of released shards were not "
+                        "acknowledged", topic=self._topic)
+        finally:  # the other shards' records still need a writer
+            if self._started and self._writer is None:
+                self._writer = asyncio.get_running_loop().create_task(
+                    self._write_loop(), name="alivemcp-alert-state-writer"
+                )
 
     async def _close_producer(self, *, flush: bool, timeout: float) -> None:
         producer, self._producer = self._producer, None

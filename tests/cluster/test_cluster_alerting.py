@@ -5,7 +5,8 @@ Two replicas' alerting (an AlertManager in cluster mode and its AlertStateLog) h
 each other the way the cluster node drives them (``on_assigned`` / ``on_revoked``), or one is
 lost without a word (its log stops before anything else: nothing more of it reaches Kafka or
 a receiver) and the other takes over. What the receivers got, and what the compacted
-alert-state topic holds, are read back from the stand-ins and the brokers.
+alert-state topic holds, are read back from the stand-ins and the brokers. The Kafka is the
+session's (tests/cluster/conftest.py): tests that freeze it or cut a replica off restore it.
 """
 
 from __future__ import annotations
@@ -28,28 +29,22 @@ from alivemcp.alerting.records import encode_record
 from alivemcp.cluster.alert_state import AlertStateLog
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import shard_of
-from alivemcp.testbed.kafka import KafkaCluster
 from tests.alerting.daemon_support import per_key
 from tests.alerting.engine_support import FakeClock, check, result
 from tests.alerting.stand_ins import HANG, Answer, StandIn
+from tests.cluster.cluster_support import GatedKafkaCluster
 from tests.cluster.stream_support import (
     Parts,
     cluster_config,
     metric,
     parts,
     read_topic,
-    shared_cluster,
     unique,
     wait_for,
 )
 
 SHARDS = 6
 ALL = frozenset(range(SHARDS))
-
-
-@pytest.fixture(scope="module")
-async def kafka3() -> KafkaCluster:
-    return await shared_cluster()
 
 
 @pytest.fixture
@@ -156,21 +151,24 @@ class Replica:
 
 
 class Rig:
-    def __init__(self, kafka: KafkaCluster, tmp: Path) -> None:
+    def __init__(self, kafka: GatedKafkaCluster, tmp: Path) -> None:
         self.kafka = kafka
         self.tmp = tmp
         self.prefix = unique("alerts")
         self.replicas: list[Replica] = []
         self.clock = FakeClock()
 
-    def config(self, replica: str) -> ClusterConfig:
-        base = cluster_config(self.kafka.bootstrap, shards=SHARDS, replica=replica,
+    def config(self, replica: str, gated: bool = False) -> ClusterConfig:
+        """``gated``: this replica reaches Kafka through the gates a test can cut."""
+        bootstrap = self.kafka.gated_bootstrap if gated else self.kafka.bootstrap
+        base = cluster_config(bootstrap, shards=SHARDS, replica=replica,
                               prefix=self.prefix, request_timeout=5.0)
         return base.model_copy(update={"session_timeout": 6.0})
 
     async def replica(self, name: str, alerting_config: dict[str, Any],
-                      checks: list[Any]) -> Replica:
-        r = Replica(self.config(name), alerting_config, checks, self.tmp / name, self.clock)
+                      checks: list[Any], gated: bool = False) -> Replica:
+        r = Replica(self.config(name, gated), alerting_config, checks, self.tmp / name,
+                    self.clock)
         self.replicas.append(r)
         return await r.start()
 
@@ -189,7 +187,7 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(kafka3: KafkaCluster, tmp_path: Path) -> AsyncIterator[Rig]:
+async def rig(kafka3: GatedKafkaCluster, tmp_path: Path) -> AsyncIterator[Rig]:
     r = Rig(kafka3, tmp_path)
     await alert_topic(kafka3.bootstrap, r.config("setup"))
     try:
@@ -475,3 +473,99 @@ async def test_alerts_wait_until_the_shard_state_is_read(
     a.feed("api", "down", "down")
     await a.settled()
     assert pages(pd.events()) == {"alivemcp/api": 1}
+
+
+async def test_nothing_is_sent_while_its_record_cannot_be_acknowledged(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    a = await rig.replica("replica-a", alerting(pd, slack), [check("api")])
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down")  # a first record: the producer is connected
+    assert await a.log.wait_written(20)
+    for node in rig.kafka.nodes:
+        rig.kafka.pause(node.node_id)
+    try:
+        a.feed("api", "down")  # fires: the page waits for its record
+        await asyncio.sleep(3.0)
+        assert pd.requests == [] and slack.requests == []
+        assert a.manager.queue_depths() == {"pd": 1, "slack": 1}
+    finally:
+        for node in rig.kafka.nodes:
+            rig.kafka.resume(node.node_id)
+    await a.settled()
+    assert pages(pd.events()) == {"alivemcp/api": 1}
+    assert slack_titles(slack) == ["FIRING [critical] api"]
+    record = (await rig.records())["api"]
+    assert record is not None and record["outbox"] == []
+
+
+async def test_kafka_down_fenced_then_back_pages_nothing_twice_and_loses_no_resolve(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    """The cluster node's fence with every broker frozen: the revoke cannot get its records
+    acknowledged, so the producer is dropped with them; when Kafka is back the shards are
+    assigned again and their state is read again."""
+    pd, slack, _hook = stand_ins
+    a = await rig.replica("replica-a", alerting(pd, slack), [check("api")])
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await a.settled()
+    for node in rig.kafka.nodes:
+        rig.kafka.pause(node.node_id)
+    try:
+        a.feed("api", "up", "up")  # the resolve is decided; its record cannot be written
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        await a.log.on_revoked(ALL)
+        assert time.monotonic() - started < 15  # bounded: the node's fence must finish
+        assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {
+            "pd": 0, "slack": 0}
+        assert pd.requests == [] or per_key(pd.events()) == {"alivemcp/api": ["trigger"]}
+    finally:
+        for node in rig.kafka.nodes:
+            rig.kafka.resume(node.node_id)
+    # Back in the group: the state is read again. The record written for the resolve's send
+    # may have reached the frozen broker before the producer was dropped (it then says
+    # "sending" for a send that never happened: this replica knows, and sends it), or not
+    # (the incident is still open in the record: the next results resolve it).
+    await a.log.on_assigned(ALL)
+    assert a.metric("alivemcp_notifications_total", receiver="slack",
+                    outcome="possibly_undelivered") == 0
+    a.feed("api", "up", "up")
+    await a.settled()
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
+    assert slack_titles(slack) == ["FIRING [critical] api", "RESOLVED [critical] api"]
+
+
+async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    """A replica partitioned from Kafka (the brokers and the other replica carry on) fences
+    and hands over; the records it could not write are dropped with its producer, so none
+    lands after the new owner's when the partition heals (an idempotent producer would
+    retry them until they did)."""
+    pd, slack, _hook = stand_ins
+    checks = [check("api")]
+    a = await rig.replica("replica-a", alerting(pd, slack), checks, gated=True)
+    b = await rig.replica("replica-b", alerting(pd, slack), checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await a.settled()
+    rig.kafka.cut()
+    try:
+        a.feed("api", "up", "up")  # the resolve is decided; its record cannot be written
+        await asyncio.sleep(0.5)
+        await a.log.on_revoked(ALL)  # the node's fence
+        await b.log.on_assigned(ALL)  # the group gave the shards to B
+        assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [
+            ("api", True)]
+        b.feed("api", "up", "up")
+        await b.settled()
+    finally:
+        rig.kafka.heal()
+    await asyncio.sleep(4.0)  # A's connections come back (a producer would retry now)
+    latest = await rig.records()
+    assert latest["api"] is not None and latest["api"]["replica"] == "replica-b"
+    assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
+    assert slack_titles(slack) == ["FIRING [critical] api", "RESOLVED [critical] api"]
