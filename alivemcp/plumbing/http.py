@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import ssl
 import time
@@ -139,14 +140,24 @@ _MAX_CHUNK_LINE = 4096
 _MAX_CACHED_TARGETS = 100_000
 #: Stop reading from the socket while this much is buffered and unconsumed.
 _PAUSE_ABOVE = 1024 * 1024
+#: How early a deadline timer may fire (loop clocks round timers to their resolution).
+_TIMER_SLACK = 0.002
 #: Body pieces are at most this big, and a reader that consumed this much from the buffer
 #: without waiting for the socket yields to the loop before the next piece.
 _YIELD_AFTER = 16 * 1024
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
+def _on_deadline(conn: _Connection) -> None:
+    """The connection's deadline timer fired: time out the waiting reader, unless the deadline
+    moved later meanwhile (then the timer is armed again for it)."""
+    conn._timer = None
+    waiter = conn._waiter
+    if waiter is None or waiter.done():
+        return  # nobody is waiting: the next wait arms the timer again
+    if conn._loop.time() >= conn.deadline - _TIMER_SLACK:
         waiter.set_exception(RequestTimeout())
+    else:
+        conn._arm()
 
 
 class ConnectionTimings:
@@ -193,19 +204,32 @@ class Headers(dict[str, str]):
         return isinstance(key, str) and dict.__contains__(self, key.lower())
 
 
+#: dict.get without the case folding of Headers.get (keys are stored lower-case).
+_dict_get = dict.get
+
+
 class _Connection(asyncio.Protocol):
-    """One socket with a receive buffer the response reader consumes."""
+    """One socket with a receive buffer the response reader consumes.
 
-    __slots__ = ("_waiter", "buffer", "deadline", "eof", "error", "key", "paused", "transport",
-                 "unyielded")
+    Waits for bytes are bounded by :attr:`deadline` through ONE loop timer per connection,
+    armed at the first wait and left alone while later requests push the deadline further
+    out (it re-arms itself when it fires early): a timer per wait cost a timer handle, a
+    libuv timer and its close for every network read.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_loop", "_timer", "_timer_at", "_waiter", "buffer", "deadline", "eof", "error",
+                 "key", "paused", "transport", "unyielded")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
         self.key: tuple[bool, str, int] = (False, "", 0)
         #: Loop time by which the current request must be complete.
         self.deadline = 0.0
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self.eof = False
         self.error: BaseException | None = None
         self.paused = False
@@ -221,7 +245,9 @@ class _Connection(asyncio.Protocol):
         if len(self.buffer) > _PAUSE_ABOVE and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def eof_received(self) -> bool:
         self.eof = True
@@ -232,11 +258,21 @@ class _Connection(asyncio.Protocol):
         self.eof = True
         self.error = exc
         self._wake()
+        self._disarm()
 
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def _arm(self) -> None:
+        self._timer_at = self.deadline
+        self._timer = self._loop.call_at(self.deadline, _on_deadline, self)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # -- reading
     async def _more(self) -> bool:
@@ -248,14 +284,16 @@ class _Connection(asyncio.Protocol):
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = loop.call_at(self.deadline, _expire, waiter)
+        if self._timer is None:
+            self._arm()
+        elif self._timer_at > self.deadline:  # the deadline moved closer: re-arm for it
+            self._timer.cancel()
+            self._arm()
+        waiter = self._waiter = self._loop.create_future()
         try:
             await waiter
         finally:
             self._waiter = None
-            timer.cancel()
         self.unyielded = 0
         return True
 
@@ -315,13 +353,14 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
         self.eof = True
+        self._disarm()
 
 
 class HttpResponse:
     """A response whose body is read on demand (see :meth:`chunks`, :func:`read_capped`)."""
 
-    __slots__ = ("_conn", "_done", "_keep_alive", "_mode", "_remaining", "content_length",
-                 "content_type", "headers", "limit", "status")
+    __slots__ = ("_conn", "_crlf", "_done", "_keep_alive", "_mode", "_remaining", "_total",
+                 "_trailer", "content_length", "content_type", "headers", "limit", "status")
 
     def __init__(self, conn: _Connection, status: int, headers: Headers, keep_alive: bool,
                  has_body: bool, limit: int) -> None:
@@ -329,17 +368,22 @@ class HttpResponse:
         self.status = status
         self.headers = headers
         self.limit = limit
-        ctype = headers.get("content-type") or ""
-        self.content_type = ctype.partition(";")[0].strip().lower()
+        ctype = _dict_get(headers, "content-type")
+        self.content_type = ctype.partition(";")[0].strip().lower() if ctype else ""
         self.content_length: int | None = None
         self._keep_alive = keep_alive
         self._done = False
+        #: Chunked framing: the current chunk's data is read, its CRLF is not yet.
+        self._crlf = False
+        #: Chunked framing: the last chunk was read, trailer lines follow.
+        self._trailer = False
+        self._total = 0
         if not has_body:
             self._mode, self._remaining = "none", 0
             self._done = True
-        elif "chunked" in (headers.get("transfer-encoding") or "").lower():
+        elif "chunked" in (_dict_get(headers, "transfer-encoding") or "").lower():
             self._mode, self._remaining = "chunked", 0
-        elif (length := headers.get("content-length")) is not None:
+        elif (length := _dict_get(headers, "content-length")) is not None:
             try:
                 self.content_length = int(length)
             except ValueError:
@@ -388,31 +432,15 @@ class HttpResponse:
                 if conn.unyielded >= _YIELD_AFTER:
                     await _pause(conn)
         elif self._mode == "chunked":
-            while True:
-                line = await conn.read_until(b"\r\n", _MAX_CHUNK_LINE, "chunk size line")
-                try:
-                    size = int(line.partition(b";")[0].strip(), 16)
-                except ValueError:
-                    raise ProtocolError("bad chunk size line") from None
-                if size == 0:
-                    while await conn.read_until(b"\r\n", MAX_HEAD_BYTES, "trailer"):
-                        pass
-                    break
-                total += size
-                if total > limit:
-                    raise BodyTooLarge(limit)
-                remaining = size
-                while remaining:
-                    data = await conn.read_some(min(remaining, _YIELD_AFTER))
-                    if not data:
-                        raise ConnectionClosed("connection closed mid-response")
-                    remaining -= len(data)
+            while not self._done:
+                data = self._dechunk()
+                if data:
                     yield data
                     if conn.unyielded >= _YIELD_AFTER:
                         await _pause(conn)
-                if await conn.read_exactly(2) != b"\r\n":
-                    raise ProtocolError("chunk not followed by CRLF")
-                conn.unyielded += 2 + len(line)  # a stream of tiny chunks counts its framing
+                elif not self._done and not await conn._more():
+                    raise ConnectionClosed("connection closed mid-response")
+            return
         else:  # until the server closes
             while True:
                 data = await conn.read_some(_YIELD_AFTER)
@@ -425,6 +453,68 @@ class HttpResponse:
                 if conn.unyielded >= _YIELD_AFTER:
                     await _pause(conn)
         self._done = True
+
+
+    def _dechunk(self) -> bytes:
+        """Decode the chunked framing already buffered: the data of every complete chunk (and
+        of the current chunk so far), at most :data:`_YIELD_AFTER` bytes, without waiting.
+        ``b""`` with the body not done means more bytes are needed from the socket."""
+        conn = self._conn
+        buffer = conn.buffer
+        end = len(buffer)
+        pos = 0
+        got = 0
+        pieces: list[bytearray] = []
+        while got < _YIELD_AFTER:
+            if self._remaining:  # inside a chunk's data
+                take = min(self._remaining, end - pos, _YIELD_AFTER - got)
+                if take <= 0:
+                    break
+                pieces.append(buffer[pos:pos + take])
+                pos += take
+                got += take
+                self._remaining -= take
+                if self._remaining:
+                    break
+                self._crlf = True
+            if self._crlf:
+                if end - pos < 2:
+                    break
+                if buffer[pos:pos + 2] != b"\r\n":
+                    raise ProtocolError("chunk not followed by CRLF")
+                pos += 2
+                self._crlf = False
+            limit = MAX_HEAD_BYTES if self._trailer else _MAX_CHUNK_LINE
+            what = "trailer" if self._trailer else "chunk size line"
+            eol = buffer.find(b"\r\n", pos)
+            if eol < 0 or eol - pos > limit:
+                if end - pos > limit:
+                    raise ProtocolError(f"{what} longer than {limit} bytes")
+                break
+            line = bytes(buffer[pos:eol])
+            pos = eol + 2
+            if self._trailer:
+                if not line:
+                    self._done = True
+                    break
+                continue
+            try:
+                size = int(line.partition(b";")[0].strip(), 16)
+            except ValueError:
+                raise ProtocolError("bad chunk size line") from None
+            if size < 0:
+                raise ProtocolError("bad chunk size line")
+            if size == 0:
+                self._trailer = True
+                continue
+            self._total += size
+            if self._total > self.limit:
+                raise BodyTooLarge(self.limit)
+            self._remaining = size
+        if pos:
+            del buffer[:pos]
+            conn.unyielded += pos
+        return b"".join(pieces)
 
 
 async def _pause(conn: _Connection) -> None:
@@ -452,7 +542,8 @@ class _Target:
     """A parsed request URL (cached across sessions: a probe hits the same URL several times
     per run, and again every run)."""
 
-    __slots__ = ("absolute", "addresses", "host", "host_header", "https", "key", "path", "port")
+    __slots__ = ("absolute", "addresses", "host", "host_header", "https", "key", "path", "port",
+                 "request_tail")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -481,6 +572,9 @@ class _Target:
         self.host_header = host if default else f"{host}:{self.port}"
         #: The request target in absolute form, for plain http through a proxy.
         self.absolute = f"http://{self.host_header}{self.path}"
+        #: A direct request's head after its method, up to the caller's headers.
+        self.request_tail = (f" {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
+                             f"User-Agent: {USER_AGENT}\r\n")
         self.key = (self.https, self.host, self.port)
         static = static_addresses(self.host)
         #: Where to connect when no lookup is needed (IP literal, localhost), else None.
@@ -587,22 +681,28 @@ class ProbeSession:
         if self._proxies is not None:
             proxy = self._proxies.route(target.https, target.host, target.port)
         if proxy is None or target.https:
-            lines = [f"{method} {target.path} HTTP/1.1\r\nHost: {target.host_header}\r\n"
-                     f"User-Agent: {USER_AGENT}\r\n"]
+            text = method + target.request_tail
         else:  # plain http through a proxy: absolute form, credentials for the proxy
-            lines = [f"{method} {target.absolute} HTTP/1.1\r\nHost: {target.host_header}\r\n"
-                     f"User-Agent: {USER_AGENT}\r\n"]
+            text = (f"{method} {target.absolute} HTTP/1.1\r\nHost: {target.host_header}\r\n"
+                    f"User-Agent: {USER_AGENT}\r\n")
             if proxy.authorization:
-                lines.append(f"Proxy-Authorization: {proxy.authorization}\r\n")
+                text += f"Proxy-Authorization: {proxy.authorization}\r\n"
         if headers:
-            for name, value in headers.items():
-                _check_header(name, value)
-                lines.append(f"{name}: {value}\r\n")
+            block = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+            # One scan for the whole block instead of four per header: exactly one line break
+            # per header and no colon in a name (else find the culprit for the message).
+            count = len(headers)
+            if ":" in "".join(headers) or block.count("\n") != count or (
+                    block.count("\r") != count):
+                for name, value in headers.items():
+                    _check_header(name, value)
+            text += block
         if body is not None or method in ("POST", "PUT"):
-            lines.append(f"Content-Length: {len(body or b'')}\r\n")
-        lines.append("\r\n")
+            text += f"Content-Length: {len(body) if body else 0}\r\n\r\n"
+        else:
+            text += "\r\n"
         try:
-            payload = "".join(lines).encode("latin-1")
+            payload = text.encode("latin-1")
         except UnicodeEncodeError:
             raise _unencodable(headers) from None
         if body:
@@ -702,7 +802,7 @@ class ProbeSession:
         """The connection's transport (TLS with the target for https)."""
         try:
             _, conn = await self._loop.create_connection(
-                _Connection, sock=sock,
+                self._new_connection, sock=sock,
                 ssl=self._ssl if target.https else None,
                 server_hostname=target.host if target.https else None,
             )
@@ -719,6 +819,9 @@ class ProbeSession:
         conn.key = target.key
         return conn
 
+    def _new_connection(self) -> _Connection:
+        return _Connection(self._loop)
+
     async def aclose(self) -> None:
         for conn in self._all:
             conn.close()
@@ -732,30 +835,46 @@ def _authority(target: _Target) -> str:
     return f"{host}:{target.port}"
 
 
+#: One header line (after the status line): name up to the first colon, the rest its value.
+_HEADER_LINE = re.compile(r"\r\n([^:\r\n]*):([^\r\n]*)(?=\r\n|\Z)")
+
+
 def _parse_head(head: bytes) -> tuple[int, Headers, bool]:
     text = head.decode("latin-1")
-    status_line, _, rest = text.partition("\r\n")
+    status_line, _, _ = text.partition("\r\n")
     version, _, tail = status_line.partition(" ")
     if not version.startswith("HTTP/1."):
         raise ProtocolError(f"not an HTTP/1.x response: {status_line[:60]!r}")
     code = tail[:3]
     if len(code) != 3 or not code.isdigit():
         raise ProtocolError(f"bad status line: {status_line[:60]!r}")
-    headers = Headers()
-    if rest:
-        for line in rest.split("\r\n"):
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ProtocolError(f"bad header line: {line[:60]!r}")
-            key = name.lower()
-            if dict.__contains__(headers, key):  # a repeated header: join, as HTTP allows
-                dict.__setitem__(headers, key, f"{dict.__getitem__(headers, key)}, {value.strip()}")
-            else:
-                dict.__setitem__(headers, key, value.strip())
-    connection = (headers.get("connection") or "").lower()
-    keep_alive = "close" not in connection if version == "HTTP/1.1" else (
-        "keep-alive" in connection)
-    return int(code), headers, keep_alive
+    # The common case in C: every line "name: value", no name twice.
+    pairs = _HEADER_LINE.findall(text)
+    fields = {name.lower(): value.strip() for name, value in pairs}
+    if len(pairs) != text.count("\r\n") or len(fields) != len(pairs):
+        fields = _parse_fields(text.split("\r\n")[1:])
+    connection = fields.get("connection")
+    if version == "HTTP/1.1":
+        keep_alive = connection is None or "close" not in connection.lower()
+    else:
+        keep_alive = connection is not None and "keep-alive" in connection.lower()
+    return int(code), Headers(fields), keep_alive
+
+
+def _parse_fields(lines: list[str]) -> dict[str, str]:
+    """Header lines one by one: a line without a colon is an error, a repeated name is
+    joined with a comma (as HTTP allows)."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ProtocolError(f"bad header line: {line[:60]!r}")
+        key = name.lower()
+        if key in fields:
+            fields[key] = f"{fields[key]}, {value.strip()}"
+        else:
+            fields[key] = value.strip()
+    return fields
 
 
 _DEFAULT_RESOLVER: Resolver | None = None
