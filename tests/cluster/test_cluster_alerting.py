@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -29,10 +30,10 @@ from alivemcp.alerting.records import encode_record
 from alivemcp.cluster.alert_state import AlertStateLog
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import shard_of
-from tests.alerting.daemon_support import per_key
+from tests.alerting.daemon_support import file_check, per_key, set_state
 from tests.alerting.engine_support import FakeClock, check, result
 from tests.alerting.stand_ins import HANG, Answer, StandIn
-from tests.cluster.cluster_support import GatedKafkaCluster
+from tests.cluster.cluster_support import GatedKafkaCluster, cluster_section, unique_prefix
 from tests.cluster.stream_support import (
     Parts,
     cluster_config,
@@ -42,6 +43,7 @@ from tests.cluster.stream_support import (
     unique,
     wait_for,
 )
+from tests.support import DaemonProcess
 
 SHARDS = 6
 ALL = frozenset(range(SHARDS))
@@ -569,3 +571,179 @@ async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved
     assert latest["api"] is not None and latest["api"]["replica"] == "replica-b"
     assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
     assert slack_titles(slack) == ["FIRING [critical] api", "RESOLVED [critical] api"]
+
+
+# -- real daemons ------------------------------------------------------------------------------
+
+DAEMON_SHARDS = 6
+REPLICAS = ("r0", "r1", "r2")
+
+
+class Trio:
+    """Three ``alivemcp run`` replicas sharing file-driven checks, paging the stand-ins."""
+
+    def __init__(self, kafka: GatedKafkaCluster, root: Path, pd: StandIn, slack: StandIn,
+                 names: list[str]) -> None:
+        self.kafka = kafka
+        self.root = root
+        self.pd = pd
+        self.slack = slack
+        prefix = unique_prefix("alerting")
+        checks = [file_check(root, name) for name in names]
+        self.state_files = {c["name"]: Path(c["params"]["path"]) for c in checks}
+        self.daemons: dict[str, DaemonProcess] = {}
+        for replica in REPLICAS:
+            doc = {
+                "logging": {"format": "json"},
+                "data_dir": str(root / f"data-{replica}"),
+                "defaults": {"interval": 0.5},
+                "checks": checks,
+                "alerting": {
+                    "group_wait": 0, "group_interval": 0,
+                    "receivers": [pd.receiver("pd"), slack.receiver("slack")],
+                    "default_receivers": ["pd", "slack"],
+                },
+                "cluster": cluster_section(kafka.bootstrap, prefix, replica=replica,
+                                           shards=DAEMON_SHARDS, session_timeout=6.0,
+                                           heartbeat_interval=1.0),
+            }
+            path = root / f"{replica}.yaml"
+            path.write_text(yaml.safe_dump(doc))
+            self.daemons[replica] = DaemonProcess(path)
+
+    def start(self) -> Trio:
+        for daemon in self.daemons.values():
+            daemon.start()
+        self.wait_settled()
+        return self
+
+    def set(self, name: str, status: str) -> None:
+        set_state(self.state_files[name], status)
+
+    def running(self) -> list[DaemonProcess]:
+        return [d for d in self.daemons.values() if d.proc is not None and d.proc.poll() is None]
+
+    def shards_held(self, daemon: DaemonProcess) -> int:
+        for line in daemon.get("/metrics")[1].splitlines():
+            if line.startswith("alivemcp_cluster_shards_held "):
+                return int(float(line.split()[1]))
+        return -1
+
+    def wait_settled(self, timeout: float = 90.0) -> None:
+        """Every running replica holds its share, and every shard is held."""
+        def settled() -> bool:
+            running = self.running()
+            held = [self.shards_held(d) for d in running]
+            return sum(held) == DAEMON_SHARDS and min(held) >= DAEMON_SHARDS // len(running)
+        self.running()[0].wait_for(settled, timeout, "shards spread over the replicas")
+
+    def owner(self, name: str) -> str:
+        """Who produced the check's latest result, as any running replica sees it."""
+        return str(self.running()[0].status_of(name).get("owner") or "")
+
+    def pages(self) -> dict[str, int]:
+        return pages(self.pd.events())
+
+    def slack_count(self, title: str) -> int:
+        return sum(1 for t in slack_titles(self.slack) if t == title)
+
+    def wait_paged(self, name: str, timeout: float = 60.0) -> None:
+        self.pd.wait_for(lambda: self.pages().get(f"alivemcp/{name}"), timeout, f"{name} paged")
+        self.slack.wait_for(lambda: self.slack_count(f"FIRING [critical] {name}"), timeout,
+                            f"{name} on Slack")
+
+    def wait_resolved(self, name: str, timeout: float = 60.0) -> None:
+        self.pd.wait_for(lambda: per_key(self.pd.events()).get(f"alivemcp/{name}", [""])[-1]
+                         == "resolve", timeout, f"{name} resolved")
+        self.slack.wait_for(lambda: self.slack_count(f"RESOLVED [critical] {name}"), timeout,
+                            f"{name} resolved on Slack")
+
+    def assert_once(self, name: str, resolved: bool) -> None:
+        """One incident, paged once, at each receiver; one resolve once it recovered."""
+        assert self.pages().get(f"alivemcp/{name}") == 1, per_key(self.pd.events())
+        assert self.slack_count(f"FIRING [critical] {name}") == 1, self.slack.texts()
+        resolves = per_key(self.pd.events())[f"alivemcp/{name}"].count("resolve")
+        assert resolves == (1 if resolved else 0), per_key(self.pd.events())
+        assert self.slack_count(f"RESOLVED [critical] {name}") == (1 if resolved else 0)
+
+    def close(self) -> None:
+        for daemon in self.daemons.values():
+            try:
+                daemon.stop()
+            finally:
+                daemon.kill()
+
+
+@pytest.fixture
+def daemons(kafka3: GatedKafkaCluster, tmp_path: Path) -> Iterator[Trio]:
+    with StandIn("pagerduty") as pd, StandIn("slack") as slack:
+        trio = Trio(kafka3, tmp_path, pd, slack, ["api", "db", "calm"])
+        try:
+            yield trio.start()
+        finally:
+            trio.close()
+
+
+def test_daemons_kill_the_owner_mid_incident_one_page_and_one_resolve(daemons: Trio) -> None:
+    trio = daemons
+    trio.set("api", "down")
+    trio.wait_paged("api")
+    time.sleep(0.5)  # delivered, and its record says so (a kill in between: see above)
+    victim = trio.owner("api")
+    assert victim in REPLICAS
+    trio.daemons[victim].kill()  # kill -9: nothing written on the way out
+    survivor = trio.running()[0]
+    survivor.wait_for(lambda: trio.owner("api") not in ("", victim), 60,
+                      "another replica probing api")
+    time.sleep(3.0)  # the new owner sees api fail several times more
+    trio.assert_once("api", resolved=False)
+    trio.set("api", "up")
+    trio.wait_resolved("api")
+    time.sleep(2.0)
+    trio.assert_once("api", resolved=True)
+    assert per_key(trio.pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
+
+
+def test_daemons_rolling_restart_repages_nothing_and_loses_no_resolve(daemons: Trio) -> None:
+    trio = daemons
+    trio.set("api", "down")
+    trio.wait_paged("api")
+    trio.set("db", "down")
+    trio.wait_paged("db")
+    for replica in REPLICAS:
+        daemon = trio.daemons[replica]
+        assert daemon.stop() == 0
+        if replica == "r1":
+            trio.set("db", "up")  # db recovers while the restart is under way
+        daemon.start()
+        trio.wait_settled()
+    trio.wait_resolved("db")
+    time.sleep(2.0)
+    trio.assert_once("api", resolved=False)
+    trio.assert_once("db", resolved=True)
+    trio.set("api", "up")
+    trio.wait_resolved("api")
+    time.sleep(2.0)
+    trio.assert_once("api", resolved=True)
+    assert "alivemcp/calm" not in per_key(trio.pd.events())
+
+
+def test_daemons_kafka_down_then_back_no_duplicate_pages(daemons: Trio) -> None:
+    trio = daemons
+    trio.set("api", "down")
+    trio.wait_paged("api")
+    with trio.kafka.all_paused():
+        time.sleep(10.0)  # beyond the session timeout: every replica fences
+        trio.set("db", "down")  # fails while no replica may evaluate it
+    trio.wait_settled(120)
+    trio.wait_paged("db")
+    time.sleep(3.0)
+    trio.assert_once("api", resolved=False)
+    trio.assert_once("db", resolved=False)
+    trio.set("api", "up")
+    trio.set("db", "up")
+    trio.wait_resolved("api")
+    trio.wait_resolved("db")
+    time.sleep(2.0)
+    trio.assert_once("api", resolved=True)
+    trio.assert_once("db", resolved=True)
