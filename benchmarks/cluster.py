@@ -6,7 +6,7 @@ Run by hand (not a test), one part at a time or all:
   .venv/bin/python benchmarks/cluster.py balance
   .venv/bin/python benchmarks/cluster.py produce      [--results 200000] [--rate 1000]
   .venv/bin/python benchmarks/cluster.py handover     [--checks 300] [--session-timeout 10]
-  .venv/bin/python benchmarks/cluster.py throughput   [--checks 30000] [--seconds 60]
+  .venv/bin/python benchmarks/cluster.py throughput   [--levels 3000,30000] [--seconds 60]
 
 balance: 1,000,000 check names hashed to 60 shards with the node's own ``shard_of`` (Kafka's
 murmur2 partitioning), and the 60 shards assigned to 20 members by the group's assignor (the
@@ -25,9 +25,11 @@ kill -9 of one replica; from the results topic, per check of the killed replica 
 between its last result there and the first result by the new owner, against the session
 timeout. Needs the daemon's cluster wiring (alivemcp/cluster/node.py).
 
-throughput: 3 daemon replicas, ``--checks`` test_noop checks at ``--interval``; results per
-second on the topic and CPU per replica over ``--seconds``; the projection to 1,000,000 checks
-at 60 s uses the measured per-run and per-view-record costs.
+throughput: 3 daemon replicas (history off), test_noop checks at ``--interval`` (10 s), once
+per load in ``--levels``: results per second on the topic and CPU per replica over
+``--seconds``. Two loads give a replica's fixed CPU and its CPU per own result; the projection
+to 1,000,000 checks at 60 s adds the view's cost per record (the produce part's figure, which
+every replica pays for every result of the cluster) and, for real MCP probes, a probe's CPU.
 """
 
 from __future__ import annotations
@@ -314,47 +316,6 @@ async def produce(args: argparse.Namespace) -> None:
         cluster.stop()
 
 
-# -- entry -------------------------------------------------------------------------------------
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", choices=["balance", "produce", "handover", "throughput", "all"])
-    parser.add_argument("--checks", type=int, default=None,
-                        help="balance: 1,000,000; produce: 10,000; handover: 300; "
-                        "throughput: 30,000")
-    parser.add_argument("--shards", type=int, default=60)
-    parser.add_argument("--replicas", type=int, default=20)
-    parser.add_argument("--results", type=int, default=200_000)
-    parser.add_argument("--rate", type=float, default=1000.0)
-    parser.add_argument("--steady-seconds", type=float, default=20.0)
-    parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--compression", default="lz4")
-    parser.add_argument("--session-timeout", type=float, default=10.0)
-    parser.add_argument("--interval", type=float, default=60.0)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--view-us", type=float, default=32.0,
-                        help="the view's CPU per record (from the produce part)")
-    parser.add_argument("--probe-ms", type=float, default=0.87,
-                        help="CPU of one real MCP probe (aiohttp, notes/mcp-wire.md)")
-    args = parser.parse_args()
-    parts = ["balance", "produce", "handover", "throughput"] if args.part == "all" \
-        else [args.part]
-    defaults = {"balance": 1_000_000, "produce": 10_000, "handover": 300, "throughput": 30_000}
-    for part in parts:
-        args.checks = args.checks or defaults[part]
-        if part == "balance":
-            balance(args)
-        elif part == "produce":
-            asyncio.run(produce(args))
-        elif part == "handover":
-            asyncio.run(handover(args))
-        else:
-            asyncio.run(throughput(args))
-        args.checks = None
-
-
 # -- replicas as real daemon processes --------------------------------------------------------
 
 
@@ -390,6 +351,8 @@ class Replicas:
             self.daemons.append(DaemonProcess(path, start_timeout=120))
         #: (check, replica, started_at, finished_at) of every record read.
         self.records: list[tuple[str, str, float, float]] = []
+        #: check -> start of its latest run read (the steady-state test looks only here).
+        self.latest: dict[str, float] = {}
         self._reader: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -425,8 +388,11 @@ class Replicas:
                 for batch in batches.values():
                     for record in batch:
                         doc = json.loads(record.value)
-                        self.records.append((doc["check"], doc["replica"], doc["started_at"],
+                        check, started = doc["check"], doc["started_at"]
+                        self.records.append((check, doc["replica"], started,
                                              doc["finished_at"]))
+                        if started > self.latest.get(check, 0.0):
+                            self.latest[check] = started
         finally:
             await consumer.stop()
 
@@ -440,11 +406,16 @@ class Replicas:
                 await self._reader
 
 
-async def _wait(predicate: Any, within: float, what: str) -> None:
+async def _wait(predicate: Any, within: float, what: str, progress: Any = None) -> None:
     deadline = time.monotonic() + within
+    shown = time.monotonic()
     while not predicate():
         if time.monotonic() > deadline:
-            raise SystemExit(f"not within {within:g}s: {what}")
+            raise SystemExit(f"not within {within:g}s: {what}"
+                             + (f" ({progress()})" if progress else ""))
+        if progress is not None and time.monotonic() - shown > 15:
+            print(f"    waiting: {progress()}", flush=True)
+            shown = time.monotonic()
         await asyncio.sleep(0.5)
 
 
@@ -527,24 +498,51 @@ async def handover(args: argparse.Namespace) -> None:
 
 
 async def throughput(args: argparse.Namespace) -> None:
+    """3 replicas at each load of ``--levels`` (checks at ``--interval``); then the fixed and
+    per-result CPU of a replica, and the projection."""
+    points = []
+    for checks in args.levels:
+        points.append(await _throughput_once(args, checks))
+    if len(points) < 2:
+        return
+    (r1, c1), (r2, c2) = points[0], points[-1]
+    per_own = (c2 - c1) / ((r2 - r1) / 3)  # each replica produces a third of the results
+    fixed = c1 - per_own * r1 / 3
+    print(f"  a replica: fixed {fixed * 100:.1f}% of a core (node, view and stream loops, "
+          f"metrics) + {per_own * 1e6:.0f} us CPU per own result (its run, its produce, and "
+          f"3 records read by its view), from the {r1:,.0f}/s and {r2:,.0f}/s runs")
+    _project(fixed, per_own, args)
+
+
+async def _throughput_once(args: argparse.Namespace, checks: int) -> tuple[float, float]:
+    """(results/s on the topic, mean CPU of a replica in cores)."""
     cluster = await KafkaCluster(size=3, heap="512m").start()
     brokers = [n.process.pid for n in cluster.nodes if n.process is not None]
     with tempfile.TemporaryDirectory(prefix="alivemcp-bench-") as tmp:
-        replicas = Replicas(cluster, Path(tmp), 3, args.checks, args.interval,
+        replicas = Replicas(cluster, Path(tmp), 3, checks, args.interval,
                             args.session_timeout)
         try:
             replicas.start()
             replicas.reading()
-            rate = args.checks / args.interval
-            print(f"throughput: 3 replicas, {args.checks:,} test_noop checks at "
-                  f"{args.interval:g}s ({rate:,.0f} results/s planned), history off")
+            rate = checks / args.interval
+            print(f"throughput: 3 replicas, {checks:,} test_noop checks at "
+                  f"{args.interval:g}s ({rate:,.0f} results/s planned), history off",
+                  flush=True)
+
+            def recent() -> int:
+                since = time.time() - args.interval * 1.5
+                return sum(1 for t in replicas.latest.values() if t >= since)
 
             def steady() -> bool:
-                owners = _owners_since(replicas.records, time.time() - args.interval)
-                return len(owners) == args.checks
+                return recent() == checks
 
-            await _wait(steady, 300 + args.interval * 3, "every check has a recent result")
-            await asyncio.sleep(args.interval)
+            def progress() -> str:
+                return (f"{recent():,} checks with a result in the last 1.5 intervals, "
+                        f"{len(replicas.records):,} records read")
+
+            await _wait(steady, 300 + args.interval * 3, "every check has a recent result",
+                        progress)
+            await asyncio.sleep(2 * args.interval)  # start-up work (topics, rebalances) done
             pids = replicas.pids()
             c0 = [_cpu_of([p]) for p in pids]
             b0 = _cpu_of(brokers)
@@ -552,11 +550,12 @@ async def throughput(args: argparse.Namespace) -> None:
             seen0 = len(replicas.records)
             await asyncio.sleep(args.seconds)
             t1 = time.time()
-            cpu = [_cpu_of([p]) - c for p, c in zip(pids, c0, strict=True)]
-            broker_cpu = _cpu_of(brokers) - b0
-            window = [r for r in replicas.records[seen0:] if t0 <= r[2] < t1 - 2]
+            cpu = [(_cpu_of([p]) - c) / args.seconds for p, c in zip(pids, c0, strict=True)]
+            broker_cpu = (_cpu_of(brokers) - b0) / args.seconds
+            await asyncio.sleep(2)  # the last results of the window reach the reader
+            window = [r for r in replicas.records[seen0:] if t0 <= r[2] < t1]
+            span = t1 - t0
             per_replica = Counter(r[1] for r in window)
-            span = t1 - 2 - t0
         finally:
             await replicas.stop_reading()
             replicas.stop()
@@ -564,40 +563,81 @@ async def throughput(args: argparse.Namespace) -> None:
     total = len(window) / span
     print(f"  results on the topic: {total:,.0f}/s ("
           + ", ".join(f"{r} {n / span:,.0f}/s" for r, n in sorted(per_replica.items())) + ")")
-    for n, used in enumerate(cpu):
-        own = per_replica.get(f"replica-{n}", 0) / span
-        print(f"  replica-{n}: {used / args.seconds * 100:.1f}% of a core; "
-              f"{used / args.seconds / max(own, 1) * 1e6:.0f} us CPU per own result "
-              f"(its view reads all {total:,.0f}/s)")
-    print(f"  3 brokers: {broker_cpu / args.seconds * 100:.1f}% of a core")
-    mean_cpu = sum(cpu) / len(cpu) / args.seconds
-    per_own = mean_cpu / (total / 3)
-    print(f"  per result, whole replica (engine + stream + its share of the view): "
-          f"{per_own * 1e6:.0f} us CPU")
-    _project(per_own, total, args)
+    print("  CPU: " + ", ".join(f"replica-{n} {used * 100:.1f}%" for n, used in enumerate(cpu))
+          + f" of a core; 3 brokers {broker_cpu * 100:.1f}%")
+    return total, sum(cpu) / len(cpu)
 
 
-def _project(per_own: float, total: float, args: argparse.Namespace) -> None:
-    """From 3 replicas to 1,000,000 checks at 60 s. A replica's CPU is its own runs times
-    their cost plus every result of the cluster times the view's cost per record (which does
-    not shrink with more replicas)."""
+def _project(fixed: float, per_own: float, args: argparse.Namespace) -> None:
+    """From 3 replicas to 1,000,000 checks at 60 s. A replica's CPU = fixed + its own results
+    x their cost + every result of the cluster x the view's cost per record; the last term
+    does not shrink with more replicas."""
     need = TARGET_CHECKS / TARGET_INTERVAL
     view = args.view_us / 1e6
-    run = per_own - view * 3  # each replica viewed 3 results per own result in this run
+    run = max(per_own - 3 * view, args.stream_us / 1e6)
     print(f"  projection to {TARGET_CHECKS:,} checks at {TARGET_INTERVAL:g}s = {need:,.0f} "
-          f"results/s: run cost {run * 1e6:.0f} us (measured here minus the view), view "
-          f"{args.view_us:g} us a record (produce part; --view-us)")
-    for budget in (0.7,):
-        free = budget - need * view
+          f"results/s; view {args.view_us:g} us a record (produce part), run "
+          f"{run * 1e6:.0f} us (per own result minus 3 view records, at least the stream's "
+          f"{args.stream_us:g} us)")
+    budget = args.budget
+    for label, view_cost in (("history off", view), ("history on", args.view_history_us / 1e6)):
+        free = budget - fixed - need * view_cost
         if free <= 0:
-            print(f"    the view alone needs {need * view:.2f} cores a replica: over "
-                  f"{budget:g}; at this size the view must be cheaper or sampled")
+            print(f"    {label}: reading every result costs {need * view_cost:.2f} core a "
+                  f"replica, over the {budget:g}-core budget: does not fit at this size")
             continue
-        replicas = need * run / free
-        print(f"    at {budget:g} core a replica: {replicas:,.1f} replicas "
-              f"(view {need * view:.2f} core each + runs); with MCP probes at "
-              f"{args.probe_ms:g} ms CPU each (notes/mcp-wire.md): "
+        print(f"    {label}: view {need * view_cost:.2f} core a replica; at {budget:g} core "
+              f"a replica: {need * run / free:,.1f} replicas of no-op checks; with MCP probes "
+              f"at {args.probe_ms:g} ms CPU each (notes/mcp-wire.md): "
               f"{need * (run + args.probe_ms / 1e3) / free:,.0f} replicas")
+
+
+# -- entry -------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", choices=["balance", "produce", "handover", "throughput", "all"])
+    parser.add_argument("--checks", type=int, default=None,
+                        help="balance: 1,000,000; produce: 10,000; handover: 300")
+    parser.add_argument("--shards", type=int, default=60)
+    parser.add_argument("--replicas", type=int, default=20)
+    parser.add_argument("--results", type=int, default=200_000)
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--steady-seconds", type=float, default=20.0)
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--compression", default="lz4")
+    parser.add_argument("--session-timeout", type=float, default=10.0)
+    parser.add_argument("--interval", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--levels", type=lambda v: [int(x) for x in v.split(",")],
+                        default=[3000, 30000], help="throughput: checks per run")
+    parser.add_argument("--budget", type=float, default=0.7,
+                        help="cores a replica may use in the projection")
+    parser.add_argument("--view-us", type=float, default=25.5,
+                        help="the view's CPU per record (from the produce part)")
+    parser.add_argument("--view-history-us", type=float, default=53.8,
+                        help="the view's CPU per record with history on (produce part)")
+    parser.add_argument("--stream-us", type=float, default=41.5,
+                        help="the stream's CPU per result at a steady rate (produce part)")
+    parser.add_argument("--probe-ms", type=float, default=0.87,
+                        help="CPU of one real MCP probe (aiohttp, notes/mcp-wire.md)")
+    args = parser.parse_args()
+    parts = ["balance", "produce", "handover", "throughput"] if args.part == "all" \
+        else [args.part]
+    defaults = {"balance": 1_000_000, "produce": 10_000, "handover": 300, "throughput": 30_000}
+    for part in parts:
+        args.checks = args.checks or defaults[part]
+        if part == "balance":
+            balance(args)
+        elif part == "produce":
+            asyncio.run(produce(args))
+        elif part == "handover":
+            asyncio.run(handover(args))
+        else:
+            asyncio.run(throughput(args))
+        args.checks = None
 
 
 if __name__ == "__main__":
