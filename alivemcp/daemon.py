@@ -84,9 +84,10 @@ HISTORY_FLUSH_SECONDS = 3.0
 #: Beyond the grace: a reload in progress 1 s to cancel, runs cut at the end of the grace 2 s
 #: to unwind, teardowns and flush 3 s, requests being answered 1 s, closing clients ~1 s.
 STOP_OVERHEAD_SECONDS = 8.0
-#: Cluster mode, beyond that: the node's revoke (results flushed, alert state written) and
-#: the stream, alert-state and view stops, one after the other.
-CLUSTER_STOP_SECONDS = {"node": 6.0, "stream": 3.0, "alert_state": 3.0, "view": 2.0}
+#: Cluster mode, beyond that: the node's revoke (probing stopped, up to 5 s for the results
+#: stream's flush, then the alert state written: a request timeout and a second), then the
+#: stream, alert-state and view stops, one after the other.
+CLUSTER_STOP_SECONDS = {"node": 12.0, "stream": 3.0, "alert_state": 3.0, "view": 2.0}
 EXIT_DATA_DIR_IN_USE = 2
 EXIT_CLUSTER_TOPICS = 2
 #: Between two attempts to ensure the cluster topics while Kafka does not answer.
