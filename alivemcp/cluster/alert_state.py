@@ -158,6 +158,8 @@ class AlertStateLog:
         # a release not acknowledged by then drops the producer with its records.
         self._read_timeout = 0.5 * float(config.session_timeout)
         self._release_timeout = 0.4 * float(config.session_timeout)
+        # In the background nothing waits on it: a big partition gets the time it needs.
+        self._background_read_timeout = max(120.0, 20 * self._read_timeout)
         self._metrics.pending.set_function(lambda: len(self._pending) + len(self._in_flight))
         self._metrics.unread.set_function(lambda: len(self._unread))
         alerts.attach(self, self._shard_of, config.replica_id)
@@ -248,7 +250,7 @@ class AlertStateLog:
         while self._unread:
             await asyncio.sleep(delay)
             try:
-                async with asyncio.timeout(self._read_timeout):
+                async with asyncio.timeout(self._background_read_timeout):
                     await self._read_and_adopt(frozenset(self._unread))
             except Exception as exc:
                 delay = min(delay * 2, _BACKOFF_MAX)

@@ -477,6 +477,27 @@ async def test_alerts_wait_until_the_shard_state_is_read(
     assert pages(pd.events()) == {"alivemcp/api": 1}
 
 
+async def test_a_read_longer_than_the_listener_bound_finishes_in_the_background(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    a = await rig.replica("replica-a", alerting(pd, slack), [check("api")])
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await a.settled()
+    await a.log.on_revoked(ALL)
+    b = await rig.replica("replica-b", alerting(pd, slack), [check("api")])
+    # Shorter than any read: a partition too big to read within the node's bound.
+    b.log._read_timeout = 0.01
+    await b.log.on_assigned(ALL)
+    assert b.log.unread() == ALL
+    await wait_for(lambda: not b.log.unread(), 30, "the read in the background")
+    assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [("api", True)]
+    b.feed("api", "down", "down")
+    await b.settled()
+    assert pages(pd.events()) == {"alivemcp/api": 1} and len(slack.accepted) == 1
+
+
 async def test_nothing_is_sent_while_its_record_cannot_be_acknowledged(
     rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
 ) -> None:
