@@ -101,7 +101,8 @@ class Replica:
     """One replica's alerting: the manager in cluster mode and its alert-state log."""
 
     def __init__(self, config: ClusterConfig, alerting_config: dict[str, Any],
-                 checks: list[Any], data_dir: Path, clock: FakeClock) -> None:
+                 checks: list[Any], data_dir: Path, clock: FakeClock,
+                 status_of: Any = None) -> None:
         self.config = config
         self.parts: Parts = parts(config)
         self.infos = {info.name: info for info, _ in checks}
@@ -109,6 +110,7 @@ class Replica:
         self.manager = AlertManager(
             AlertingConfig.model_validate(alerting_config), checks, data_dir,
             self.parts.registry, clock=clock, tick_interval=3600, shared=True,
+            status_of=status_of,
         )
         self.log = AlertStateLog(config, self.parts.kafka, self.manager, self.parts.registry)
         self.alive = False
@@ -168,9 +170,10 @@ class Rig:
         return base.model_copy(update={"session_timeout": 6.0})
 
     async def replica(self, name: str, alerting_config: dict[str, Any],
-                      checks: list[Any], gated: bool = False) -> Replica:
+                      checks: list[Any], gated: bool = False, status_of: Any = None
+                      ) -> Replica:
         r = Replica(self.config(name, gated), alerting_config, checks, self.tmp / name,
-                    self.clock)
+                    self.clock, status_of)
         self.replicas.append(r)
         return await r.start()
 
@@ -496,6 +499,27 @@ async def test_a_read_longer_than_the_listener_bound_finishes_in_the_background(
     b.feed("api", "down", "down")
     await b.settled()
     assert pages(pd.events()) == {"alivemcp/api": 1} and len(slack.accepted) == 1
+
+
+async def test_a_dependency_owned_elsewhere_still_holds_back_its_dependants_pages(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    api = next(n for n in (f"api-{i}" for i in range(100))
+               if shard_of(n, SHARDS) != shard_of("db", SHARDS))
+    latest = {"db": "down"}  # what the status store (fed by the results stream) says of db
+    a = await rig.replica("replica-a", alerting(pd, slack),
+                          [check("db"), check(api, depends_on=["db"])], status_of=latest.get)
+    await a.log.on_assigned(frozenset({shard_of(api, SHARDS)}))  # db is another replica's
+    a.feed(api, "down", "down", "down")
+    a.manager.tick()
+    await asyncio.sleep(0.5)
+    assert pd.requests == [] and slack.requests == []  # held: its dependency is down
+    assert [(f["check"], f["notified"]) for f in a.manager.firing_alerts()] == [(api, False)]
+    latest["db"] = "up"
+    a.manager.tick()
+    await a.settled()
+    assert pages(pd.events()) == {f"alivemcp/{api}": 1} and len(slack.accepted) == 1
 
 
 async def test_nothing_is_sent_while_its_record_cannot_be_acknowledged(
