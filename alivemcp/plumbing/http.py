@@ -75,7 +75,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
-from alivemcp.plumbing._http_connect import connect
+from alivemcp.plumbing._http_connect import connect, connect_transport, numeric
 from alivemcp.plumbing._http_dns import (
     Address,
     Resolver,
@@ -411,49 +411,49 @@ class HttpResponse:
         return self._done and self._keep_alive and not self._conn.eof
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
-        """The body piece by piece (at most :data:`_YIELD_AFTER` bytes each), raising
-        :class:`BodyTooLarge` past the cap. Between pieces that came from an already-filled
-        buffer it yields to the event loop now and then, so that a fast stream is never
-        parsed in one long stretch while other checks wait."""
-        conn = self._conn
-        total = 0
-        limit = self.limit
-        if self._done:
-            return
-        if self._mode == "length":
-            if self._remaining > limit:
-                raise BodyTooLarge(limit)
-            while self._remaining:
-                data = await conn.read_some(min(self._remaining, _YIELD_AFTER))
-                if not data:
-                    raise ConnectionClosed("connection closed mid-response")
-                self._remaining -= len(data)
-                yield data
-                if conn.unyielded >= _YIELD_AFTER:
-                    await _pause(conn)
-        elif self._mode == "chunked":
-            while not self._done:
-                data = self._dechunk()
-                if data:
-                    yield data
-                    if conn.unyielded >= _YIELD_AFTER:
-                        await _pause(conn)
-                elif not self._done and not await conn._more():
-                    raise ConnectionClosed("connection closed mid-response")
-            return
-        else:  # until the server closes
-            while True:
-                data = await conn.read_some(_YIELD_AFTER)
-                if not data:
-                    break
-                total += len(data)
-                if total > limit:
-                    raise BodyTooLarge(limit)
-                yield data
-                if conn.unyielded >= _YIELD_AFTER:
-                    await _pause(conn)
-        self._done = True
+        """The body piece by piece (see :meth:`next_piece`)."""
+        while data := await self.next_piece():
+            yield data
 
+    async def next_piece(self) -> bytes:
+        """The next piece of the body (at most :data:`_YIELD_AFTER` bytes), ``b""`` at its
+        end; raises :class:`BodyTooLarge` past the cap. When the pieces come from an
+        already-filled buffer it yields to the event loop now and then, so that a fast stream
+        is never parsed in one long stretch while other checks wait.
+
+        A coroutine rather than an async generator: the event loop tracks every async
+        generator in a weak set, which costs more than reading a small body."""
+        conn = self._conn
+        if conn.unyielded >= _YIELD_AFTER:
+            await _pause(conn)
+        if self._done:
+            return b""
+        mode = self._mode
+        if mode == "chunked":
+            while True:
+                data = self._dechunk()
+                if data or self._done:
+                    return data
+                if not await conn._more():
+                    raise ConnectionClosed("connection closed mid-response")
+        if mode == "length":
+            if self._remaining > self.limit:
+                raise BodyTooLarge(self.limit)
+            data = await conn.read_some(min(self._remaining, _YIELD_AFTER))
+            if not data:
+                raise ConnectionClosed("connection closed mid-response")
+            self._remaining -= len(data)
+            self._done = not self._remaining
+            return data
+        # until the server closes
+        data = await conn.read_some(_YIELD_AFTER)
+        if not data:
+            self._done = True
+            return data
+        self._total += len(data)
+        if self._total > self.limit:
+            raise BodyTooLarge(self.limit)
+        return data
 
     def _dechunk(self) -> bytes:
         """Decode the chunked framing already buffered: the data of every complete chunk (and
@@ -462,6 +462,8 @@ class HttpResponse:
         conn = self._conn
         buffer = conn.buffer
         end = len(buffer)
+        if not end:
+            return b""
         pos = 0
         got = 0
         pieces: list[bytearray] = []
@@ -527,15 +529,18 @@ async def read_capped(response: HttpResponse, limit: int | None = None) -> bytes
     """Read a whole body, refusing more than ``limit`` bytes (default: the session's cap)."""
     if limit is not None and limit < response.limit:
         response.limit = limit
-    if response._mode == "length" and response._remaining and (
-        response._remaining <= response.limit
-    ):
+    if response._done:
+        return b""
+    if response._mode == "length" and response._remaining <= response.limit:
         # The common case (a JSON body with Content-Length): one read, no generator.
         data = await response._conn.read_exactly(response._remaining)
         response._remaining = 0
         response._done = True
         return data
-    return b"".join([chunk async for chunk in response.chunks()])
+    pieces = []
+    while data := await response.next_piece():
+        pieces.append(data)
+    return b"".join(pieces)
 
 
 class _Target:
@@ -762,12 +767,20 @@ class ProbeSession:
         resolved = time.perf_counter()
         try:
             async with asyncio.timeout_at(deadline):
-                if proxy is None:
-                    sock = await connect(addresses, target.host_header)
+                if proxy is None and len(addresses) == 1 and numeric(addresses[0]):
+                    transport, conn = await connect_transport(
+                        self._loop, addresses[0], target.host_header, self._new_connection)
+                    connected = time.perf_counter()
+                    if target.https:
+                        await self._start_tls(transport, conn, target)
+                    conn.key = target.key
                 else:
-                    sock = await self._through(proxy, addresses, target)
-                connected = time.perf_counter()
-                conn = await self._handshake(sock, target)
+                    if proxy is None:
+                        sock = await connect(addresses, target.host_header)
+                    else:
+                        sock = await self._through(proxy, addresses, target)
+                    connected = time.perf_counter()
+                    conn = await self._handshake(sock, target)
         except TimeoutError:
             raise RequestTimeout() from None
         self._all.append(conn)
@@ -818,6 +831,27 @@ class ProbeSession:
             raise
         conn.key = target.key
         return conn
+
+    async def _start_tls(self, transport: asyncio.Transport, conn: _Connection,
+                         target: _Target) -> None:
+        """TLS with the target over a connected TCP transport (closed when it fails)."""
+        try:
+            tls = await self._loop.start_tls(transport, conn, self._ssl,
+                                             server_hostname=target.host)
+        except ssl.SSLCertVerificationError as exc:
+            transport.close()
+            raise TlsError(f"TLS certificate of {target.host_header} rejected: "
+                           f"{exc.verify_message or exc.reason}", certificate=True) from None
+        except (ssl.SSLError, ConnectionError) as exc:
+            transport.close()
+            raise TlsError(f"TLS handshake with {target.host_header} failed: {exc}") from None
+        except BaseException:
+            transport.close()
+            raise
+        if tls is None:  # pragma: no cover - only when the loop is closing
+            transport.close()
+            raise ConnectionClosed("the connection closed during the TLS handshake")
+        conn.transport = tls
 
     def _new_connection(self) -> _Connection:
         return _Connection(self._loop)

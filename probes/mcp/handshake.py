@@ -145,6 +145,11 @@ class HandshakeFacts:
         return self.tools_digest if self.tools is not None else None
 
 
+#: ``json.dumps(..., sort_keys=True, separators=(",", ":"), default=str)`` without building an
+#: encoder per call.
+_SORTED_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def surface_hash(tools: list[dict[str, Any]]) -> str:
     """Hash of the tool names and input schemas, sorted by name. Raises ValueError or
     RecursionError for a schema JSON cannot serialize (the caller judges the server)."""
@@ -152,9 +157,7 @@ def surface_hash(tools: list[dict[str, Any]]) -> str:
         ((t["name"], t.get("inputSchema")) for t in tools),
         key=lambda pair: pair[0],
     )
-    digest = hashlib.sha256(
-        json.dumps(surface, sort_keys=True, separators=(",", ":"), default=str).encode()
-    )
+    digest = hashlib.sha256(_SORTED_COMPACT.encode(surface).encode())
     return digest.hexdigest()[:16]
 
 

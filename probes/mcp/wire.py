@@ -274,23 +274,21 @@ class _Exchange:
 
     async def _scan(self, response: HttpResponse) -> dict[str, Any] | None:
         """Read one stream until the response (returned) or its end (None, resumable)."""
-        stream = self.session.stream(response)
         found: dict[str, Any] | None = None
+        feed = self.parser.feed
+        what = "an SSE event's data"
         try:
-            async for chunk in stream:
-                for event in self.parser.feed(chunk):
+            while found is None and (chunk := await response.next_piece()):
+                for event in feed(chunk):
                     if not event.data or event.event != "message":
                         continue  # the priming event, or some other event type
-                    message = _message(_loads(event.data, "an SSE event's data"),
-                                       "an SSE event's data")
+                    message = _message(_loads(event.data, what), what)
                     if "method" in message and "id" in message:
                         await self._answer(message)
                         continue
-                    found = _response_to(message, self.request_id, "an SSE event's data")
+                    found = _response_to(message, self.request_id, what)
                     if found is not None:
                         break
-                if found is not None:
-                    break
         except ConnectionClosed:
             # A stream cut mid-way is resumable like a clean end, once an id was given.
             if self.parser.last_event_id is None:
@@ -303,9 +301,8 @@ class _Exchange:
         response.deadline = min(response.deadline,
                                 asyncio.get_running_loop().time() + _STREAM_END_GRACE)
         with suppress(HttpError):
-            async for _ in stream:
+            while await response.next_piece():
                 pass
-        await stream.aclose()
         return found
 
     async def _resume(self) -> dict[str, Any] | None:
