@@ -552,7 +552,7 @@ async def _throughput_once(args: argparse.Namespace, checks: int) -> tuple[float
             t1 = time.time()
             cpu = [(_cpu_of([p]) - c) / args.seconds for p, c in zip(pids, c0, strict=True)]
             broker_cpu = (_cpu_of(brokers) - b0) / args.seconds
-            await asyncio.sleep(2)  # the last results of the window reach the reader
+            await asyncio.sleep(5)  # the last results of the window reach the reader
             window = [r for r in replicas.records[seen0:] if t0 <= r[2] < t1]
             span = t1 - t0
             per_replica = Counter(r[1] for r in window)

@@ -25,6 +25,7 @@ from alivemcp.probe import Status
 from alivemcp.results import CheckInfo
 from alivemcp.status import StatusStore
 from alivemcp.testbed.kafka import KafkaCluster
+from tests.cluster.cluster_support import cluster_section, unique_prefix
 from tests.cluster.stream_support import (
     Parts,
     cluster_config,
@@ -37,6 +38,7 @@ from tests.cluster.stream_support import (
     unique,
     wait_for,
 )
+from tests.support import DaemonProcess, write_daemon_config
 
 INFOS = [info(f"mcp/server-{i}") for i in range(24)]
 
@@ -294,3 +296,60 @@ async def test_first_start_replays_only_the_window(
         assert a.taken("status") == 1
     finally:
         await a.stop()
+
+
+def test_two_daemons_serve_every_check_with_its_owner_and_history(
+        kafka3: KafkaCluster, tmp_path: Path) -> None:
+    """Two real replicas: each one's /status has every check with the replica that probed it,
+    and each one's history counts the other's runs (fed by its view)."""
+    prefix = unique_prefix("view-daemons")
+    names = [f"svc-{i:02d}" for i in range(24)]
+    status_of = {name: ("down" if i % 2 else "up") for i, name in enumerate(names)}
+    daemons = {}
+    checks = [{"name": n, "probe": "test_static", "interval": 1.0,
+               "params": {"status": status_of[n], "reason": f"{status_of[n]} by design"}}
+              for n in names]
+    for replica in ("view-a", "view-b"):
+        (tmp_path / replica).mkdir()
+        path = write_daemon_config(  # history is on by default
+            tmp_path / replica / "alivemcp.yaml", checks,
+            cluster=cluster_section(kafka3.bootstrap, prefix, replica=replica, shards=6))
+        daemons[replica] = DaemonProcess(path, start_timeout=120)
+
+    def rows(replica: str) -> dict[str, dict[str, Any]]:
+        doc = daemons[replica].get_json("/status")
+        assert doc["replica"] == replica
+        return {row["check"]: row for row in doc["checks"]}
+
+    def agreed() -> dict[str, str] | None:
+        a, b = rows("view-a"), rows("view-b")
+        owners = {n: a[n]["owner"] for n in names}
+        if any(a[n]["status"] != status_of[n] or b[n]["status"] != status_of[n] for n in names):
+            return None
+        if owners != {n: b[n]["owner"] for n in names} or set(owners.values()) != set(daemons):
+            return None
+        return owners
+
+    try:
+        for daemon in daemons.values():
+            daemon.start()
+        owners = daemons["view-a"].wait_for(agreed, 90, "both replicas show every check, "
+                                            "each probed by one of them")
+        for name in names:
+            assert owners[name] == daemons[owners[name]].get_json("/status")["replica"]
+        for theirs in (n for n in names if owners[n] == "view-b"):
+            row = rows("view-a")[theirs]
+            expected = status_of[theirs]
+            assert (row["status"], row["reason"]) == (expected, f"{expected} by design")
+
+            def runs_at_a(name: str = theirs, expected: str = expected) -> dict[str, int] | None:
+                status, body = daemons["view-a"].get(f"/api/v1/checks/{name}/uptime?window=24h")
+                runs: dict[str, int] = json.loads(body)["runs"] if status == 200 else {}
+                return runs if runs.get(expected, 0) >= 2 else None
+
+            runs = daemons["view-a"].wait_for(runs_at_a, 30, f"b's runs of {theirs} in a's "
+                                              "history")
+            assert sum(runs.values()) == runs[expected]  # nothing else counted for it
+    finally:
+        for daemon in daemons.values():
+            daemon.stop()
