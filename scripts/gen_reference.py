@@ -13,6 +13,7 @@ declaration (``scripts/probe_observables.py``), IAM actions from ``deploy/iam/<p
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import enum
 import inspect
@@ -285,7 +286,8 @@ def metrics_section() -> list[str]:
 
     metrics = Metrics(StatusStore())
     AlertingMetrics(metrics.registry)
-    check_text = metrics.checks.render(False)
+    # Rendered on an event loop in slices (as the daemon does); nothing here awaits I/O.
+    check_text = b"".join(asyncio.run(metrics.checks.render(False))).decode()
     rows: list[tuple[str, str, str, str]] = []
     for family, kind, doc in _families(check_text):
         labels = "`check`, `probe`, check labels"

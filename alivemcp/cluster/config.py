@@ -89,6 +89,11 @@ class ClusterConfig(_Strict):
     compression: Literal["lz4", "zstd", "gzip", "snappy", "none"] = Field(
         "lz4", description="Producer compression of results and status changes."
     )
+    view_replay: Duration = Field(
+        600.0, description="How far back a starting replica reads the results topic to fill "
+        "its status page (and, on its first start, its history); a restart resumes history "
+        "where it stopped.",
+    )
     produce_buffer: int = Field(
         100_000, ge=100, le=10_000_000, description="Results waiting to be produced; beyond it "
         "the oldest are dropped and counted (probing never waits for Kafka).",

@@ -48,12 +48,12 @@ from alivemcp.probe import OBSERVATION_NAME, LabeledObservation, Status
 from alivemcp.results import CheckResult
 from alivemcp.status import StatusStore
 
-__all__ = ["DEFAULT_REPLAY_SECONDS", "POSITION_FILE", "ResultsView", "decode_result"]
+__all__ = ["POSITION_FILE", "ResultsView", "decode_result"]
 
 log = structlog.get_logger("alivemcp.cluster")
 
 POSITION_FILE = "cluster-view.json"
-#: Without ``cluster.view_replay`` in the config: how far back a new process reads for status.
+#: The default of ``cluster.view_replay``: how far back a new process reads for status.
 DEFAULT_REPLAY_SECONDS = 600.0
 SAVE_EVERY_SECONDS = 5.0
 #: How long ``start()`` waits for the replay to be read (the rest is read in the background).
@@ -182,8 +182,7 @@ class ResultsView:
         self.history = history
         self.path = Path(data_dir) / POSITION_FILE
         self.topic = config.topics.results
-        self.replay = (float(getattr(config, "view_replay", DEFAULT_REPLAY_SECONDS))
-                       if replay is None else replay)
+        self.replay = config.view_replay if replay is None else replay
         self.save_every = save_every
         self.start_wait = start_wait
         self._replica = config.replica_id

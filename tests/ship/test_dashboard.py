@@ -29,6 +29,7 @@ from metric_names import (
     unknown_names,
 )
 
+from tests.cluster.cluster_support import cluster_metric_names
 from tests.support import DaemonProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +83,9 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 def exported(daemon: DaemonProcess) -> set[str]:
     daemon.wait_for(lambda: "alivemcp_probe_replication_lag_seconds{" in daemon.get("/metrics")[1],
                     what="observations in /metrics")
-    return sample_names_from_exposition(daemon.get("/metrics")[1]) | observation_metric_names()
+    # A cluster replica's families too: the cluster rules query them.
+    return (sample_names_from_exposition(daemon.get("/metrics")[1]) | observation_metric_names()
+            | cluster_metric_names())
 
 
 def test_dashboard_is_up_to_date_and_well_formed() -> None:
