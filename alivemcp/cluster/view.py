@@ -53,8 +53,6 @@ __all__ = ["POSITION_FILE", "ResultsView", "decode_result"]
 log = structlog.get_logger("alivemcp.cluster")
 
 POSITION_FILE = "cluster-view.json"
-#: The default of ``cluster.view_replay``: how far back a new process reads for status.
-DEFAULT_REPLAY_SECONDS = 600.0
 SAVE_EVERY_SECONDS = 5.0
 #: How long ``start()`` waits for the replay to be read (the rest is read in the background).
 START_WAIT_SECONDS = 10.0
