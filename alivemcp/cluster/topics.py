@@ -62,8 +62,12 @@ def topic_specs(config: ClusterConfig) -> list[TopicSpec]:
             **common, "cleanup.policy": "delete",
             "retention.ms": str(int(config.status_changes_retention * 1000)),
         }),
+        # Hourly segments and an eager cleaner: compaction never touches the active segment,
+        # and with the default week-long segments a takeover would read every superseded
+        # record of the week before it may evaluate the shard's alerts.
         TopicSpec(config.topics.alert_state, "alert_state", {
             **common, "cleanup.policy": "compact",
+            "segment.ms": "3600000", "min.cleanable.dirty.ratio": "0.1",
         }),
     ]
 
