@@ -1,14 +1,16 @@
 """deploy/kubernetes/cluster/: the cluster-mode kustomization validates against the Kubernetes
 schemas, its pieces fit together (StatefulSet, governing Service, disruption budget, config),
-and the pieces it shares with the single-replica kustomization are copies of them.
+and it takes the pieces it shares with the single-replica kustomization from
+deploy/kubernetes/base/ rather than holding copies of them.
 
-``kubectl apply -k`` is emulated (resources, namespace, labels), as tests/ship does for the
-single-replica files: there may be no kustomize binary.
+The overlay is rendered with ``kubectl kustomize`` (what ``kubectl apply -k`` sends).
 """
 
 from __future__ import annotations
 
-import copy
+import functools
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,33 +24,35 @@ from alivemcp.config import load_config_text, split_listen
 from alivemcp.daemon import CLUSTER_STOP_SECONDS, STOP_OVERHEAD_SECONDS
 
 REPO = Path(__file__).resolve().parents[2]
-BASE = REPO / "deploy" / "kubernetes"
-OVERLAY = BASE / "cluster"
+STANDALONE = REPO / "deploy" / "kubernetes"
+SHARED = STANDALONE / "base"
+OVERLAY = STANDALONE / "cluster"
 SCHEMAS = REPO / "tests" / "ship" / "schemas"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SCHEMAS / "servicemonitor-v1.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): SCHEMAS / "prometheusrule-v1.json",
 }
 VERSIONS = sorted({"1.27.0", all_versions()[-1]})
-SHARED = ["namespace.yaml", "serviceaccount.yaml", "service.yaml", "networkpolicy.yaml",
-          "servicemonitor.yaml", "prometheusrule.yaml"]
+
+
+def kustomization(root: Path) -> dict[str, Any]:
+    return yaml.safe_load((root / "kustomization.yaml").read_text())
+
+
+@functools.cache
+def _kustomize(root: Path) -> str:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.fail("kubectl not found: it renders the kustomizations (kubectl kustomize)")
+    proc = subprocess.run([kubectl, "kustomize", str(root)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
 
 
 def built(root: Path) -> list[dict[str, Any]]:
-    k = yaml.safe_load((root / "kustomization.yaml").read_text())
-    out = []
-    for name in k["resources"]:
-        for doc in yaml.safe_load_all((root / name).read_text()):
-            if not doc:
-                continue
-            doc = copy.deepcopy(doc)
-            meta = doc.setdefault("metadata", {})
-            if doc["kind"] != "Namespace":
-                meta["namespace"] = k["namespace"]
-            for entry in k.get("labels", []):
-                meta.setdefault("labels", {}).update(entry["pairs"])
-            out.append(doc)
-    return out
+    """What ``kubectl apply -k <root>`` sends."""
+    return [doc for doc in yaml.safe_load_all(_kustomize(root)) if doc]
 
 
 def one(kind: str, name: str | None = None) -> dict[str, Any]:
@@ -57,17 +61,25 @@ def one(kind: str, name: str | None = None) -> dict[str, Any]:
     return found
 
 
-def test_every_file_is_listed_once_and_the_shared_ones_are_copies() -> None:
-    listed = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())["resources"]
+def _identity(resource: dict[str, Any]) -> tuple[str, str]:
+    return resource["kind"], resource["metadata"]["name"]
+
+
+def test_every_file_is_listed_once_and_the_shared_ones_come_from_the_base() -> None:
+    listed = kustomization(OVERLAY)["resources"]
     on_disk = sorted(p.name for p in OVERLAY.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert sorted(listed) == on_disk and len(set(listed)) == len(listed)
-    stale = [name for name in SHARED
-             if (OVERLAY / name).read_text() != (BASE / name).read_text()]
-    assert not stale, f"copy {stale} from deploy/kubernetes/ to deploy/kubernetes/cluster/"
-    base = yaml.safe_load((BASE / "kustomization.yaml").read_text())
-    overlay = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    assert sorted(listed) == sorted(["../base", *on_disk]) and len(set(listed)) == len(listed)
+    # Nothing of the base is also defined here (a copy would drift; kustomize would refuse the
+    # duplicate anyway, but only when rendering).
+    shared = {_identity(r) for r in built(SHARED)}
+    own = [_identity(doc) for name in on_disk
+           for doc in yaml.safe_load_all((OVERLAY / name).read_text()) if doc]
+    assert not shared & set(own)
+    assert shared <= {_identity(r) for r in built(OVERLAY)}
+    standalone = kustomization(STANDALONE)
+    overlay = kustomization(OVERLAY)
     for key in ("namespace", "labels", "images"):
-        assert overlay[key] == base[key], key
+        assert overlay[key] == standalone[key], key
 
 
 @pytest.mark.parametrize("version", VERSIONS)

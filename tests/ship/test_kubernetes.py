@@ -1,5 +1,6 @@
 """deploy/kubernetes/: every manifest validates against the Kubernetes API schemas, the pieces
-refer to each other correctly, and the pod runs locked down.
+refer to each other correctly, and the pod runs locked down. The manifests shared with cluster
+mode live in deploy/kubernetes/base/, which both kustomizations include.
 
 What is validated, honestly:
 - Built-in kinds (Namespace, ServiceAccount, ConfigMap, PVC, Deployment, Service, PDB,
@@ -9,15 +10,17 @@ What is validated, honestly:
 - ServiceMonitor and PrometheusRule (Prometheus Operator CRDs, for which kubernetes-validate
   has no schema) against hand-written JSON schema subsets in ``tests/ship/schemas/``, stricter
   than the CRDs on the fields they cover.
-- ``kustomization.yaml`` by applying what it says (resources, namespace, labels) the way
-  ``kubectl apply -k`` would, then validating the results; there is no kustomize binary here.
+- Both kustomizations (single replica and cluster mode) by rendering them with
+  ``kubectl kustomize`` (what ``kubectl apply -k`` sends) and validating every rendered object.
 - The config in the ConfigMap with alivemcp's own config loader.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +36,8 @@ from alivemcp.config import load_config_text, split_listen
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "kubernetes"
+BASE = K8S / "base"
+CLUSTER = K8S / "cluster"
 SCHEMAS = Path(__file__).parent / "schemas"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SCHEMAS / "servicemonitor-v1.json",
@@ -42,28 +47,32 @@ CRD_SCHEMAS = {
 OLDEST_SUPPORTED = "1.27.0"
 VERSIONS = sorted({OLDEST_SUPPORTED, all_versions()[-1]})
 CLUSTER_SCOPED = {"Namespace"}
+BUILTIN_KINDS_PER_KUSTOMIZATION = {K8S: 8, CLUSTER: 8}
 
 
-def kustomization() -> dict[str, Any]:
-    return yaml.safe_load((K8S / "kustomization.yaml").read_text())
+def kustomization(root: Path = K8S) -> dict[str, Any]:
+    return yaml.safe_load((root / "kustomization.yaml").read_text())
+
+
+@functools.cache
+def _kustomize(root: Path) -> str:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.fail("kubectl not found: it renders the kustomizations (kubectl kustomize)")
+    proc = subprocess.run([kubectl, "kustomize", str(root)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def rendered(root: Path) -> list[dict[str, Any]]:
+    """What ``kubectl apply -k <root>`` sends: the objects ``kubectl kustomize`` renders."""
+    return [doc for doc in yaml.safe_load_all(_kustomize(root)) if doc]
 
 
 def built_resources() -> list[dict[str, Any]]:
-    """What ``kubectl apply -k deploy/kubernetes`` would send (resources, namespace, labels)."""
-    k = kustomization()
-    out = []
-    for name in k["resources"]:
-        for doc in yaml.safe_load_all((K8S / name).read_text()):
-            if not doc:
-                continue
-            doc = copy.deepcopy(doc)
-            meta = doc.setdefault("metadata", {})
-            if doc["kind"] not in CLUSTER_SCOPED:
-                meta["namespace"] = k["namespace"]
-            for entry in k.get("labels", []):
-                meta.setdefault("labels", {}).update(entry["pairs"])
-            out.append(doc)
-    return out
+    """What ``kubectl apply -k deploy/kubernetes`` sends."""
+    return rendered(K8S)
 
 
 def by_kind(kind: str) -> dict[str, Any]:
@@ -71,11 +80,17 @@ def by_kind(kind: str) -> dict[str, Any]:
     return found
 
 
+def _manifests(root: Path) -> list[str]:
+    return sorted(p.name for p in root.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
 def test_kustomization_lists_every_manifest_once() -> None:
     listed = kustomization()["resources"]
-    on_disk = sorted(p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert sorted(listed) == on_disk
+    assert sorted(listed) == sorted(["base", *_manifests(K8S)])
     assert len(listed) == len(set(listed))
+    shared = kustomization(BASE)["resources"]
+    assert sorted(shared) == _manifests(BASE) and len(shared) == len(set(shared))
+    assert "../base" in kustomization(CLUSTER)["resources"]
     kinds = {r["kind"] for r in built_resources()}
     assert kinds == {"Namespace", "ServiceAccount", "ConfigMap", "PersistentVolumeClaim",
                      "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy",
@@ -83,14 +98,31 @@ def test_kustomization_lists_every_manifest_once() -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_builtin_kinds_validate_strictly_against_kubernetes_schemas(version: str) -> None:
-    checked = 0
-    for resource in built_resources():
-        if (resource["apiVersion"], resource["kind"]) in CRD_SCHEMAS:
-            continue
-        kubernetes_validate.validate(resource, version, strict=True)
-        checked += 1
-    assert checked == 8
+@pytest.mark.parametrize("root", [K8S, CLUSTER], ids=["single-replica", "cluster"])
+def test_every_rendered_object_validates(root: Path, version: str) -> None:
+    """Both kustomizations render, and every object they render validates: built-in kinds
+    strictly against the Kubernetes schemas, the operator's kinds against theirs."""
+    builtin = 0
+    for resource in rendered(root):
+        schema_path = CRD_SCHEMAS.get((resource["apiVersion"], resource["kind"]))
+        if schema_path is None:
+            kubernetes_validate.validate(resource, version, strict=True)
+            builtin += 1
+        else:
+            jsonschema.validate(resource, json.loads(schema_path.read_text()))
+        # The kustomization's namespace and labels reached the objects of the shared base too.
+        meta = resource["metadata"]
+        if resource["kind"] not in CLUSTER_SCOPED:
+            assert meta["namespace"] == kustomization(root)["namespace"], meta
+        assert meta["labels"]["app.kubernetes.io/part-of"] == "alivemcp", meta
+    assert builtin == BUILTIN_KINDS_PER_KUSTOMIZATION[root]
+    kinds = [r["kind"] for r in rendered(root)]
+    assert {"Namespace", "ServiceMonitor", "PrometheusRule"} <= set(kinds)
+    # The image mapping applies to the workload, whichever kind it is.
+    (image,) = kustomization(root)["images"]
+    (workload,) = [r for r in rendered(root) if r["kind"] in {"Deployment", "StatefulSet"}]
+    assert [c["image"] for c in workload["spec"]["template"]["spec"]["containers"]] == [
+        f"{image['newName']}:{image['newTag']}"]
 
 
 def test_strict_validation_catches_a_typo() -> None:
@@ -101,12 +133,8 @@ def test_strict_validation_catches_a_typo() -> None:
         kubernetes_validate.validate(deployment, VERSIONS[-1], strict=True)
 
 
-def test_operator_kinds_validate_against_their_schemas() -> None:
-    for resource in built_resources():
-        schema_path = CRD_SCHEMAS.get((resource["apiVersion"], resource["kind"]))
-        if schema_path is None:
-            continue
-        jsonschema.validate(resource, json.loads(schema_path.read_text()))
+def test_operator_kind_validation_catches_a_typo() -> None:
+    # Guard against a schema that accepts anything.
     broken = copy.deepcopy(by_kind("ServiceMonitor"))
     broken["spec"]["endpoints"][0]["intervall"] = "30s"
     with pytest.raises(jsonschema.ValidationError):
@@ -116,8 +144,9 @@ def test_operator_kinds_validate_against_their_schemas() -> None:
 
 def test_cli_validator_agrees() -> None:
     """The same check a user runs: ``kubernetes-validate --strict`` on the files."""
-    files = [str(K8S / name) for name in kustomization()["resources"]
-             if name not in {"servicemonitor.yaml", "prometheusrule.yaml"}]
+    files = [str(root / name) for root in (K8S, BASE) for name in kustomization(root)["resources"]
+             if name not in {"base", "servicemonitor.yaml", "prometheusrule.yaml"}]
+    assert len(files) == 8
     exe = Path(sys.executable).parent / "kubernetes-validate"
     proc = subprocess.run([str(exe), "--strict", "--quiet", *files], capture_output=True,
                           text=True, timeout=120)
@@ -217,9 +246,9 @@ def test_prometheusrule_carries_the_rule_file_exactly() -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     import gen_prometheusrule
 
-    on_disk = (K8S / "prometheusrule.yaml").read_text()
+    on_disk = (BASE / "prometheusrule.yaml").read_text()
     assert on_disk == gen_prometheusrule.render(), (
-        "deploy/kubernetes/prometheusrule.yaml is out of date: run "
+        "deploy/kubernetes/base/prometheusrule.yaml is out of date: run "
         ".venv/bin/python scripts/gen_prometheusrule.py")
     rules = yaml.safe_load((REPO / "deploy" / "prometheus" / "alivemcp-rules.yaml").read_text())
     assert by_kind("PrometheusRule")["spec"]["groups"] == rules["groups"]

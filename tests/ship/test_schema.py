@@ -37,8 +37,9 @@ def _repo_configs() -> dict[str, str]:
     configs = {str(p.relative_to(REPO)): p.read_text()
                for p in [*sorted((REPO / "config").glob("*.yaml")),
                          REPO / "deploy/docker/config.yaml"]}
-    configmap = yaml.safe_load((REPO / "deploy/kubernetes/configmap.yaml").read_text())
-    configs["deploy/kubernetes/configmap.yaml"] = configmap["data"]["config.yaml"]
+    for path in ("deploy/kubernetes/configmap.yaml", "deploy/kubernetes/cluster/configmap.yaml"):
+        configmap = yaml.safe_load((REPO / path).read_text())
+        configs[path] = configmap["data"]["config.yaml"]
     # (The README's plugin config names a probe type that only its own test installs.)
     for tag in re.findall(r"<!-- readme-test: ([\w-]*config[\w-]*) -->", README):
         if tag.startswith("plugin"):
@@ -74,7 +75,8 @@ class _AnyEnv(dict[str, str]):
 
 def test_repo_has_configs_to_check() -> None:
     assert {"config/alivemcp.example.yaml", "config/demo.yaml",
-            "deploy/kubernetes/configmap.yaml", "README.md (config)"} <= set(CONFIGS)
+            "deploy/kubernetes/configmap.yaml", "deploy/kubernetes/cluster/configmap.yaml",
+            "README.md (config)"} <= set(CONFIGS)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

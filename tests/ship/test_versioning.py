@@ -34,7 +34,9 @@ def test_image_and_manifests_carry_this_version() -> None:
     assert f"ARG VERSION={version}\n" in (REPO / "Dockerfile").read_text()
     kustomization = yaml.safe_load((REPO / "deploy/kubernetes/kustomization.yaml").read_text())
     assert [i["newTag"] for i in kustomization["images"]] == [version]
-    deployment = yaml.safe_load((REPO / "deploy/kubernetes/deployment.yaml").read_text())
-    images = [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]]
-    assert images == [f"alivemcp:{version}"]
+    for workload in ("deploy/kubernetes/deployment.yaml",
+                     "deploy/kubernetes/cluster/statefulset.yaml"):
+        manifest = yaml.safe_load((REPO / workload).read_text())
+        images = [c["image"] for c in manifest["spec"]["template"]["spec"]["containers"]]
+        assert images == [f"alivemcp:{version}"], workload
     assert {i["name"] for i in kustomization["images"]} == {"alivemcp"}
