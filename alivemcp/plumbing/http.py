@@ -64,6 +64,7 @@ Getting to the server:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import re
 import socket
@@ -124,6 +125,7 @@ __all__ = [
     "RequestTimeout",
     "Resolver",
     "TlsError",
+    "TlsSessions",
     "idna_host",
     "read_capped",
 ]
@@ -160,6 +162,74 @@ def _on_deadline(conn: _Connection) -> None:
         conn._arm()
 
 
+#: How long TLS sessions of one server are resumed after a full handshake verified its
+#: certificate chain; then the next connection makes a full handshake (and verifies) again.
+TLS_RESUME_SECONDS = 300.0
+_MAX_TLS_SESSIONS = 100_000
+#: The session the connection being opened in this task may resume (see _ResumingSSLObject).
+_OFFERED_SESSION: contextvars.ContextVar[ssl.SSLSession | None] = contextvars.ContextVar(
+    "alivemcp_offered_tls_session", default=None)
+
+
+class _ResumingSSLObject(ssl.SSLObject):
+    """An SSLObject that offers the session the opening task put in :data:`_OFFERED_SESSION`.
+
+    asyncio and uvloop build a connection's SSLObject with ``context.wrap_bio()`` and no
+    ``session`` argument; this class (the context's ``sslobject_class``) supplies it. The
+    loops make the SSLObject in a callback scheduled by the opening task, which carries that
+    task's context variables, so only that connection sees the offer.
+    """
+
+    @classmethod
+    def _create(cls, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO,  # type: ignore[override]
+                server_side: bool = False, server_hostname: str | None = None,
+                session: ssl.SSLSession | None = None,
+                context: ssl.SSLContext | None = None) -> ssl.SSLObject:
+        if session is None and not server_side:
+            session = _OFFERED_SESSION.get()
+        return super()._create(  # type: ignore[misc]
+            incoming, outgoing, server_side=server_side, server_hostname=server_hostname,
+            session=session, context=context)
+
+
+class TlsSessions:
+    """Resumable TLS sessions of one TLS context, per server (host and port).
+
+    A session is offered again only to the host and port it was made with, through the context
+    it was made by (a session never crosses CA or client-certificate settings), and only for
+    :data:`TLS_RESUME_SECONDS` after the full handshake that verified the server's certificate
+    chain: a server whose certificate changed is verified within that time. Resuming saves the
+    certificate checks and signatures of a full handshake; the key exchange stays fresh.
+    """
+
+    __slots__ = ("_entries", "max_age")
+
+    def __init__(self, max_age: float = TLS_RESUME_SECONDS) -> None:
+        self.max_age = max_age
+        #: (host, port) -> (session, monotonic time of the full handshake it descends from).
+        self._entries: dict[tuple[str, int], tuple[ssl.SSLSession, float]] = {}
+
+    def offer(self, host: str, port: int) -> tuple[ssl.SSLSession, float] | None:
+        """The session to offer this server, with when it was verified; None: none, or too
+        old (then forgotten)."""
+        entry = self._entries.get((host, port))
+        if entry is not None and time.monotonic() - entry[1] >= self.max_age:
+            del self._entries[(host, port)]
+            return None
+        return entry
+
+    def keep(self, host: str, port: int, session: ssl.SSLSession, verified_at: float) -> None:
+        if len(self._entries) >= _MAX_TLS_SESSIONS:
+            self._entries.clear()  # a crude bound; refilled by the next handshakes
+        self._entries[(host, port)] = (session, verified_at)
+
+    def forget(self, host: str, port: int) -> None:
+        self._entries.pop((host, port), None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class ConnectionTimings:
     """What opening one probe's first connection took (seconds), and the certificate expiry.
 
@@ -169,12 +239,15 @@ class ConnectionTimings:
     literal or localhost).
     """
 
-    __slots__ = ("cert_not_after", "connect_seconds", "dns_seconds", "tls_seconds")
+    __slots__ = ("cert_not_after", "connect_seconds", "dns_seconds", "tls_resumed",
+                 "tls_seconds")
 
     def __init__(self) -> None:
         self.dns_seconds: float | None = None
         self.connect_seconds: float | None = None
         self.tls_seconds: float | None = None
+        #: True when the TLS handshake resumed an earlier session (no certificate checks).
+        self.tls_resumed: bool | None = None
         #: Unix time the server certificate expires (verified TLS only).
         self.cert_not_after: float | None = None
 
@@ -218,7 +291,7 @@ class _Connection(asyncio.Protocol):
     """
 
     __slots__ = ("_loop", "_timer", "_timer_at", "_waiter", "buffer", "deadline", "eof", "error",
-                 "key", "paused", "transport", "unyielded")
+                 "key", "paused", "tls_sessions", "transport", "unyielded", "verified_at")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -235,6 +308,10 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         #: Bytes handed out since the reader last waited for the socket (see _YIELD_AFTER).
         self.unyielded = 0
+        #: TLS: where this connection's session is kept for resumption, and when the full
+        #: handshake it descends from verified the server.
+        self.tls_sessions: TlsSessions | None = None
+        self.verified_at = 0.0
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -351,9 +428,22 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
+            if self.tls_sessions is not None:
+                self._keep_session(self.tls_sessions)
             self.transport.close()
         self.eof = True
         self._disarm()
+
+    def _keep_session(self, sessions: TlsSessions) -> None:
+        """Keep the TLS session (with the ticket TLS 1.3 servers send after the handshake)
+        for the next connection to this server."""
+        self.tls_sessions = None
+        assert self.transport is not None
+        sslobj = self.transport.get_extra_info("ssl_object")
+        session = sslobj.session if sslobj is not None else None
+        _, host, port = self.key
+        if session is not None and (session.has_ticket or session.id):
+            sessions.keep(host, port, session, self.verified_at)
 
 
 class HttpResponse:
@@ -642,14 +732,17 @@ class ProbeSession:
     """One probe run's HTTP client: fresh connections, kept alive for the run, then closed."""
 
     __slots__ = ("_all", "_idle", "_loop", "_proxies", "_resolver", "_ssl", "_targets",
-                 "max_body_bytes", "timings")
+                 "_tls_sessions", "max_body_bytes", "timings")
 
     def __init__(self, *, ssl_context: ssl.SSLContext, max_body_bytes: int,
                  targets: dict[str, _Target] | None = None, resolver: Resolver | None = None,
-                 proxies: ProxySettings | None = None) -> None:
+                 proxies: ProxySettings | None = None,
+                 tls_sessions: TlsSessions | None = None) -> None:
         self.timings = ConnectionTimings()
         self.max_body_bytes = max_body_bytes
         self._ssl = ssl_context
+        #: Sessions of ``ssl_context`` to resume (None: every handshake is a full one).
+        self._tls_sessions = tls_sessions
         self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
         self._all: list[_Connection] = []
         self._targets = {} if targets is None else targets
@@ -765,6 +858,10 @@ class ProbeSession:
             if first:
                 timings.dns_seconds = time.perf_counter() - started
         resolved = time.perf_counter()
+        offered = None
+        if target.https and self._tls_sessions is not None:
+            offered = self._tls_sessions.offer(target.host, target.port)
+        token = _OFFERED_SESSION.set(offered[0] if offered is not None else None)
         try:
             async with asyncio.timeout_at(deadline):
                 if proxy is None and len(addresses) == 1 and numeric(addresses[0]):
@@ -783,10 +880,24 @@ class ProbeSession:
                     conn = await self._handshake(sock, target)
         except TimeoutError:
             raise RequestTimeout() from None
+        except TlsError:
+            if offered is not None:  # never offer that session again
+                self._tls_sessions.forget(target.host, target.port)  # type: ignore[union-attr]
+            raise
+        finally:
+            _OFFERED_SESSION.reset(token)
         self._all.append(conn)
+        resumed = False
+        if target.https and self._tls_sessions is not None:
+            assert conn.transport is not None
+            sslobj = conn.transport.get_extra_info("ssl_object")
+            resumed = offered is not None and sslobj is not None and sslobj.session_reused
+            conn.verified_at = offered[1] if resumed and offered else time.monotonic()
+            conn.tls_sessions = self._tls_sessions
         if first:
             timings.connect_seconds = connected - resolved
             if target.https:
+                timings.tls_resumed = resumed
                 timings.tls_seconds = time.perf_counter() - connected
                 assert conn.transport is not None
                 peercert = conn.transport.get_extra_info("peercert")
@@ -928,14 +1039,21 @@ def _no_password() -> bytes:
 
 
 class _TlsFiles:
-    """A cached TLS context and the modification times of the files it was built from."""
+    """A cached TLS context, its resumable sessions, and the modification times of the files
+    it was built from."""
 
-    __slots__ = ("context", "paths", "stamp")
+    __slots__ = ("context", "paths", "sessions", "stamp")
 
-    def __init__(self, context: ssl.SSLContext, paths: tuple[str, ...]) -> None:
+    def __init__(self, context: ssl.SSLContext, paths: tuple[str, ...],
+                 resume_seconds: float) -> None:
         self.context = context
+        self.sessions = TlsSessions(resume_seconds)
         self.paths = paths
         self.stamp = _stamp(paths)
+
+    def current(self) -> bool:
+        """False when one of the files changed since the context was built."""
+        return not self.paths or _stamp(self.paths) == self.stamp
 
 
 def _stamp(paths: tuple[str, ...]) -> tuple[int, ...] | None:
@@ -951,6 +1069,8 @@ def _load_context(verify: bool, ca_file: str | None, cert_file: str | None,
         context = ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise ClientConfigError(f"cannot load CA file {ca_file}: {_reason(exc)}") from None
+    # Offers a kept session to the server it came from (see TlsSessions).
+    context.sslobject_class = _ResumingSSLObject
     if not verify:
         # Still TLS; the certificate is simply not checked.
         context.check_hostname = False
@@ -989,11 +1109,15 @@ class HttpClients:
     """The daemon's HTTP clients. Created on first use by :class:`~alivemcp.plumbing.Plumbing`.
 
     ``environ`` (default ``os.environ``, read once here) gives the proxy variables;
-    ``resolver`` the name resolution shared by every probe session.
+    ``resolver`` the name resolution shared by every probe session; ``tls_resume_seconds``
+    how long after a full TLS handshake a server's session is resumed (see
+    :class:`TlsSessions`; 0: never).
     """
 
     def __init__(self, *, resolver: Resolver | None = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 tls_resume_seconds: float = TLS_RESUME_SECONDS) -> None:
+        self._tls_resume_seconds = tls_resume_seconds
         self._ssl_contexts: dict[tuple[bool, str | None, str | None, str | None],
                                  _TlsFiles] = {}
         self._targets: dict[str, _Target] = {}
@@ -1011,14 +1135,18 @@ class HttpClients:
         With files, it is rebuilt when one of them changes (a rotated client certificate).
         Raises :class:`ClientConfigError` when a file cannot be loaded.
         """
+        return self._tls_files(verify, ca_file, cert_file, key_file).context
+
+    def _tls_files(self, verify: bool, ca_file: str | None, cert_file: str | None,
+                   key_file: str | None) -> _TlsFiles:
         key = (verify, ca_file, cert_file, key_file)
         cached = self._ssl_contexts.get(key)
-        if cached is not None and (not cached.paths or _stamp(cached.paths) == cached.stamp):
-            return cached.context
+        if cached is not None and cached.current():
+            return cached
         paths = tuple(path for path in (ca_file, cert_file, key_file) if path)
         context = _load_context(verify, ca_file, cert_file, key_file)
-        self._ssl_contexts[key] = _TlsFiles(context, paths)
-        return context
+        cached = self._ssl_contexts[key] = _TlsFiles(context, paths, self._tls_resume_seconds)
+        return cached
 
     def proxy_settings(self, proxy: str | None) -> ProxySettings | None:
         """``None``: the environment's proxies; ``"direct"``: none; else that proxy's URL.
@@ -1049,11 +1177,11 @@ class HttpClients:
         NO_PROXY), ``"direct"`` or ``http://[user:password@]host:port``. Raises
         :class:`ClientConfigError` when these settings are unusable.
         """
+        tls = self._tls_files(verify, ca_file, cert_file, key_file)
         return ProbeSession(
-            ssl_context=self.ssl_context(verify=verify, ca_file=ca_file, cert_file=cert_file,
-                                         key_file=key_file),
-            max_body_bytes=max_body_bytes, targets=self._targets, resolver=self.resolver,
-            proxies=self.proxy_settings(proxy),
+            ssl_context=tls.context, max_body_bytes=max_body_bytes, targets=self._targets,
+            resolver=self.resolver, proxies=self.proxy_settings(proxy),
+            tls_sessions=tls.sessions if verify else None,
         )
 
     async def fetch(

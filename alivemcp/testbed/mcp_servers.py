@@ -24,7 +24,7 @@ Command line::
 
     python -m alivemcp.testbed.mcp_servers fetch-npm
     python -m alivemcp.testbed.mcp_servers fetch-sdk1
-    python -m alivemcp.testbed.mcp_servers serve sdk-stateful PORT
+    python -m alivemcp.testbed.mcp_servers serve sdk-stateful PORT [CERT_PEM]
     python -m alivemcp.testbed.mcp_servers serve lab PORT [CERT_PEM [CLIENT_CA_PEM]]
 """
 
@@ -52,9 +52,11 @@ __all__ = [
     "SDK_KINDS",
     "ServerProcess",
     "ServerUnavailable",
+    "LocalCa",
     "fetch_npm",
     "fetch_sdk1",
     "free_port",
+    "make_test_ca",
     "npm_server_entry",
     "script_lab",
     "self_signed_cert",
@@ -179,9 +181,10 @@ def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = No
                  client_ca: Path | None = None) -> ServerProcess:
     """Start an SDK server (one of :data:`SDK_KINDS`) or the ``lab`` in a subprocess.
 
-    ``tls_cert`` (lab only): a PEM file holding certificate and key; the lab then speaks HTTPS.
-    ``client_ca`` (with ``tls_cert``): the lab then demands a client certificate signed by it
-    (mutual TLS).
+    ``tls_cert``: a PEM file holding certificate and key; the server then speaks HTTPS (the
+    lab, and the SDK's ``sdk-stateful`` and ``sdk-stateless-json``).
+    ``client_ca`` (lab only, with ``tls_cert``): the lab then demands a client certificate
+    signed by it (mutual TLS).
     """
     if kind not in (*SDK_KINDS, *SDK1_KINDS, "lab"):
         raise ValueError(f"unknown server kind {kind!r}")
@@ -193,6 +196,8 @@ def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = No
                 "the SDK 1.x virtualenv is missing: run `python -m "
                 "alivemcp.testbed.mcp_servers fetch-sdk1` (make deps does it)"
             )
+    if tls_cert is not None and kind not in ("lab", *_SDK_TLS_KINDS):
+        raise ValueError(f"{kind} has no TLS variant")
     port = free_port()
     argv = [python, "-m", "alivemcp.testbed.mcp_servers", "serve", kind, str(port)]
     if tls_cert is not None:
@@ -238,6 +243,80 @@ def self_signed_cert(directory: Path, days: int) -> Path:
     )
     pem.write_bytes(pem.with_suffix(".crt").read_bytes() + pem.with_suffix(".key").read_bytes())
     return pem
+
+
+@dataclass(frozen=True)
+class LocalCa:
+    """A throwaway certificate authority and a server certificate it signed."""
+
+    #: The CA certificate (PEM): what a client verifies the server with.
+    ca_file: Path
+    #: The server's certificate and key in one PEM (for ``start_server(tls_cert=...)``).
+    server_pem: Path
+
+
+def make_test_ca(directory: Path, *, days: int = 30, name: str = "alivemcp-test-ca",
+                 hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> LocalCa:
+    """A new CA (ECDSA P-256) and a server certificate for ``hosts`` (IP addresses and DNS
+    names) signed by it, valid for ``days``, written under ``directory``. Nothing is trusted
+    anywhere: a client trusts it only by being given ``ca_file``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days + 1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+            key_encipherment=False, data_encipherment=False, key_agreement=False,
+            encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                       critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_file = directory / f"{name}.crt"
+    ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    server_pem = directory / f"{name}-server.pem"
+    server_pem.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()))
+    return LocalCa(ca_file, server_pem)
 
 
 # -- npm reference server ----------------------------------------------------------------------
@@ -437,9 +516,23 @@ def _add_resumable_tools(server: Any) -> None:
         server.tool()(tool)
 
 
-def _serve_sdk(kind: str, port: int) -> None:
+#: SDK servers that can speak HTTPS (``start_server(tls_cert=...)``).
+_SDK_TLS_KINDS = ("sdk-stateful", "sdk-stateless-json")
+
+
+def _serve_sdk(kind: str, port: int, cert: str | None = None) -> None:
     server = _sdk_server(kind, port)
-    if kind == "sdk-legacy-sse":
+    if cert is not None:
+        # What MCPServer.run("streamable-http") does, with the certificate given to uvicorn.
+        import uvicorn
+
+        app = server.streamable_http_app(
+            stateless_http=kind == "sdk-stateless-json",
+            json_response=kind == "sdk-stateless-json", host="127.0.0.1")
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                ssl_certfile=cert, ssl_keyfile=cert)
+        asyncio.run(uvicorn.Server(config).serve())
+    elif kind == "sdk-legacy-sse":
         server.run("sse", host="127.0.0.1", port=port)
     elif kind == "sdk-resumable":
         _add_resumable_tools(server)
@@ -1044,7 +1137,7 @@ def main(argv: list[str]) -> int:
         if kind == "lab":
             _serve_lab(port, *argv[3:])
         elif kind in SDK_KINDS:
-            _serve_sdk(kind, port)
+            _serve_sdk(kind, port, *argv[3:4])
         elif kind in SDK1_KINDS:
             _serve_sdk1(kind, port)
         else:
