@@ -46,6 +46,10 @@ test-deps: deps
 	  echo "make test needs npm for the reference MCP server (Debian: apt-get install npm)"; exit 1; }
 	$(BIN)/python -m alivemcp.testbed.mcp_servers fetch-npm
 	$(BIN)/python -m alivemcp.testbed.mcp_servers fetch-sdk1
+	@# The Kubernetes tests render deploy/kubernetes as `kubectl apply -k` does; without kubectl,
+	@# kustomize is built from the Go module proxy (about a minute).
+	@command -v kubectl >/dev/null 2>&1 || test -x .cache/bin/kustomize || \
+	  GOBIN=$(CURDIR)/.cache/bin go install sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
 	@{ command -v chromium && command -v prometheus && command -v promtool; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium prometheus >/dev/null; }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -319,3 +321,20 @@ class Webhook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@functools.cache
+def kustomize(root: Path) -> list[dict[str, Any]]:
+    """The objects ``kubectl apply -k root`` sends: rendered by ``kubectl kustomize``, or by
+    the kustomize ``make test-deps`` builds into .cache/bin on a machine without kubectl."""
+    kubectl = shutil.which("kubectl")
+    built = REPO / ".cache" / "bin" / "kustomize"
+    if kubectl is not None:
+        command = [kubectl, "kustomize", str(root)]
+    elif built.is_file():
+        command = [str(built), "build", str(root)]
+    else:
+        raise AssertionError("neither kubectl nor .cache/bin/kustomize: run make test-deps")
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]

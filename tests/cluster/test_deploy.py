@@ -8,9 +8,6 @@ The overlay is rendered with ``kubectl kustomize`` (what ``kubectl apply -k`` se
 
 from __future__ import annotations
 
-import functools
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from kubernetes_validate.utils import all_versions
 
 from alivemcp.config import load_config_text, split_listen
 from alivemcp.daemon import CLUSTER_STOP_SECONDS, STOP_OVERHEAD_SECONDS
+from tests.support import kustomize
 
 REPO = Path(__file__).resolve().parents[2]
 STANDALONE = REPO / "deploy" / "kubernetes"
@@ -39,20 +37,9 @@ def kustomization(root: Path) -> dict[str, Any]:
     return yaml.safe_load((root / "kustomization.yaml").read_text())
 
 
-@functools.cache
-def _kustomize(root: Path) -> str:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl not found: it renders the kustomizations (kubectl kustomize)")
-    proc = subprocess.run([kubectl, "kustomize", str(root)], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def built(root: Path) -> list[dict[str, Any]]:
     """What ``kubectl apply -k <root>`` sends."""
-    return [doc for doc in yaml.safe_load_all(_kustomize(root)) if doc]
+    return kustomize(root)
 
 
 def one(kind: str, name: str | None = None) -> dict[str, Any]:

@@ -18,9 +18,7 @@ What is validated, honestly:
 from __future__ import annotations
 
 import copy
-import functools
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +31,7 @@ import yaml
 from kubernetes_validate.utils import all_versions
 
 from alivemcp.config import load_config_text, split_listen
+from tests.support import kustomize
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "kubernetes"
@@ -54,20 +53,9 @@ def kustomization(root: Path = K8S) -> dict[str, Any]:
     return yaml.safe_load((root / "kustomization.yaml").read_text())
 
 
-@functools.cache
-def _kustomize(root: Path) -> str:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl not found: it renders the kustomizations (kubectl kustomize)")
-    proc = subprocess.run([kubectl, "kustomize", str(root)], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def rendered(root: Path) -> list[dict[str, Any]]:
     """What ``kubectl apply -k <root>`` sends: the objects ``kubectl kustomize`` renders."""
-    return [doc for doc in yaml.safe_load_all(_kustomize(root)) if doc]
+    return kustomize(root)
 
 
 def built_resources() -> list[dict[str, Any]]:
