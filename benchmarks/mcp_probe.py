@@ -7,19 +7,32 @@ daemon's real path (config validation, runner, shared plumbing).
 
 Servers: the lab's fast stateless-JSON (``/json``) and stateful-SSE (``/sse``) endpoints (an
 aiohttp app on uvloop, so the server is not the bottleneck) and the official Python SDK servers
-(stateless JSON, stateful SSE; slower, fewer probes).
+(stateless JSON, stateful SSE; slower, fewer probes); each also over TLS (``--tls``, the
+default): a throwaway CA made at run time signs the servers' certificate, and every client
+verifies it against that CA (alivemcp through the check's ``tls.ca_file``, blackbox_exporter
+through its ``tls_config.ca_file``, the floor client through its SSL context).
 
 Columns, per server, medians over ``--rounds``:
 * alivemcp: client CPU ms per FULL probe (initialize, notifications/initialized, tools/list,
   DELETE when there is a session), measured with ``os.times()`` in a client subprocess that
-  does nothing else; probes/s; p50/p99 probe latency; RSS per 1,000 targets.
+  does nothing else (its long-lived objects frozen out of the collector's reach, as the
+  daemon does); probes/s; p50/p99 probe latency; RSS per 1,000 targets.
+* floor: the same round trips on a fresh connection by the smallest client that can do them
+  (raw asyncio protocol, requests prebuilt, only what is needed to find each response's
+  end): what the event loop, the kernel and (over TLS) OpenSSL cost by themselves.
 * blackbox_exporter (Debian ``prometheus-blackbox-exporter``): ONE JSON-RPC POST (initialize)
   per probe via its ``/probe`` endpoint, CPU of the exporter process from ``/proc``.
+
+Over TLS every target shares one host and port, so alivemcp resumes the TLS session of its
+last full handshake (as it does for a fleet probed more often than every
+``TLS_RESUME_SECONDS``); the ``TLS, full handshakes`` rows turn resumption off (what a
+fleet probed less often costs). blackbox_exporter and the floor never resume.
 
 Run::
 
     .venv/bin/python benchmarks/mcp_probe.py                # uvloop (default)
     .venv/bin/python benchmarks/mcp_probe.py --no-uvloop    # the stdlib event loop
+    .venv/bin/python benchmarks/mcp_probe.py --only lab-json,lab-json-tls --rounds 5
 """
 
 from __future__ import annotations
@@ -30,11 +43,13 @@ import gc
 import json
 import os
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,20 +83,26 @@ def _cpu_seconds() -> float:
     return times.user + times.system
 
 
-async def _client(url: str, probes: int, concurrency: int, targets: int) -> dict[str, Any]:
+async def _client(url: str, probes: int, concurrency: int, targets: int,
+                  ca_file: str | None = None, resume: bool = True) -> dict[str, Any]:
     import yaml
 
     from alivemcp.checks import build_handle
     from alivemcp.config import load_config_text
+    from alivemcp.daemon import settle_heap
     from alivemcp.plumbing import Plumbing
+    from alivemcp.plumbing.http import HttpClients
 
     plumbing = Plumbing()
+    if not resume:
+        plumbing._http = HttpClients(tls_resume_seconds=0)
+    params = {"tls": {"ca_file": ca_file}} if ca_file else {}
 
     def build(count: int, tag: str) -> list[Any]:
         # A bare query key per target: check names mask query values, not keys.
         urls = [f"{url}?{tag}{i}" for i in range(count)]
         doc = {"checks": [{"name": "bench", "probe": "mcp_endpoint", "interval": 60,
-                           "timeout": 10, "targets": urls}]}
+                           "timeout": 10, "targets": urls, "params": params}]}
         loaded = load_config_text(yaml.safe_dump(doc), env={})
         return [build_handle(check, plumbing) for check in loaded.checks]
 
@@ -108,6 +129,7 @@ async def _client(url: str, probes: int, concurrency: int, targets: int) -> dict
     handles = build(targets, "t")
     # One round over every target gives each instance its state (remembered transport).
     await drive(handles, len(handles), [], {})
+    settle_heap()  # what the daemon does once its checks are loaded
     latencies: list[float] = []
     statuses: dict[str, int] = {}
     cpu0, wall0 = _cpu_seconds(), time.perf_counter()
@@ -134,44 +156,172 @@ def client_main(args: argparse.Namespace) -> None:
         import uvloop
 
         uvloop.install()
-    result = asyncio.run(_client(args.url, args.probes, args.concurrency, args.targets))
+    if args.command == "_floor":
+        result = asyncio.run(_floor(args.url, args.probes, args.concurrency, args.ca_file))
+    else:
+        result = asyncio.run(_client(args.url, args.probes, args.concurrency, args.targets,
+                                     args.ca_file, args.resume))
     print(json.dumps(result))
 
 
-def run_client(url: str, probes: int, concurrency: int, targets: int, uvloop: bool
+def run_client(url: str, probes: int, concurrency: int, targets: int, uvloop: bool,
+               ca_file: str | None = None, resume: bool = True, command: str = "_client"
                ) -> dict[str, Any]:
-    argv = [sys.executable, str(Path(__file__).resolve()), "_client", "--url", url,
+    argv = [sys.executable, str(Path(__file__).resolve()), command, "--url", url,
             "--probes", str(probes), "--concurrency", str(concurrency),
             "--targets", str(targets)]
     if uvloop:
         argv.append("--uvloop")
+    if ca_file:
+        argv += ["--ca-file", ca_file]
+    if not resume:
+        argv.append("--no-resume")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=REPO)
     if proc.returncode != 0:
         raise RuntimeError(f"client failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# -- the floor: the smallest client for the same round trips ---------------------------------
+
+_FLOOR_BODIES = (
+    json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "floor", "version": "0"}}}).encode(),
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
+)
+
+
+class _FloorProtocol(asyncio.Protocol):
+    """Collects one response at a time; wakes the caller only once it is complete
+    (Content-Length reached, or the chunked body's last chunk seen)."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[None] | None = None
+        self.end = -1  # total length of head + body when known
+        self.chunked = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.waiter is not None and not self.waiter.done() and self._complete():
+            self.waiter.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("closed"))
+
+    def _complete(self) -> bool:
+        if self.end < 0 and not self.chunked:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return False
+            head = bytes(self.buffer[:head_end]).lower()
+            at = head.find(b"content-length:")
+            if at < 0:
+                self.chunked = True
+            else:
+                line_end = head.find(b"\r\n", at)
+                self.end = head_end + 4 + int(head[at + 15:line_end if line_end > 0 else None])
+        if self.chunked:
+            return self.buffer.endswith(b"\r\n0\r\n\r\n")
+        return len(self.buffer) >= self.end
+
+    async def exchange(self, request: bytes) -> bytes:
+        self.buffer.clear()
+        self.end, self.chunked = -1, False
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        await self.waiter
+        return bytes(self.buffer)
+
+
+async def _floor_probe(host: str, port: int, path: str, context: ssl.SSLContext | None) -> None:
+    loop = asyncio.get_running_loop()
+    transport, conn = await loop.create_connection(
+        _FloorProtocol, host, port, ssl=context, server_hostname=host if context else None)
+    try:
+        common = (f"Host: {host}:{port}\r\nAccept: application/json, text/event-stream\r\n"
+                  "Content-Type: application/json\r\n")
+        initialize, initialized, tools_list = _FLOOR_BODIES
+        answer = await conn.exchange(
+            f"POST {path} HTTP/1.1\r\n{common}Content-Length: {len(initialize)}\r\n\r\n"
+            .encode() + initialize)
+        head = answer[:answer.find(b"\r\n\r\n")].lower()
+        session = b""
+        at = head.find(b"mcp-session-id:")
+        if at >= 0:
+            line_end = head.find(b"\r\n", at)
+            session = (b"Mcp-Session-Id: " + head[at + 15:line_end if line_end > 0 else None]
+                       .strip() + b"\r\nMCP-Protocol-Version: 2025-11-25\r\n")
+        session_text = session.decode()
+        for body in (initialized, tools_list):
+            answer = await conn.exchange(
+                f"POST {path} HTTP/1.1\r\n{common}{session_text}Content-Length: {len(body)}"
+                "\r\n\r\n".encode() + body)
+        if b'"tools"' not in answer:
+            raise RuntimeError(f"floor client: no tools in {answer[:200]!r}")
+        if session:
+            await conn.exchange(f"DELETE {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                                f"{session_text}\r\n".encode())
+    finally:
+        transport.close()
+
+
+async def _floor(url: str, probes: int, concurrency: int, ca_file: str | None
+                 ) -> dict[str, Any]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host, port, path = parts.hostname or "", parts.port or 80, parts.path
+    context = ssl.create_default_context(cafile=ca_file) if parts.scheme == "https" else None
+
+    async def drive(count: int) -> None:
+        started = 0
+
+        async def worker() -> None:
+            nonlocal started
+            while started < count:
+                started += 1
+                await _floor_probe(host, port, path, context)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    await drive(200)  # warm-up
+    cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+    await drive(probes)
+    cpu, wall = _cpu_seconds() - cpu0, time.perf_counter() - wall0
+    return {"cpu_ms_per_probe": cpu / probes * 1000, "probes_per_s": probes / wall}
+
+
 # -- blackbox_exporter -------------------------------------------------------------------------
 
 
 class Blackbox:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, ca_file: str | None = None) -> None:
         if BLACKBOX is None:
             raise SystemExit("blackbox_exporter is not installed: "
                              "apt-get install -y prometheus-blackbox-exporter")
         self.port = mcp_servers.free_port()
         config = workdir / "blackbox.yml"
-        config.write_text(json.dumps({"modules": {"jsonrpc": {
-            "prober": "http", "timeout": "5s",
-            "http": {
-                "method": "POST",
-                "headers": {"Content-Type": "application/json",
-                            "Accept": "application/json, text/event-stream"},
-                "body": json.dumps(INITIALIZE),
-                "valid_status_codes": [200],
-                "preferred_ip_protocol": "ip4",
-            },
-        }}}))
+        http: dict[str, Any] = {
+            "method": "POST",
+            "headers": {"Content-Type": "application/json",
+                        "Accept": "application/json, text/event-stream"},
+            "body": json.dumps(INITIALIZE),
+            "valid_status_codes": [200],
+            "preferred_ip_protocol": "ip4",
+        }
+        modules = {"jsonrpc": {"prober": "http", "timeout": "5s", "http": http}}
+        if ca_file:
+            # Certificate verified against the run's CA (insecure_skip_verify stays false).
+            modules["jsonrpc_tls"] = {"prober": "http", "timeout": "5s", "http": {
+                **http, "fail_if_not_ssl": True, "tls_config": {"ca_file": ca_file}}}
+        config.write_text(json.dumps({"modules": modules}))
         self.process = subprocess.Popen(
             [BLACKBOX, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{self.port}",
              "--log.level=error"],
@@ -199,7 +349,8 @@ class Blackbox:
 
         import aiohttp
 
-        probe_url = (f"http://127.0.0.1:{self.port}/probe?module=jsonrpc&target="
+        module = "jsonrpc_tls" if url.startswith("https:") else "jsonrpc"
+        probe_url = (f"http://127.0.0.1:{self.port}/probe?module={module}&target="
                      + quote(url, safe=""))
         ok = 0
         latencies: list[float] = []
@@ -242,15 +393,66 @@ class Blackbox:
 # -- driver ------------------------------------------------------------------------------------
 
 
+@dataclass
+class Row:
+    key: str
+    name: str
+    url: str
+    probes: int
+    ca_file: str | None = None
+    resume: bool = True
+    ours: list[dict[str, Any]] = field(default_factory=list)
+    floor: list[dict[str, Any]] = field(default_factory=list)
+    theirs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[Row]:
+    """Start the servers the run needs; the rows to measure, in order."""
+    wanted = set(args.only.split(",")) if args.only else None
+    kinds = [("lab", "lab", "JSON", "/json", args.probes), ("lab", "lab", "SSE", "/sse",
+                                                            args.probes)]
+    if args.sdk:
+        kinds += [("sdk", "sdk-stateless-json", "JSON", "", args.sdk_probes),
+                  ("sdk", "sdk-stateful", "SSE", "", args.sdk_probes)]
+    variants: list[tuple[str, str | None, bool]] = [("", None, True)]
+    ca = None
+    if args.tls:
+        ca = mcp_servers.make_test_ca(workdir / "ca")
+        variants += [("-tls", str(ca.ca_file), True), ("-tls-full", str(ca.ca_file), False)]
+    started: dict[tuple[str, bool], Any] = {}
+    rows = []
+    for family, kind, shape, path, probes in kinds:
+        for suffix, ca_file, resume in variants:
+            key = f"{family}-{shape.lower()}{suffix}"
+            if wanted is not None and key not in wanted:
+                continue
+            tls = ca_file is not None
+            if (kind, tls) not in started:
+                server = mcp_servers.start_server(
+                    kind, tls_cert=ca.server_pem if tls and ca is not None else None)
+                servers.append(server)
+                started[(kind, tls)] = server
+            server = started[(kind, tls)]
+            label = {"lab": "lab", "sdk": "SDK"}[family]
+            state = "stateless" if shape == "JSON" else "stateful"
+            over = "" if not tls else " TLS" if resume else " TLS full"
+            rows.append(Row(key, f"{label} {state} {shape}{over}",
+                            server.base + (path or server.path), probes, ca_file, resume))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command")
-    client = sub.add_parser("_client")
-    client.add_argument("--url", required=True)
-    client.add_argument("--probes", type=int, required=True)
-    client.add_argument("--concurrency", type=int, required=True)
-    client.add_argument("--targets", type=int, required=True)
-    client.add_argument("--uvloop", action="store_true")
+    for command in ("_client", "_floor"):
+        client = sub.add_parser(command)
+        client.add_argument("--url", required=True)
+        client.add_argument("--probes", type=int, required=True)
+        client.add_argument("--concurrency", type=int, required=True)
+        client.add_argument("--targets", type=int, required=True)
+        client.add_argument("--uvloop", action="store_true")
+        client.add_argument("--ca-file")
+        client.add_argument("--no-resume", dest="resume", action="store_false")
     parser.add_argument("--probes", type=int, default=3000, help="probes per round (lab)")
     parser.add_argument("--sdk-probes", type=int, default=600, help="probes per round (SDK)")
     parser.add_argument("--concurrency", type=int, default=20)
@@ -259,35 +461,37 @@ def main() -> None:
     parser.add_argument("--no-uvloop", dest="uvloop", action="store_false")
     parser.add_argument("--no-sdk", dest="sdk", action="store_false",
                         help="only the fast lab servers")
+    parser.add_argument("--no-tls", dest="tls", action="store_false", help="plain HTTP only")
+    parser.add_argument("--only", help="comma-separated rows, e.g. lab-json,sdk-sse-tls "
+                        "(lab|sdk)-(json|sse)[-tls|-tls-full]")
     args = parser.parse_args()
-    if args.command == "_client":
+    if args.command in ("_client", "_floor"):
         client_main(args)
         return
 
-    servers = [mcp_servers.start_server("lab")]
-    fleet = [("lab stateless JSON", servers[0].base + "/json", args.probes),
-             ("lab stateful SSE", servers[0].base + "/sse", args.probes)]
-    if args.sdk:
-        sdk_json = mcp_servers.start_server("sdk-stateless-json")
-        sdk_sse = mcp_servers.start_server("sdk-stateful")
-        servers += [sdk_json, sdk_sse]
-        fleet += [("SDK stateless JSON", sdk_json.url, args.sdk_probes),
-                  ("SDK stateful SSE", sdk_sse.url, args.sdk_probes)]
     workdir = Path(tempfile.mkdtemp(prefix="alivemcp-bench-"))
-    blackbox = Blackbox(workdir)
-    print(f"# concurrency {args.concurrency}, {args.targets} targets, {args.rounds} rounds "
-          f"(medians), event loop: {'uvloop' if args.uvloop else 'asyncio'}, "
-          f"cores: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}")
+    servers: list[Any] = []
+    blackbox = None
     try:
-        rows = []
-        for name, url, probes in fleet:
-            ours, theirs = [], []
-            for _ in range(args.rounds):
-                ours.append(run_client(url, probes, args.concurrency, args.targets, args.uvloop))
-                theirs.append(asyncio.run(blackbox.run(url, probes, args.concurrency)))
-            rows.append((name, probes, ours, theirs))
+        rows = _fleet(args, workdir, servers)
+        ca_files = {row.ca_file for row in rows if row.ca_file}
+        blackbox = Blackbox(workdir, next(iter(ca_files), None))
+        print(f"# concurrency {args.concurrency}, {args.targets} targets, {args.rounds} rounds "
+              f"(medians), event loop: {'uvloop' if args.uvloop else 'asyncio'}, "
+              f"cores: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}", flush=True)
+        for _ in range(args.rounds):
+            for row in rows:  # rounds outermost: a burst of load hits every row alike
+                row.ours.append(run_client(row.url, row.probes, args.concurrency, args.targets,
+                                           args.uvloop, row.ca_file, row.resume))
+                row.floor.append(run_client(row.url, row.probes, args.concurrency,
+                                            args.targets, args.uvloop, row.ca_file,
+                                            command="_floor"))
+                row.theirs.append(asyncio.run(blackbox.run(row.url, row.probes,
+                                                           args.concurrency)))
+        load = os.getloadavg()[0]
     finally:
-        blackbox.stop()
+        if blackbox is not None:
+            blackbox.stop()
         for server in servers:
             server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -295,25 +499,29 @@ def main() -> None:
     def med(items: list[dict[str, Any]], key: str) -> float:
         return statistics.median(item[key] for item in items)
 
-    print(f"{'server':<20} {'probes':>6} | {'alivemcp full probe':^44} | "
-          f"{'blackbox 1 POST':^27} | {'CPU':>6}")
-    print(f"{'':<20} {'':>6} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'MB/1k tg':>9} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>8} | {'ratio':>6}")
-    for name, probes, ours, theirs in rows:
-        ratio = med(ours, "cpu_ms_per_probe") / med(theirs, "cpu_ms_per_probe")
-        print(f"{name:<20} {probes:>6} | {med(ours, 'cpu_ms_per_probe'):>7.3f} "
-              f"{med(ours, 'probes_per_s'):>8.0f} {med(ours, 'p50_ms'):>7.2f} "
-              f"{med(ours, 'p99_ms'):>7.2f} {med(ours, 'rss_mb_per_1000_targets'):>9.2f} | "
-              f"{med(theirs, 'cpu_ms_per_probe'):>7.3f} {med(theirs, 'probes_per_s'):>8.0f} "
-              f"{med(theirs, 'p50_ms'):>8.2f} | {ratio:>5.2f}x")
-        statuses = ours[-1]["statuses"]
-        success = min(t["success"] for t in theirs)
+    print(f"{'server':<24} {'probes':>6} | {'alivemcp full probe':^44} | {'floor':^7} | "
+          f"{'blackbox 1 POST':^27} | {'CPU ratio':^13}")
+    print(f"{'':<24} {'':>6} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'MB/1k tg':>9} | {'CPU ms':>7} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>8} | "
+          f"{'ours':>6} {'floor':>6}")
+    for row in rows:
+        ours, theirs = med(row.ours, "cpu_ms_per_probe"), med(row.theirs, "cpu_ms_per_probe")
+        floor = med(row.floor, "cpu_ms_per_probe")
+        print(f"{row.name:<24} {row.probes:>6} | {ours:>7.3f} "
+              f"{med(row.ours, 'probes_per_s'):>8.0f} {med(row.ours, 'p50_ms'):>7.2f} "
+              f"{med(row.ours, 'p99_ms'):>7.2f} {med(row.ours, 'rss_mb_per_1000_targets'):>9.2f}"
+              f" | {floor:>7.3f} | {theirs:>7.3f} {med(row.theirs, 'probes_per_s'):>8.0f} "
+              f"{med(row.theirs, 'p50_ms'):>8.2f} | {ours / theirs:>5.2f}x {floor / theirs:>5.2f}x")
+        statuses = row.ours[-1]["statuses"]
+        success = min(t["success"] for t in row.theirs)
         if set(statuses) != {"up"} or success < 1:
             print(f"  ! not all probes succeeded: alivemcp {statuses}, "
                   f"blackbox success {success:.3f}")
-    lab_cpu = med(rows[0][2], "cpu_ms_per_probe")
-    print(f"# 50,000 endpoints every 60 s at {lab_cpu:.3f} ms each: "
-          f"{50_000 / 60 * lab_cpu / 1000:.2f} cores")
+    print(f"# load at the end: {load:.2f}")
+    if rows:
+        first = med(rows[0].ours, "cpu_ms_per_probe")
+        print(f"# 50,000 endpoints every 60 s at {first:.3f} ms each ({rows[0].name}): "
+              f"{50_000 / 60 * first / 1000:.2f} cores")
 
 
 if __name__ == "__main__":

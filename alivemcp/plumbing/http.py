@@ -199,7 +199,9 @@ class TlsSessions:
     it was made by (a session never crosses CA or client-certificate settings), and only for
     :data:`TLS_RESUME_SECONDS` after the full handshake that verified the server's certificate
     chain: a server whose certificate changed is verified within that time. Resuming saves the
-    certificate checks and signatures of a full handshake; the key exchange stays fresh.
+    certificate parsing, checks and signatures of a full handshake; the key exchange stays
+    fresh. The session kept is the one of the last full handshake (servers accept a ticket
+    more than once; one that does not gets a full handshake, whose session is kept then).
     """
 
     __slots__ = ("_entries", "max_age")
@@ -892,8 +894,13 @@ class ProbeSession:
             assert conn.transport is not None
             sslobj = conn.transport.get_extra_info("ssl_object")
             resumed = offered is not None and sslobj is not None and sslobj.session_reused
-            conn.verified_at = offered[1] if resumed and offered else time.monotonic()
-            conn.tls_sessions = self._tls_sessions
+            if not resumed:
+                # A full handshake verified the server: keep its session when the connection
+                # closes. A resumed one leaves the kept session as it is: reading a session
+                # out of a connection costs CPython a copy that parses the server's
+                # certificate again (a quarter of a full handshake).
+                conn.verified_at = time.monotonic()
+                conn.tls_sessions = self._tls_sessions
         if first:
             timings.connect_seconds = connected - resolved
             if target.https:
@@ -1181,7 +1188,7 @@ class HttpClients:
         return ProbeSession(
             ssl_context=tls.context, max_body_bytes=max_body_bytes, targets=self._targets,
             resolver=self.resolver, proxies=self.proxy_settings(proxy),
-            tls_sessions=tls.sessions if verify else None,
+            tls_sessions=tls.sessions if verify and self._tls_resume_seconds > 0 else None,
         )
 
     async def fetch(
