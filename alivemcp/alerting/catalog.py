@@ -1,0 +1,107 @@
+"""The configured checks as alerting sees them: policy, receivers, and who depends on whom.
+
+Built once per config (start and reloads) so that a result's decision looks things up
+instead of matching routes and merging policy overrides on every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from alivemcp.alerting.config import AlertingConfig, AlertPolicy, AlertPolicyOverride
+from alivemcp.alerting.routing import Router
+from alivemcp.results import CheckInfo
+
+__all__ = ["AlertedCheck", "CheckCatalog"]
+
+log = structlog.get_logger("alivemcp.alerting")
+
+
+@dataclass(slots=True)
+class AlertedCheck:
+    info: CheckInfo
+    policy: AlertPolicy
+    enabled: bool
+    match_labels: dict[str, str]  # labels plus `check` and `probe`, for matchers
+    receivers: tuple[str, ...]  # target and flapping alerts
+    owners: tuple[str, ...]  # probe-broken alerts
+
+    @classmethod
+    def removed(cls, info: CheckInfo, config: AlertingConfig, router: Router) -> AlertedCheck:
+        """A check no longer configured (or with alerting disabled), as far as closing its
+        open incidents goes: the default policy and routes."""
+        labels = {**info.labels, "check": info.name, "probe": info.probe_type}
+        return cls(
+            info=info,
+            policy=config.policy,
+            enabled=True,
+            match_labels=labels,
+            receivers=router.receivers_for(labels),
+            owners=router.owners,
+        )
+
+
+class CheckCatalog:
+    """``checks`` by name, and ``dependants``: the checks that name a check in ``depends_on``
+    (their pages wait while it fails)."""
+
+    def __init__(self) -> None:
+        self.checks: dict[str, AlertedCheck] = {}
+        self.dependants: dict[str, tuple[str, ...]] = {}
+
+    def load(
+        self,
+        config: AlertingConfig,
+        router: Router,
+        checks: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
+    ) -> dict[str, AlertedCheck]:
+        """Replace the catalog with ``checks``; returns the previous one."""
+        previous = self.checks
+        entries: dict[str, AlertedCheck] = {}
+        dependants: dict[str, list[str]] = {}
+        for info, override in checks:
+            policy = override.apply_to(config.policy) if override else config.policy
+            labels = {**info.labels, "check": info.name, "probe": info.probe_type}
+            if override is not None and override.receivers is not None:
+                receivers = tuple(override.receivers)
+            else:
+                receivers = router.receivers_for(labels)
+            entries[info.name] = AlertedCheck(
+                info=info,
+                policy=policy,
+                enabled=override.enabled if override else True,
+                match_labels=labels,
+                receivers=receivers,
+                owners=router.owners,
+            )
+            for dep in info.depends_on:
+                dependants.setdefault(dep, []).append(info.name)
+        self.checks = entries
+        self.dependants = {k: tuple(v) for k, v in dependants.items()}
+        for name, check in entries.items():
+            unknown = [r for r in check.receivers if config.receiver(r) is None]
+            if unknown:
+                log.warning("check routes to receivers that are not configured",
+                            check=name, receivers=unknown)
+        return previous
+
+    def info_of(self, name: str, probe_type: str, labels: dict[str, str]) -> CheckInfo:
+        """The check's info, or (a check no longer configured) one made of what was saved."""
+        check = self.checks.get(name)
+        if check is not None:
+            return check.info
+        return CheckInfo(name=name, probe_type=probe_type, labels=dict(labels))
+
+    def why_not_alerting(self, name: str) -> str:
+        """Why a check's incidents are closed: the reason its resolves carry."""
+        if name in self.checks:
+            return "alerting disabled for this check"
+        return "check removed from the configuration"
+
+    def alerting(self, name: str) -> bool:
+        """Whether the check is configured with alerting enabled."""
+        check = self.checks.get(name)
+        return check is not None and check.enabled

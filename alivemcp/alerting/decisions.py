@@ -1,0 +1,280 @@
+"""Per-check decisions: a result (or the passing of time) in, notifications out.
+
+The policy arithmetic is :mod:`alivemcp.alerting.policy`; this module applies it to a check
+with what surrounds it (maintenance windows, flapping, dependencies), turns each event into a
+:class:`~alivemcp.alerting.model.Notification` and hands it to the receivers' queues. It never
+waits: probing calls it for every run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import structlog
+
+from alivemcp.alerting.catalog import AlertedCheck, CheckCatalog
+from alivemcp.alerting.config import AlertingConfig, AlertPolicy
+from alivemcp.alerting.ledger import AlertLedger
+from alivemcp.alerting.maintenance import MaintenanceCalendar
+from alivemcp.alerting.model import AlertKind, Event, Notification, dedup_key
+from alivemcp.alerting.policy import (
+    AlertState,
+    CheckState,
+    apply_result,
+    reconcile,
+    update_flapping,
+)
+from alivemcp.alerting.routing import Router
+from alivemcp.probe import Status
+from alivemcp.results import CheckInfo, CheckResult
+
+__all__ = ["Decider"]
+
+log = structlog.get_logger("alivemcp.alerting")
+
+Clock = Callable[[], float]
+#: Hands a notification to the queues of the named receivers.
+Dispatch = Callable[[Sequence[str], Notification], None]
+#: Alerts of one check in decision order: a flapping notice precedes the held target alert.
+_KIND_ORDER = (AlertKind.PROBE_BROKEN, AlertKind.FLAPPING, AlertKind.TARGET)
+_FLAPPING_SEVERITY = "warning"
+_FAILING = frozenset({Status.DOWN.value, Status.DEGRADED.value})
+
+
+class Decider:
+    """Decides, for the checks this process evaluates (``owns``), what to notify."""
+
+    def __init__(
+        self,
+        config: AlertingConfig,
+        router: Router,
+        catalog: CheckCatalog,
+        ledger: AlertLedger,
+        dispatch: Dispatch,
+        *,
+        clock: Clock,
+        owns: Callable[[str], bool],
+        status_of: Callable[[str], str | None] | None,
+    ) -> None:
+        """``owns``: whether this process evaluates a check now (cluster mode: the checks of
+        the shards adopted). ``status_of``: the latest status of any check, for dependencies
+        evaluated elsewhere."""
+        self._catalog = catalog
+        self._ledger = ledger
+        self._dispatch = dispatch
+        self._clock = clock
+        self._owns = owns
+        self._status_of = status_of
+        self.configure(config, router)
+
+    def configure(self, config: AlertingConfig, router: Router) -> None:
+        self._config = config
+        self._router = router
+        self._calendar = MaintenanceCalendar(config.maintenance)
+
+    # -- what drives decisions -----------------------------------------------------------------
+
+    def observe(self, result: CheckResult) -> None:
+        """A finished run; must not block."""
+        name = result.check.name
+        check = self._catalog.checks.get(name)
+        if check is None or not check.enabled:
+            return
+        if not self._owns(name):
+            return  # another replica's check, or one whose state is not read yet
+        ledger = self._ledger
+        now = self._clock()
+        state = ledger.states.get(name)
+        if state is None:
+            state = ledger.states[name] = CheckState()
+        was_quiet = name not in ledger.attention
+        ledger.changed.add(name)
+        apply_result(
+            state, result.status, result.reason, now, check.policy, check.info.labels,
+            result.observations,
+        )
+        update_flapping(state, now, check.policy)
+        if was_quiet and state.is_quiet():
+            # Healthy and staying healthy (the common case): nothing to decide, nothing for
+            # dependants (they only react to a dependency that was failing).
+            ledger.changed.discard(name)
+            return
+        ledger.attention.add(name)
+        self.decide(name, now)
+        for dependant in self._catalog.dependants.get(name, ()):
+            self.decide(dependant, now)
+        ledger.note_attention(name, state)
+        # A healthy check that stays healthy changes nothing worth writing to disk.
+        if not (was_quiet and name not in ledger.attention):
+            ledger.bump()
+
+    def tick(self) -> None:
+        """Time-driven decisions: reminders, ends of maintenance windows and of flapping."""
+        ledger = self._ledger
+        now = self._clock()
+        for name in list(ledger.attention):
+            state = ledger.states.get(name)
+            check = self._catalog.checks.get(name)
+            if state is None or check is None:
+                ledger.attention.discard(name)
+                continue
+            if not _needs_tick(state, check.policy, now):
+                continue
+            changes = len(state.changes)
+            update_flapping(state, now, check.policy)
+            if len(state.changes) != changes:
+                ledger.changed.add(name)
+                ledger.bump()
+            self.decide(name, now)  # anything it sends marks the state changed
+            ledger.note_attention(name, state)
+
+    def apply_config(self, previous: Mapping[str, AlertedCheck]) -> None:
+        """After a reload: close incidents of checks gone (or no longer alerting), and decide
+        again for the others (a policy or a maintenance window may have changed)."""
+        now = self._clock()
+        for name in list(self._ledger.states):
+            if not self._catalog.alerting(name):
+                gone = previous.get(name)
+                self.resolve_removed(name, gone.info if gone else None, now,
+                                     self._catalog.why_not_alerting(name))
+        for name in list(self._ledger.attention):
+            if name in self._catalog.checks:
+                self.decide(name, now)
+
+    # -- deciding ------------------------------------------------------------------------------
+
+    def decide(self, name: str, now: float) -> None:
+        state = self._ledger.states.get(name)
+        check = self._catalog.checks.get(name)
+        if state is None or check is None:
+            return
+        window = self._calendar.active_for(check.match_labels, now) if self._calendar else None
+        for kind in _KIND_ORDER:
+            alert = state.alerts.get(kind.value)
+            if alert is None:
+                continue
+            held = window is not None
+            if kind is AlertKind.PROBE_BROKEN:
+                alert.severity = self._config.probe_broken_severity
+            elif kind is AlertKind.FLAPPING:
+                alert.severity = _FLAPPING_SEVERITY
+            else:
+                flapping = state.alerts.get(AlertKind.FLAPPING.value)
+                held = held or bool(flapping and flapping.active) or self._dependency_failing(
+                    check
+                )
+            event = reconcile(alert, now, check.policy, held)
+            if event is not None:
+                self._emit(check, state, kind, alert, event, now)
+        self._ledger.track_firing(name, state)
+
+    def _dependency_failing(self, check: AlertedCheck) -> bool:
+        """A dependency that fires, or whose latest result failed, suppresses dependants: the
+        second case covers dependants whose own threshold is reached first."""
+        for dep in check.info.depends_on:
+            state = self._ledger.states.get(dep)
+            if state is None:
+                # Cluster mode: another replica evaluates it; its latest result is in the
+                # status store.
+                if (self._status_of is not None and not self._owns(dep)
+                        and self._status_of(dep) in _FAILING):
+                    return True
+                continue
+            target = state.alerts.get(AlertKind.TARGET.value)
+            if (target is not None and target.active) or state.last_status in _FAILING:
+                return True
+        return False
+
+    def resolve_removed(
+        self,
+        name: str,
+        info: CheckInfo | None,
+        now: float,
+        reason: str = "check removed from the configuration",
+    ) -> None:
+        """A check left the config: close its open incidents instead of leaving them open."""
+        ledger = self._ledger
+        state = ledger.states.pop(name, None)
+        ledger.attention.discard(name)
+        ledger.changed.add(name)
+        ledger.track_firing(name, None)
+        if state is None or info is None:
+            return
+        check = AlertedCheck.removed(info, self._config, self._router)
+        for kind in _KIND_ORDER:
+            alert = state.alerts.get(kind.value)
+            if alert is not None and alert.notified:
+                alert.active = False
+                alert.reason = reason
+                self._emit(check, state, kind, alert, Event.RESOLVED, now)
+                alert.notified = False
+        ledger.bump()
+
+    def _emit(
+        self,
+        check: AlertedCheck,
+        state: CheckState,
+        kind: AlertKind,
+        alert: AlertState,
+        event: Event,
+        now: float,
+        note: str = "",
+    ) -> None:
+        notification = Notification(
+            id=self._ledger.take_id(),
+            check=check.info.name,
+            probe_type=check.info.probe_type,
+            kind=kind,
+            event=event,
+            severity=alert.severity or "warning",
+            status=(alert.status if kind is AlertKind.TARGET and event is not Event.RESOLVED
+                    and alert.status else state.last_status) or "unknown",
+            reason=alert.reason or state.last_reason,
+            since=alert.since or now,
+            created_at=now,
+            dedup_key=dedup_key(check.info.name, kind),
+            labels=dict(check.info.labels),
+            observations=_finite(state.observations),
+            note=note,
+        )
+        receivers = check.owners if kind is AlertKind.PROBE_BROKEN else check.receivers
+        self._dispatch(receivers, notification)
+        self._ledger.changed.add(check.info.name)
+        self._ledger.bump()
+        log.info(
+            "alert notification",
+            check=check.info.name,
+            alert=kind.value,
+            notification_event=event.value,
+            severity=notification.severity,
+            reason=notification.reason[:200],
+            receivers=list(receivers),
+        )
+
+
+def _finite(observations: Mapping[str, float]) -> dict[str, float]:
+    """Observations that JSON can carry: NaN and infinities are not JSON (a receiver would
+    reject the body, and the saved queue would not load back)."""
+    return {
+        name: float(value) for name, value in observations.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+        and math.isfinite(value)
+    }
+
+
+def _needs_tick(state: CheckState, policy: AlertPolicy, now: float) -> bool:
+    """Whether time alone can change anything for this check: flap history to age out, an
+    alert held back (a maintenance window may have ended), or a reminder due."""
+    if state.changes:
+        return True
+    for alert in state.alerts.values():
+        if alert.active and not alert.notified:
+            return True
+        if (
+            alert.notified
+            and policy.repeat_interval is not None
+            and now - alert.last_notified_at >= policy.repeat_interval
+        ):
+            return True
+    return False
