@@ -81,7 +81,7 @@ class _Rebalance(ConsumerRebalanceListener):
         self._node = node
 
     async def on_partitions_revoked(self, revoked: object) -> None:
-        await self._node._revoked_by_group()
+        await self._node._leave_generation(None)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         await self._node._assigned_by_group(assigned)
@@ -284,26 +284,20 @@ class ClusterNode:
                     raise
                 await asyncio.sleep(RETRY_SECONDS)
 
-    async def _leave_generation(self, why: str) -> None:
+    async def _leave_generation(self, why: str | None) -> None:
+        """Give up every shard: the group revokes them (``why`` None: a normal rebalance, told
+        by aiokafka) or this member's generation ended (``why`` says how; logged)."""
         async with self._lock:
             self._epoch += 1
             self._joined = False
             self.assigned = frozenset()
             shards, self.held = self.held, frozenset()
             if shards:
-                log.warning("shards released", reason=why, shards=len(shards))
+                if why is not None:
+                    log.warning("shards released", reason=why, shards=len(shards))
                 await self._tell_revoked(shards)
 
     # -- rebalances (awaited by aiokafka) -----------------------------------------------------
-
-    async def _revoked_by_group(self) -> None:
-        async with self._lock:
-            self._epoch += 1
-            self._joined = False
-            self.assigned = frozenset()
-            shards, self.held = self.held, frozenset()
-            if shards:
-                await self._tell_revoked(shards)
 
     async def _assigned_by_group(self, partitions: set[TopicPartition]) -> None:
         consumer = self._consumer
