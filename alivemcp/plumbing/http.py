@@ -388,24 +388,6 @@ class _Connection(asyncio.Protocol):
             text = str(error.strerror or error).rpartition("] ")[2].partition(" (_ssl.c")[0]
             raise TlsError(f"TLS error from {host}:{port}: {text or error.reason}")
 
-    async def read_until(self, separator: bytes, limit: int, what: str) -> bytes:
-        start = 0
-        while True:
-            index = self.buffer.find(separator, start)
-            if index > limit:
-                raise ProtocolError(f"{what} longer than {limit} bytes")
-            if index >= 0:
-                out = bytes(self.buffer[:index])
-                del self.buffer[:index + len(separator)]
-                return out
-            if len(self.buffer) > limit:
-                raise ProtocolError(f"{what} longer than {limit} bytes")
-            start = max(0, len(self.buffer) - len(separator) + 1)
-            if not await self._more():
-                raise ConnectionClosed("connection closed mid-response" if self.buffer or
-                                       what != "response head" else
-                                       "server closed the connection before responding")
-
     async def read_some(self, most: int) -> bytes:
         """Up to ``most`` buffered bytes; b"" at end of stream."""
         while not self.buffer:
@@ -559,7 +541,30 @@ class HttpResponse:
         pos = 0
         got = 0
         pieces: list[bytearray] = []
-        while got < _YIELD_AFTER:
+        if not (self._remaining or self._crlf or self._trailer):
+            # The common case: whole chunks in the buffer ("1a\r\n<data>\r\n"), and the
+            # last one without trailers; anything else goes on in the loop below.
+            limit = self.limit
+            while (match := _CHUNK_SIZE.match(buffer, pos)) is not None:
+                size = int(match[1], 16)
+                start = match.end()
+                stop = start + size
+                if stop + 2 > end or got + size > _YIELD_AFTER:
+                    break
+                if buffer[stop:stop + 2] != b"\r\n":
+                    if size:
+                        raise ProtocolError("chunk not followed by CRLF")
+                    break  # the last chunk, with trailers
+                pos = stop + 2
+                if not size:
+                    self._done = True
+                    break
+                self._total += size
+                if self._total > limit:
+                    raise BodyTooLarge(limit)
+                pieces.append(buffer[start:stop])
+                got += size
+        while got < _YIELD_AFTER and not self._done:
             if self._remaining:  # inside a chunk's data
                 take = min(self._remaining, end - pos, _YIELD_AFTER - got)
                 if take <= 0:
@@ -826,8 +831,22 @@ class ProbeSession:
     async def _exchange(self, conn: _Connection, method: str, payload: bytes) -> HttpResponse:
         assert conn.transport is not None
         conn.transport.write(payload)
+        buffer = conn.buffer
+        start = 0
         while True:
-            head = await conn.read_until(b"\r\n\r\n", MAX_HEAD_BYTES, "response head")
+            # The head, up to its blank line (every request's first wait).
+            index = buffer.find(b"\r\n\r\n", start)
+            if index < 0 or index > MAX_HEAD_BYTES:
+                if len(buffer) > MAX_HEAD_BYTES:
+                    raise ProtocolError(f"response head longer than {MAX_HEAD_BYTES} bytes")
+                start = max(0, len(buffer) - 3)
+                if not await conn._more():
+                    raise ConnectionClosed("connection closed mid-response" if buffer else
+                                           "server closed the connection before responding")
+                continue
+            head = bytes(buffer[:index])
+            del buffer[:index + 4]
+            start = 0
             status, headers, keep_alive = _parse_head(head)
             if status >= 200 or status == 101:
                 break  # 1xx interim responses are skipped
@@ -987,6 +1006,9 @@ def _authority(target: _Target) -> str:
     return f"{host}:{target.port}"
 
 
+#: A chunk size line as servers write it (hex digits, maybe extensions); others are parsed
+#: the slow way.
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})(?:;[^\r\n]*)?\r\n")
 #: One header line (after the status line): name up to the first colon, the rest its value.
 _HEADER_LINE = re.compile(r"\r\n([^:\r\n]*):([^\r\n]*)(?=\r\n|\Z)")
 

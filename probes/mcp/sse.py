@@ -60,18 +60,22 @@ class SseParser:
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if held:
                 buffer += b"\r"
-        lines = buffer.split(b"\n")
-        self._buffer = lines.pop()
+        cut = buffer.rfind(b"\n") + 1
+        self._buffer = buffer[cut:]
+        if not cut:
+            return []
+        # Complete lines only, decoded at once (a character split across chunks stays whole
+        # in the unfinished line kept for the next chunk).
+        lines = buffer[:cut - 1].decode("utf-8", "replace").split("\n")
         events: list[SseEvent] = []
-        for raw in lines:
-            if not raw:
+        for line in lines:
+            if not line:
                 if self._data:
                     events.append(SseEvent(self._event or "message", "\n".join(self._data),
                                            self._id))
                 self._data = []
                 self._event = ""
                 continue
-            line = raw.decode("utf-8", "replace")
             name, sep, value = line.partition(":")
             if not name:  # a comment line
                 continue
