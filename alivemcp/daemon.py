@@ -167,7 +167,7 @@ class Daemon:
         alert_state = AlertStateLog(config, kafka, self.alerts, registry)
         shard_of = ShardMap(config.shards)
         probing = ProbingListener(self.scheduler, shard_of, self._configured_checks,
-                                  self._build_handle, self._retire)
+                                  self._build_handle, self._retire, last_run=self._last_run)
         # Told in this order of shards gained, in reverse of shards lost: alert state is read
         # before a shard's checks run; probing stops before its results are flushed and its
         # alert state written.
@@ -179,6 +179,10 @@ class Daemon:
     def _status_of(self, name: str) -> str | None:
         state = self.store.get(name)
         return state.last.status.value if state is not None and state.last is not None else None
+
+    def _last_run(self, name: str) -> float | None:
+        state = self.store.get(name)
+        return state.last.started_at if state is not None and state.last is not None else None
 
     def _publish_owned(self, result: CheckResult) -> None:
         """Cluster mode: a result goes on only while its shard is held and the lease is live

@@ -204,6 +204,7 @@ class Scheduler:
         self._stopping = False
         self._started = False
         self._arrivals: list[ScheduledCheck] = []  # added, first run not planned yet
+        self._on_grid: set[ScheduledCheck] = set()  # arrivals whose first run is a grid point
         self._planning_soon = False
         self._idle_waiters: list[tuple[set[str] | None, asyncio.Future[None]]] = []
         metrics.in_flight.set_function(lambda: self._probing)
@@ -225,10 +226,12 @@ class Scheduler:
         self._type_limits = dict(config.per_probe_type)
         self._per_type.clear()
 
-    def add(self, handle: ProbeHandle, fingerprint: object) -> None:
+    def add(self, handle: ProbeHandle, fingerprint: object, *, run_soon: bool = True) -> None:
         """Schedule a check. Its first run is planned with the others added at the same time:
         at start(), or, once started, as soon as the caller yields to the event loop (a reload
-        adds all its checks in one go, so they share one start window)."""
+        adds all its checks in one go, so they share one start window). ``run_soon=False``: no
+        early first run, the first run is the check's next grid point (a check that ran less
+        than an interval ago, e.g. handed straight back after a rebalance)."""
         name = handle.info.name
         interval = handle.context.interval
         if name in self._checks:  # replaced in place: the old schedule goes first
@@ -237,6 +240,8 @@ class Scheduler:
         entry.deliver = lambda result: self._finished(entry, result)
         self._checks[name] = entry
         self._arrivals.append(entry)
+        if not run_soon:
+            self._on_grid.add(entry)
         if self._started and not self._planning_soon:
             self._planning_soon = True
             asyncio.get_running_loop().call_soon(self._plan_arrivals)
@@ -254,6 +259,7 @@ class Scheduler:
         self._planning_soon = False
         batch = [entry for entry in self._arrivals if self._checks.get(entry.name) is entry]
         self._arrivals = []
+        on_grid, self._on_grid = self._on_grid, set()
         if not batch or self._stopping:
             return
         heap = self._heap
@@ -264,7 +270,16 @@ class Scheduler:
             self._stale = 0
         sequence = self._sequence
         now = time.time()
-        plan = plan_first_runs(batch, now)
+        if on_grid:
+            soon = [entry for entry in batch if entry not in on_grid]
+            plan = plan_first_runs(soon, now)
+            for entry in batch:
+                if entry in on_grid:
+                    entry.first_run = None
+                    plan.append((entry.grid_at_or_after(now), entry))
+            plan.sort(key=lambda item: item[0])
+        else:
+            plan = plan_first_runs(batch, now)
         for first_run, entry in plan:
             entry.due = first_run
             heapq.heappush(heap, (first_run, next(sequence), entry))

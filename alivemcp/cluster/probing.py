@@ -14,6 +14,7 @@ clean-up) in the background, as a reload retires replaced checks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -44,16 +45,19 @@ class ProbingListener:
         retire: Callable[[list[ProbeHandle]], None],
         *,
         cancel_timeout: float = CANCEL_TIMEOUT_SECONDS,
+        last_run: Callable[[str], float | None] = lambda name: None,
     ) -> None:
         """``checks``: the configured checks (all of them; the current config after a
         reload). ``build``: a new probe instance for a check. ``retire``: tear instances
-        down in the background."""
+        down in the background. ``last_run``: when a check's latest known run started (unix
+        time), None if none is known."""
         self._scheduler = scheduler
         self._shard_of = shard_of
         self._checks = checks
         self._build = build
         self._retire = retire
         self._cancel_timeout = cancel_timeout
+        self._last_run = last_run
         self.held: frozenset[int] = frozenset()
         #: Instances taken off the scheduler by a revoke, by check: (handle, fingerprint).
         self._parked: dict[str, tuple[ProbeHandle, object]] = {}
@@ -64,6 +68,7 @@ class ProbingListener:
     async def on_assigned(self, shards: frozenset[int]) -> None:
         self.held = self.held | shards
         added = 0
+        now = time.time()
         for check in self._checks():
             name = check.name
             if name in self._scheduler.checks or self._shard_of(name) not in shards:
@@ -76,7 +81,12 @@ class ProbingListener:
                 if parked is not None:
                     self._retire([parked[0]])
                 handle = self._build(check)
-            self._scheduler.add(handle, fingerprint)
+            # A check that ran less than an interval ago (its shard came straight back after
+            # an eager rebalance, or its last owner just ran it) waits for its next grid point:
+            # a rebalance gives it no extra run.
+            last = self._last_run(name)
+            recent = last is not None and now - last < check.interval
+            self._scheduler.add(handle, fingerprint, run_soon=not recent)
             added += 1
         self.retire_parked()
         log.info("probing shards", shards=len(shards), checks=added)

@@ -88,3 +88,36 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
     finally:
         await scheduler.stop(1)
         await plumbing.aclose()
+
+
+async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignment() -> None:
+    checks = [{"name": f"r{i:02d}", "probe": "test_static", "interval": 60}
+              for i in range(20)]
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}))
+    store = StatusStore()
+    store.set_checks([])
+    scheduler = Scheduler(store, Metrics(store), lambda result: None, loaded.config.scheduler)
+    plumbing = Plumbing()
+    now = time.time()
+    # Half the checks ran 5 s ago (their shard came straight back), the rest long ago or never.
+    recent = {c.name for c in loaded.checks[::2]}
+    last_runs = {name: now - 5 for name in recent} | {loaded.checks[1].name: now - 600}
+    probing = ProbingListener(scheduler, ShardMap(SHARDS), lambda: loaded.checks,
+                              lambda c: build_handle(c, plumbing), lambda handles: None,
+                              last_run=last_runs.get)
+    scheduler.start()
+    try:
+        await probing.on_assigned(frozenset(range(SHARDS)))
+        await asyncio.sleep(0)  # the arrivals are planned
+        entries = scheduler.checks
+        # The recent ones wait for their grid point (no extra run), the others run soon.
+        for name in recent:
+            entry = entries[name]
+            assert entry.first_run is None
+            assert abs(entry.due - entry.grid_at_or_after(now)) < 1, name
+        assert any(entries[name].due > now + 10 for name in recent)
+        for name in set(entries) - recent:
+            assert entries[name].due <= now + 3, name
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
