@@ -358,6 +358,10 @@ def _load_config_text(
         errors.extend(_format_errors(exc, Config, ""))
         config, specs = _partial_config(raw)
     checks = _resolve_checks(config, specs, base_dir or Path.cwd(), env, reg, errors)
+    # The check specs live on as the resolved checks: holding both cost about 1.1 kB a check
+    # for the daemon's life (validated models, their dicts and lists).
+    config.__dict__["checks"] = []
+    del specs
     _check_type_limits(config, reg, errors)
     unchecked: list[str] = []
     if missing:

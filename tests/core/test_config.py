@@ -159,3 +159,18 @@ checks:
         "checks[0].params.consumer.marker.bucket: ${UNSET_BUCKET} is not set; not checked",)
     with pytest.raises(ConfigError, match="UNSET_BUCKET is not set"):
         load_config_text(text, env={})
+
+
+def test_a_loaded_config_holds_no_check_specs_besides_its_resolved_checks() -> None:
+    """The validated specs are only a step to the resolved checks; a daemon of 100,000 checks
+    would keep about 1.1 kB a check of them for its life."""
+    import gc
+
+    from alivemcp.config import CheckSpec
+
+    text = "checks:\n" + "".join(
+        f"  - {{name: s{i}, probe: test_static}}\n" for i in range(3))
+    loaded = load_config_text(text)
+    gc.collect()
+    assert [c.name for c in loaded.checks] == ["s0", "s1", "s2"]
+    assert not [o for o in gc.get_objects() if isinstance(o, CheckSpec)]
