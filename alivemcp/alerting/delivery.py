@@ -51,7 +51,7 @@ class DeliveryJournal(Protocol):
         """Record that ``batch`` is about to be sent; False: it could not be recorded, so it
         must not be sent yet (the worker tries again later)."""
 
-    def wanted(self, notification: Notification) -> bool:
+    def wanted(self, receiver: str, notification: Notification) -> bool:
         """Whether a queued notification is still this process's to send (in cluster mode a
         check can move to another replica while its notifications wait)."""
 
@@ -162,6 +162,10 @@ class DeliveryWorker:
                 continue
             await self._wait_for_group_and_rate_limit()
             batch = list(itertools.islice(self.queue, self.settings.max_batch))
+            if not batch:
+                # Taken out while waiting (cluster mode: its check was handed over). An empty
+                # send would post an empty message ("0 alert notifications").
+                continue
             # What we are about to send (and the alert state that decided it) is recorded
             # before the receiver sees it.
             if not await self._journal.before_send(self.name, batch):
@@ -170,10 +174,10 @@ class DeliveryWorker:
                 await asyncio.sleep(self._retry_delay(None, attempt=1))
                 continue
             self._note_unrecorded(False)
-            unwanted = [n for n in batch if not self._journal.wanted(n)]
+            unwanted = [n for n in batch if not self._journal.wanted(self.name, n)]
             if unwanted:
                 self._remove(unwanted)
-                batch = [n for n in batch if self._journal.wanted(n)]
+                batch = [n for n in batch if self._journal.wanted(self.name, n)]
                 if not batch:
                     continue
             self._last_send = time.monotonic()

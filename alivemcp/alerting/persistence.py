@@ -165,7 +165,7 @@ class FileJournal:
         await self._state_file.persist()
         return True
 
-    def wanted(self, notification: Notification) -> bool:
+    def wanted(self, receiver: str, notification: Notification) -> bool:
         return True
 
     async def after_send(

@@ -148,9 +148,12 @@ class SharedAlertState:
                 self._metrics.notifications.labels(entry.receiver, "discarded").inc()
                 continue
             notification = entry.notification
-            # Its send was put off here, and the check handed over before it happened.
-            never_sent = (entry.receiver, notification.id) in self._never_sent
-            self._never_sent.pop((entry.receiver, notification.id), None)
+            # Its send was put off here, and the check handed over before it happened: a
+            # "sending" record of ours reached Kafka late. Only in a record this replica
+            # wrote: "sending" in another's means that replica called the receiver.
+            key = (entry.receiver, notification.id)
+            never_sent = key in self._never_sent and record.replica == self._replica
+            self._never_sent.pop(key, None)
             if (entry.phase == "sending" and not never_sent
                     and not worker.receiver.repeats_are_harmless):
                 report.possibly_undelivered += 1

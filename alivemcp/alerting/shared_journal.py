@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from alivemcp.alerting.ledger import AlertLedger
 from alivemcp.alerting.model import Notification
+from alivemcp.alerting.records import Outgoing
 from alivemcp.alerting.shared import SharedAlertState
 
 __all__ = ["SharedJournal"]
@@ -44,7 +45,7 @@ class SharedJournal:
         touched: set[str] = set()
         marked = []
         for n in batch:
-            entry = self._outbox.get(receiver, n)
+            entry = self._entry(receiver, n)
             if entry is None or not self._owns(n.check):
                 continue
             if entry.phase != "sending":
@@ -58,7 +59,7 @@ class SharedJournal:
         done, late = await asyncio.wait(acks, timeout=RECORD_ACK_SECONDS)
         if not late and all(f.result() for f in done):
             for n in batch:
-                entry = self._outbox.get(receiver, n)
+                entry = self._entry(receiver, n)
                 # The worker calls the receiver next with what is still ours (wanted()),
                 # with no pause in between.
                 if entry is not None and self._owns(n.check):
@@ -70,8 +71,17 @@ class SharedJournal:
                 self._ledger.changed.add(entry.notification.check)
         return False
 
-    def wanted(self, notification: Notification) -> bool:
-        return self._owns(notification.check)
+    def wanted(self, receiver: str, notification: Notification) -> bool:
+        """Only what the check's outbox holds is sent: that is what its record says."""
+        return self._owns(notification.check) and self._entry(receiver, notification) is not None
+
+    def _entry(self, receiver: str, notification: Notification) -> Outgoing | None:
+        """The outbox entry of this very notification. A copy left in a worker's queue when
+        its check was handed over (a send that outlasted the release, then failed) is not:
+        if the check comes back, its record decides again what is sent, and a second copy
+        would repeat a page the receiver may already have."""
+        entry = self._outbox.get(receiver, notification)
+        return entry if entry is not None and entry.notification is notification else None
 
     async def after_send(
         self,
@@ -82,10 +92,10 @@ class SharedJournal:
     ) -> None:
         touched = set()
         for n in done:
-            if self._outbox.remove(receiver, n):
+            if self._entry(receiver, n) is not None and self._outbox.remove(receiver, n):
                 touched.add(n.check)
         for n in unsent:
-            entry = self._outbox.get(receiver, n)
+            entry = self._entry(receiver, n)
             if entry is None:
                 continue
             entry.handed = False

@@ -382,6 +382,73 @@ async def test_revoke_hands_queued_notifications_to_the_next_owner(
     assert slack_titles(slack) == ["FIRING [critical] api"]
 
 
+async def test_a_send_that_outlasts_the_release_is_not_made_again_when_the_shard_returns(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    slack.script.append(HANG)  # the first Slack request outlasts the release's bound (2.4 s)
+    a = await rig.replica("replica-a", alerting(pd, slack, timeout=4.0), [check("api")])
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await slack.await_for(lambda: slack.requests, what="the held request")
+    await a.log.on_revoked(ALL)  # gives up waiting for the call: its record says sending
+    await a.log.on_assigned(ALL)  # the shard comes straight back, as rebalances often do
+    await asyncio.sleep(4.5)  # the held request times out here; its retry must not go out
+    await a.settled()
+    # Slack may have the page: the replica that took the check back treats it like any new
+    # owner (not sent again), and the worker does not retry the copy it still had.
+    assert [r.status for r in slack.requests] == [0]
+    assert a.metric("alivemcp_notifications_total", receiver="slack",
+                    outcome="possibly_undelivered") == 1
+    assert pages(pd.events()) == {"alivemcp/api": 1}
+
+
+async def test_a_page_another_replica_was_sending_is_not_repeated_by_its_former_owner(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    slack.script.extend([Answer(500, "internal_error"), HANG])  # A refused, B held
+    checks = [check("api")]
+    a = await rig.replica("replica-a", alerting(pd, slack, slack_backoff=4.0), checks)
+    b = await rig.replica("replica-b", alerting(pd, slack, timeout=4.0), checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await slack.await_for(lambda: slack.requests, what="A's refused attempt")
+    await a.log.on_revoked(ALL)  # handed over queued: A knows it never sent it
+    await b.log.on_assigned(ALL)  # B sends it; Slack holds the request
+    await slack.await_for(lambda: len(slack.requests) == 2, what="B's held request")
+    await b.log.on_revoked(ALL)  # B's record: sending (Slack may have it)
+    await a.log.on_assigned(ALL)
+    await asyncio.sleep(4.5)
+    await a.settled()
+    # "Sending" in a record B wrote is B's send, not a late record of A's put-off one.
+    assert [r.status for r in slack.requests] == [500, 0]
+    assert a.metric("alivemcp_notifications_total", receiver="slack",
+                    outcome="possibly_undelivered") == 1
+    assert pages(pd.events()) == {"alivemcp/api": 1}
+
+
+async def test_a_check_handed_over_during_the_group_wait_leaves_no_empty_message(
+    rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
+) -> None:
+    pd, slack, _hook = stand_ins
+    waiting = alerting(pd, slack)
+    waiting["group_wait"] = 1.5  # the workers hold the page back to group it with others
+    checks = [check("api")]
+    a = await rig.replica("replica-a", waiting, checks)
+    b = await rig.replica("replica-b", alerting(pd, slack), checks)
+    await a.log.on_assigned(ALL)
+    a.feed("api", "down", "down")
+    await asyncio.sleep(0.5)  # the workers are in their group wait
+    await a.log.on_revoked(ALL)  # the queues lose the page
+    await asyncio.sleep(2.5)  # the wait ends with nothing left to send
+    assert slack.requests == [] and pd.requests == []
+    await b.log.on_assigned(ALL)
+    await b.settled()
+    assert slack_titles(slack) == ["FIRING [critical] api"]
+    assert pages(pd.events()) == {"alivemcp/api": 1} and len(pd.requests) == 1
+
+
 async def test_damaged_records_cost_only_themselves(
     rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
 ) -> None:
@@ -645,7 +712,11 @@ class Trio:
                 "checks": checks,
                 "alerting": {
                     "group_wait": 0, "group_interval": 0,
-                    "receivers": [pd.receiver("pd"), slack.receiver("slack")],
+                    # Exactly once is promised across takeovers, not across a receiver
+                    # timeout (a send that may have arrived is retried by its replica): a
+                    # stand-in slower than 1 s on a loaded machine must not look like a repeat.
+                    "receivers": [pd.receiver("pd", timeout=10.0),
+                                  slack.receiver("slack", timeout=10.0)],
                     "default_receivers": ["pd", "slack"],
                 },
                 "cluster": cluster_section(kafka.bootstrap, prefix, replica=replica,
