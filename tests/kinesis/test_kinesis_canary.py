@@ -137,10 +137,10 @@ async def test_read_throttling_is_degraded_naming_the_shard(moto: MotoServer) ->
         result = await run_check("kinesis_canary", {**params(moto, "events"),
                                                     "aws": proxy.aws_params()})
     assert result.status == "degraded", result.reason
-    assert result.reason.startswith(
-        "reading the canary back from stream events shard shardId-000000000000 throttled: "
-        f"{THROTTLED}")
-    assert "shard shardId-000000000001 throttled" in result.reason
+    # Both shards are read side by side: either one's finding may come first.
+    assert result.reason.startswith("reading the canary back from stream events shard ")
+    for shard in ("shardId-000000000000", "shardId-000000000001"):
+        assert f"shard {shard} throttled: {THROTTLED}" in result.reason
     assert result.observations["failed_put_records"] == 0  # the writes went through
 
 
