@@ -40,6 +40,7 @@ from alivemcp.alerting.saved import (
     _Record,
     check_from_json,
     describe,
+    json_from_bytes,
     notification_from_json,
 )
 
@@ -225,16 +226,7 @@ def decode_record(key: str, value: bytes) -> SharedRecord:
     values: they came from a shared topic)."""
     if len(value) > MAX_RECORD_BYTES:
         raise DamagedRecord("too_large", f"{len(value)} bytes (limit {MAX_RECORD_BYTES})")
-    try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DamagedRecord("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
-    try:
-        raw = json.loads(text)
-    except RecursionError:
-        raise DamagedRecord("not_json", "nested too deeply") from None
-    except ValueError as exc:
-        raise DamagedRecord("not_json", str(exc)[:100]) from None
+    raw = json_from_bytes(value, DamagedRecord)
     try:
         top = _SharedTop.model_validate(raw)
     except ValidationError as exc:

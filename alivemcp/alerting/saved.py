@@ -9,6 +9,8 @@ every text. An entry that fails is dropped on its own; the rest of the state is 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,6 +25,7 @@ __all__ = [
     "SavedFile",
     "check_from_json",
     "describe",
+    "json_from_bytes",
     "notification_from_json",
 ]
 
@@ -179,6 +182,22 @@ def notification_from_json(raw: Any) -> Notification:
         note=saved.note,
         enqueued_at=saved.enqueued_at,
     )
+
+
+def json_from_bytes(data: bytes, damaged: Callable[[str, str], Exception]) -> Any:
+    """Parse UTF-8 JSON from bytes we wrote but cannot trust (the state file, a shared
+    record); on failure raises ``damaged(reason, detail)`` with reason ``not_utf8`` or
+    ``not_json`` and a detail that never quotes the bytes at length."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise damaged("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise damaged("not_json", "nested too deeply") from None
+    except ValueError as exc:
+        raise damaged("not_json", str(exc)[:200]) from None
 
 
 def describe(exc: ValidationError, limit: int = 3) -> str:

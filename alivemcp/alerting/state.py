@@ -36,6 +36,7 @@ from alivemcp.alerting.saved import (
     SavedFile,
     check_from_json,
     describe,
+    json_from_bytes,
     notification_from_json,
 )
 
@@ -174,16 +175,7 @@ class StateStore:
             raise _Untrusted("unreadable", exc.strerror or type(exc).__name__) from None
         if len(raw) > MAX_STATE_BYTES:  # it grew between stat and read
             raise _Untrusted("too_large", f"over {MAX_STATE_BYTES} bytes")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _Untrusted("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
-        try:
-            data = json.loads(text)
-        except RecursionError:
-            raise _Untrusted("not_json", "nested too deeply") from None
-        except ValueError as exc:
-            raise _Untrusted("not_json", str(exc)[:200]) from None
+        data = json_from_bytes(raw, _Untrusted)
         try:
             return SavedFile.model_validate(data)
         except ValidationError as exc:

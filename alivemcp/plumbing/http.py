@@ -956,13 +956,9 @@ class ProbeSession:
                 ssl=self._ssl if target.https else None,
                 server_hostname=target.host if target.https else None,
             )
-        except ssl.SSLCertVerificationError as exc:
-            sock.close()
-            raise TlsError(f"TLS certificate of {target.host_header} rejected: "
-                           f"{exc.verify_message or exc.reason}", certificate=True) from None
         except (ssl.SSLError, ConnectionError) as exc:
             sock.close()
-            raise TlsError(f"TLS handshake with {target.host_header} failed: {exc}") from None
+            raise _tls_failure(exc, target) from None
         except BaseException:
             sock.close()
             raise
@@ -975,13 +971,9 @@ class ProbeSession:
         try:
             tls = await self._loop.start_tls(transport, conn, self._ssl,
                                              server_hostname=target.host)
-        except ssl.SSLCertVerificationError as exc:
-            transport.close()
-            raise TlsError(f"TLS certificate of {target.host_header} rejected: "
-                           f"{exc.verify_message or exc.reason}", certificate=True) from None
         except (ssl.SSLError, ConnectionError) as exc:
             transport.close()
-            raise TlsError(f"TLS handshake with {target.host_header} failed: {exc}") from None
+            raise _tls_failure(exc, target) from None
         except BaseException:
             transport.close()
             raise
@@ -1269,3 +1261,11 @@ class HttpClients:
             self._httpx = None
         self._ssl_contexts.clear()
         self.resolver.clear()
+
+
+def _tls_failure(exc: ssl.SSLError | ConnectionError, target: _Target) -> TlsError:
+    """The one wording of a failed TLS handshake, however the connection was made."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return TlsError(f"TLS certificate of {target.host_header} rejected: "
+                        f"{exc.verify_message or exc.reason}", certificate=True)
+    return TlsError(f"TLS handshake with {target.host_header} failed: {exc}")
