@@ -187,20 +187,27 @@ def skipped(metrics: Metrics, reason: str) -> float:
     return value
 
 
-async def test_runs_the_loop_was_too_late_for_are_counted_missed_not_run_late(
-        tmp_path: Path) -> None:
-    interval = 4.0  # a run may start up to half an interval (2 s) late
-    loaded = load_config_text(yaml.safe_dump({"checks": [
-        {"name": "tick", "probe": "test_static", "interval": interval, "timeout": 1}]}), env={})
+def started_scheduler(checks: list[dict], config: SchedulerConfig | None = None) -> tuple[
+        Scheduler, Metrics, list[CheckResult], Plumbing]:
+    """The checks scheduled and the scheduler started; results collected in the list."""
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
     store = StatusStore()
     metrics = Metrics(store)
     results: list[CheckResult] = []
-    scheduler = Scheduler(store, metrics, results.append, SchedulerConfig())
+    scheduler = Scheduler(store, metrics, results.append, config or SchedulerConfig())
     plumbing = Plumbing()
     store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
     for check in loaded.checks:
         scheduler.add(build_handle(check, plumbing), check.fingerprint())
     scheduler.start()
+    return scheduler, metrics, results, plumbing
+
+
+async def test_runs_the_loop_was_too_late_for_are_counted_missed_not_run_late(
+        tmp_path: Path) -> None:
+    interval = 4.0  # a run may start up to half an interval (2 s) late
+    scheduler, metrics, results, plumbing = started_scheduler(
+        [{"name": "tick", "probe": "test_static", "interval": interval, "timeout": 1}])
     await until(lambda: len(results) == 1, MIN_START_WINDOW + 5)
     due = scheduler.checks["tick"].due
     # The loop held up until 2.5 s past the next planned run (and before the one after): that
@@ -212,6 +219,7 @@ async def test_runs_the_loop_was_too_late_for_are_counted_missed_not_run_late(
     # Back on its grid at the next point.
     await until(lambda: len(results) == 2, interval + 5)
     await scheduler.stop(1)
+    await plumbing.aclose()
     assert results[1].started_at >= due + interval
     assert max(r.lateness_seconds for r in results) < 0.5
 
@@ -221,19 +229,11 @@ async def test_a_run_still_waiting_for_its_slot_is_counted_as_an_overlap(tmp_pat
     # its previous run still queued behind the other one's.
     checks = [{"name": f"slow{i}", "probe": "test_static", "interval": 0.5, "timeout": 0.45,
                "params": {"delay": 0.4}} for i in range(2)]
-    loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
-    store = StatusStore()
-    metrics = Metrics(store)
-    results: list[CheckResult] = []
-    scheduler = Scheduler(store, metrics, results.append,
-                          SchedulerConfig(per_probe_type={"test_static": 1}))
-    plumbing = Plumbing()
-    store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
-    for check in loaded.checks:
-        scheduler.add(build_handle(check, plumbing), check.fingerprint())
-    scheduler.start()
+    scheduler, metrics, results, plumbing = started_scheduler(
+        checks, SchedulerConfig(per_probe_type={"test_static": 1}))
     await asyncio.sleep(3)
     await scheduler.stop(1)
+    await plumbing.aclose()
     assert skipped(metrics, "overlap") >= 1
     for name in ("slow0", "slow1"):
         spans = sorted((r.started_at, r.finished_at) for r in results if r.check.name == name)
@@ -249,16 +249,7 @@ async def test_cancel_runs_stops_the_named_runs_and_drops_their_results(tmp_path
     checks = [{"name": name, "probe": "test_sleepy", "interval": 60, "timeout": 30,
                "params": {"seconds": 20, "markers": str(tmp_path / name)}}
               for name in ("revoked", "kept")]
-    loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
-    store = StatusStore()
-    metrics = Metrics(store)
-    results: list[CheckResult] = []
-    scheduler = Scheduler(store, metrics, results.append, SchedulerConfig())
-    plumbing = Plumbing()
-    store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
-    for check in loaded.checks:
-        scheduler.add(build_handle(check, plumbing), check.fingerprint())
-    scheduler.start()
+    scheduler, metrics, results, plumbing = started_scheduler(checks)
     deadline = time.monotonic() + MIN_START_WINDOW + 5
     while metrics.registry.get_sample_value("alivemcp_scheduler_runs_in_flight") != 2:
         assert time.monotonic() < deadline, "both runs never started"
