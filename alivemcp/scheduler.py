@@ -40,6 +40,7 @@ to finish and record their result, and whatever is left at the end of the grace 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import hashlib
 import heapq
@@ -123,8 +124,6 @@ class ScheduledCheck:
     waiter: asyncio.Task[None] | None = field(default=None, repr=False)
     #: The limits whose slots the run in flight holds (released when it ends).
     slots: tuple[_Slots, ...] = field(default=(), repr=False)
-    #: Where the run's result goes (the scheduler's, bound to this entry once).
-    deliver: Callable[[CheckResult | None], None] | None = field(default=None, repr=False)
 
     def grid_at_or_after(self, moment: float) -> float:
         """The check's first grid point at or after ``moment``."""
@@ -237,7 +236,6 @@ class Scheduler:
         if name in self._checks:  # replaced in place: the old schedule goes first
             self.remove(name)
         entry = ScheduledCheck(name, handle, interval, stable_offset(name, interval), fingerprint)
-        entry.deliver = lambda result: self._finished(entry, result)
         self._checks[name] = entry
         self._arrivals.append(entry)
         if not run_soon:
@@ -380,8 +378,11 @@ class Scheduler:
             self._store.mark_in_flight(name)
             self._metrics.lateness.observe(max(0.0, time.time() - planned))
             self._probing += 1
-            assert entry.deliver is not None
-            entry.run = entry.handle.start(planned, entry.deliver)
+            # Bound per run, not kept on the entry: an entry holding a callable that holds the
+            # entry is a reference cycle, and the daemon freezes its objects out of the
+            # collector's reach, so every check a reload replaced stayed in memory for good.
+            # (The run holds it only until the result is delivered.)
+            entry.run = entry.handle.start(planned, functools.partial(self._finished, entry))
         except Exception:  # the engine itself failed: never let it stop the schedule
             log.exception("check run failed in the engine", check=name)
             self._probing -= 1
