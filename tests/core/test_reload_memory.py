@@ -34,7 +34,13 @@ CHILD = textwrap.dedent("""
             "history: {enabled: true}\\n"
             "checks:\\n" + "".join(
                 f"  - {{name: c{i}, probe: test_noop, interval: 2, labels: {{v: '{label}'}}}}\\n"
-                for i in range(300)))
+                for i in range(300))
+            # A real probe type too, failing fast against a closed port (its client, its
+            # connection pool and its error path are what a replaced check leaves behind).
+            + "".join(
+                f"  - {{name: m{i}, probe: mcp_endpoint, interval: 2, timeout: 1,"
+                f" labels: {{v: '{label}'}}, params: {{url: 'http://127.0.0.1:9/mcp{i}'}}}}\\n"
+                for i in range(20)))
 
     async def main():
         configure_logging("warning", "json")
@@ -69,7 +75,7 @@ def test_checks_replaced_by_reloads_leave_no_garbage_only_the_collector_could_fr
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["runs"] >= 300  # the checks ran, so their probes were set up
+    assert report["runs"] >= 320  # the checks ran, so their probes were set up
     engine = {k: n for k, n in report["garbage"].items()
               if k.startswith(("alivemcp.", "alivemcp_testprobes.", "probes."))}
     assert engine == {}
