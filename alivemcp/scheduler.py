@@ -116,6 +116,8 @@ class ScheduledCheck:
     interval: float
     offset: float
     fingerprint: object
+    #: Its key on the timer heap (unique for the scheduler's life).
+    key: int = 0
     first_run: float | None = None  # an extra first run off the grid, when one was planned
     #: The next planned run (its key on the heap); 0 before planning, -1 once removed.
     due: float = 0.0
@@ -186,11 +188,17 @@ class Scheduler:
         self._metrics = metrics
         self._on_result = on_result
         self._checks: dict[str, ScheduledCheck] = {}
-        #: (planned time, sequence, check): the next run of every check, earliest first. A
-        #: removed or replanned check's old entry stays until it comes up, and is skipped.
-        self._heap: list[tuple[float, int, ScheduledCheck]] = []
+        #: (planned time, key): the next run of every check, earliest first; ``_keyed`` gives
+        #: the check of a key. A removed or replanned check's old entry stays until it comes
+        #: up, and is skipped. Two numbers and no reference to the check: the collector stops
+        #: tracking such a tuple at its first pass, so the one pushed for each run never
+        #: reaches the old generation (with the check in it, it was one more object a run for
+        #: every collection to walk).
+        self._heap: list[tuple[float, int]] = []
+        self._keyed: dict[int, ScheduledCheck] = {}
         self._stale = 0  # heap entries known to be skipped when they come up
         self._sequence = itertools.count()
+        self._collector: _CollectorPolicy | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
         #: name -> the check whose run is in flight (of a check since removed or replaced too:
@@ -214,6 +222,9 @@ class Scheduler:
 
     def start(self) -> None:
         self._started = True
+        if self._collector is None:
+            self._collector = _CollectorPolicy()
+            self._collector.start(asyncio.get_running_loop())
         self._plan_arrivals()
 
     def alive(self) -> bool:
@@ -235,7 +246,8 @@ class Scheduler:
         interval = handle.context.interval
         if name in self._checks:  # replaced in place: the old schedule goes first
             self.remove(name)
-        entry = ScheduledCheck(name, handle, interval, stable_offset(name, interval), fingerprint)
+        entry = ScheduledCheck(name, handle, interval, stable_offset(name, interval), fingerprint,
+                               key=next(self._sequence))
         self._checks[name] = entry
         self._arrivals.append(entry)
         if not run_soon:
@@ -251,6 +263,7 @@ class Scheduler:
             if entry.due > 0:
                 self._stale += 1
             entry.due = -1.0
+            self._keyed.pop(entry.key, None)
         return entry
 
     def _plan_arrivals(self) -> None:
@@ -261,12 +274,13 @@ class Scheduler:
         if not batch or self._stopping:
             return
         heap = self._heap
+        keyed = self._keyed
         if self._stale > max(1000, len(heap) // 2):
             # A reload replaced many checks: drop their entries now rather than one by one.
-            heap[:] = [item for item in heap if item[2].due == item[0]]
+            heap[:] = [item for item in heap
+                       if (entry := keyed.get(item[1])) is not None and entry.due == item[0]]
             heapq.heapify(heap)
             self._stale = 0
-        sequence = self._sequence
         now = time.time()
         if on_grid:
             soon = [entry for entry in batch if entry not in on_grid]
@@ -280,7 +294,8 @@ class Scheduler:
             plan = plan_first_runs(batch, now)
         for first_run, entry in plan:
             entry.due = first_run
-            heapq.heappush(heap, (first_run, next(sequence), entry))
+            keyed[entry.key] = entry
+            heapq.heappush(heap, (first_run, entry.key))
         self._arm()
         loop = asyncio.get_running_loop()
         loop.call_later(plan[-1][0] - now + SETTLE_AFTER_FIRST_RUNS, _settle_young_objects)
@@ -306,16 +321,18 @@ class Scheduler:
         if self._stopping:
             return
         heap = self._heap
+        keyed = self._keyed
         now = time.time()
         started = 0
         while heap and heap[0][0] <= now:
-            due, sequence, entry = heapq.heappop(heap)
-            if entry.due != due:  # removed, or replanned
+            due, key = heapq.heappop(heap)
+            entry = keyed.get(key)
+            if entry is None or entry.due != due:  # removed, or replanned
                 self._stale -= 1
                 continue
             planned = entry.latest_due(due, now)
             entry.due = next_run = entry.next_after(planned)
-            heapq.heappush(heap, (next_run, sequence, entry))
+            heapq.heappush(heap, (next_run, key))
             if now - planned > max(MIN_MISFIRE_GRACE, entry.interval / 2):
                 self._metrics.skipped.labels(reason="missed").inc()
             elif entry.name in self._busy:
@@ -465,6 +482,9 @@ class Scheduler:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._collector is not None:
+            self._collector.stop()
+            self._collector = None
         for entry in list(self._busy.values()):
             if entry.waiter is not None:
                 entry.waiter.cancel()
@@ -488,6 +508,59 @@ def _settle_young_objects() -> None:
     collection first would itself be such a pause."""
     gc.collect(1)
     gc.freeze()
+
+
+#: Seconds between the full collections the scheduler makes itself (see _CollectorPolicy).
+FULL_COLLECTION_SECONDS = 300.0
+#: A generation-2 threshold never reached: no full collection starts by itself.
+_NEVER = 2**31 - 1
+
+
+class _CollectorPolicy:
+    """Full garbage collections every :data:`FULL_COLLECTION_SECONDS` instead of whenever the
+    old generation grew by a quarter.
+
+    Every check's latest result (and its status entry) lives one interval, long enough to reach
+    the old generation, so at 100,000 checks that generation holds a few hundred thousand live
+    objects, and CPython's own rule started a full collection of all of them about every
+    quarter interval: 150-350 ms with the loop held (measured with
+    ``benchmarks/lateness_trace.py``), the cause of most runs started over 50 ms late. A full
+    collection finds nothing in that steady state (replaced results are freed by their
+    reference counts; the collector only matters for cycles), so it is made on a timer: the
+    same pause, a few times an hour. The young generations are collected as before. The
+    process-wide thresholds are put back when the last started scheduler stops."""
+
+    _users = 0
+    _saved: tuple[int, int, int] = (0, 0, 0)
+
+    def __init__(self) -> None:
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        cls = type(self)
+        if cls._users == 0:
+            cls._saved = gc.get_threshold()
+            young, middle, _ = cls._saved
+            gc.set_threshold(young, middle, _NEVER)
+        cls._users += 1
+        self._loop = loop
+        self._timer = loop.call_later(FULL_COLLECTION_SECONDS, self._collect)
+
+    def _collect(self) -> None:
+        gc.collect()
+        assert self._loop is not None
+        self._timer = self._loop.call_later(FULL_COLLECTION_SECONDS, self._collect)
+
+    def stop(self) -> None:
+        if self._timer is None:
+            return
+        self._timer.cancel()
+        self._timer = None
+        cls = type(self)
+        cls._users -= 1
+        if cls._users == 0:
+            gc.set_threshold(*cls._saved)
 
 
 class _Slots:
