@@ -40,6 +40,7 @@ Dispatch = Callable[[Sequence[str], Notification], None]
 _KIND_ORDER = (AlertKind.PROBE_BROKEN, AlertKind.FLAPPING, AlertKind.TARGET)
 _FLAPPING_SEVERITY = "warning"
 _FAILING = frozenset({Status.DOWN.value, Status.DEGRADED.value})
+_UP = Status.UP.value
 
 
 class Decider:
@@ -84,11 +85,23 @@ class Decider:
         if not self._owns(name):
             return  # another replica's check, or one whose state is not read yet
         ledger = self._ledger
-        now = self._clock()
         state = ledger.states.get(name)
+        was_quiet = name not in ledger.attention
+        if (state is not None and result.status is Status.UP and was_quiet
+                and state.steadily_up()):
+            # Up, and up before with nothing open (the common case): what apply_result and
+            # update_flapping would do comes down to this, and nothing is left to decide (see
+            # CheckState.steadily_up); the slow path below would end at the same return.
+            state.last_status = _UP
+            state.last_reason = result.reason
+            state.observations = dict(result.observations or {})
+            state.known_streak += 1
+            state.ok_streak += 1
+            ledger.changed.discard(name)
+            return
+        now = self._clock()
         if state is None:
             state = ledger.states[name] = CheckState()
-        was_quiet = name not in ledger.attention
         ledger.changed.add(name)
         apply_result(
             state, result.status, result.reason, now, check.policy, check.info.labels,

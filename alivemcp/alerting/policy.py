@@ -64,6 +64,21 @@ class CheckState:
             and not any(a.active or a.notified for a in self.alerts.values())
         )
 
+    def steadily_up(self) -> bool:
+        """Whether an ``up`` result would change nothing but the latest status, reason and
+        observations and the two success streaks: the last known verdict was up, no failure or
+        unknown streak, no flap history, and all three alerts made, none active or told to
+        receivers. Such a check stays quiet (:meth:`is_quiet`) after the result, whatever its
+        policy: apply_result only resolves alerts that are active and only counts a change
+        against a verdict that differs, and update_flapping has no changes to count."""
+        if (self.last_up is not True or self.fail_streak or self.unknown_streak or self.changes
+                or self.alerts.keys() != _ALERT_KINDS):
+            return False
+        for alert in self.alerts.values():  # noqa: SIM110 (no generator made on every run)
+            if alert.active or alert.notified:
+                return False
+        return True
+
     def to_json(self) -> dict[str, Any]:
         """Written by hand (``dataclasses.asdict`` deep-copies and is ~10x slower). The latest
         observations are left out: the next result brings fresh ones."""
@@ -82,6 +97,9 @@ class CheckState:
                        if a.active or a.notified},
         }
 
+
+
+_ALERT_KINDS = frozenset(kind.value for kind in AlertKind)
 
 
 def _alert_json(alert: AlertState) -> dict[str, Any]:
