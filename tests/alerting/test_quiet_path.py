@@ -75,9 +75,9 @@ class Engine:
             self.now += float(step[1])
             self.decider.tick()
             return
-        _, name, status = step
+        name, status = str(step[1]), str(step[-1])
         self.now += 1.0
-        info = self.infos[str(name)]
+        info = self.infos[name]
         self.decider.observe(CheckResult(
             check=info, status=Status(status), reason=f"{name} is {status} at {self.now}",
             duration_seconds=0.01, started_at=self.now, finished_at=self.now,
@@ -140,7 +140,7 @@ def infos() -> list[tuple[CheckInfo, dict[str, Any] | None]]:
 
 
 def test_a_check_that_goes_down_after_many_quiet_runs_still_pages() -> None:
-    steps: list[Step] = [("run", "db", "up")] * 50 + [("run", "db", "down")] * 2
+    steps: list[Step] = [*[("run", "db", "up")] * 50, *[("run", "db", "down")] * 2]
     snapshots = assert_same(lambda: Engine(CONFIG, infos()), steps)
     sent = snapshots[-1]["sent"]
     assert [n["event"] for _, n in sent] == ["firing"]
