@@ -349,14 +349,7 @@ def _load_config_text(
     secrets = ConfigSecrets()
     missing: dict[str, str] = {}
     raw = _interpolate(raw, env, "", errors, secrets, missing)
-    try:
-        config = Config.model_validate(raw)
-        specs = list(enumerate(config.checks))
-    except ValidationError as exc:
-        # Keep going with what did validate, so the checks' params are checked in the same
-        # pass: one run of `validate` lists every error, not one layer at a time.
-        errors.extend(_format_errors(exc, Config, ""))
-        config, specs = _partial_config(raw)
+    config, specs = _validate(raw, errors)
     checks = _resolve_checks(config, specs, base_dir or Path.cwd(), env, reg, errors)
     # The check specs live on as the resolved checks: holding both cost about 1.1 kB a check
     # for the daemon's life (validated models, their dicts and lists).
@@ -383,6 +376,36 @@ def _load_config_text(
         config=config, checks=tuple(checks), source=source, secrets=frozenset(secrets.values),
         unchecked=tuple(unchecked),
     )
+
+
+def _validate(raw: dict[str, Any], errors: list[str]) -> tuple[Config, list[tuple[int, CheckSpec]]]:
+    """The config and its check specs (with their index); what does not validate is added to
+    ``errors``, and the rest goes on, so the checks' params are checked in the same pass: one
+    run of `validate` lists every error, not one layer at a time.
+
+    The checks are validated one by one, not as one list: a single validation call runs in
+    pydantic's Rust core without letting go of the GIL, and at 100,000 checks that held a
+    reloading daemon's event loop (the load runs in a thread) for seconds."""
+    raw_checks = raw.get("checks")
+    if not isinstance(raw_checks, list):  # absent, null, or wrong: the model says which
+        try:
+            config = Config.model_validate(raw)
+            return config, list(enumerate(config.checks))
+        except ValidationError as exc:
+            errors.extend(_format_errors(exc, Config, ""))
+            return _partial_config(raw)
+    try:
+        config = Config.model_validate({k: v for k, v in raw.items() if k != "checks"})
+    except ValidationError as exc:
+        errors.extend(_format_errors(exc, Config, ""))
+        config = _partial_config({k: v for k, v in raw.items() if k != "checks"})[0]
+    specs: list[tuple[int, CheckSpec]] = []
+    for index, item in enumerate(raw_checks):
+        try:
+            specs.append((index, CheckSpec.model_validate(item)))
+        except ValidationError as exc:
+            errors.extend(_format_errors(exc, CheckSpec, f"checks[{index}]"))
+    return config, specs
 
 
 def _partial_config(raw: dict[str, Any]) -> tuple[Config, list[tuple[int, CheckSpec]]]:
@@ -632,25 +655,25 @@ def _cycles(edges: Mapping[str, list[str]]) -> list[list[str]]:
     """Each cycle of the reads graph once, as names with the first repeated at the end."""
     done: set[str] = set()
     found: list[list[str]] = []
-
-    def visit(node: str, stack: list[str], on_stack: set[str]) -> None:
-        for nxt in edges.get(node, ()):
-            if nxt in on_stack:
-                found.append([*stack[stack.index(nxt):], nxt])
-            elif nxt not in done and nxt in edges:
-                stack.append(nxt)
-                on_stack.add(nxt)
-                visit(nxt, stack, on_stack)
-                on_stack.discard(stack.pop())
-        done.add(node)
-
     for start in edges:
         if start not in done:
-            visit(start, [start], {start})
-    # A nested function that calls itself is a reference cycle; the daemon's heap is frozen
-    # out of the collector's reach after a load, so one left over would stay for good.
-    del visit
+            _visit(edges, start, [start], {start}, done, found)
     return found
+
+
+def _visit(edges: Mapping[str, list[str]], node: str, stack: list[str], on_stack: set[str],
+           done: set[str], found: list[list[str]]) -> None:
+    # A module function, not a closure: a nested function that calls itself is a reference
+    # cycle, and the daemon's heap is frozen out of the collector's reach after a load.
+    for nxt in edges.get(node, ()):
+        if nxt in on_stack:
+            found.append([*stack[stack.index(nxt):], nxt])
+        elif nxt not in done and nxt in edges:
+            stack.append(nxt)
+            on_stack.add(nxt)
+            _visit(edges, nxt, stack, on_stack, done, found)
+            on_stack.discard(stack.pop())
+    done.add(node)
 
 
 def _expand(
