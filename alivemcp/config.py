@@ -348,7 +348,8 @@ def _load_config_text(
     raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}
     secrets = ConfigSecrets()
     missing: dict[str, str] = {}
-    raw = _interpolate(raw, env, "", errors, secrets, missing)
+    if "$" in text:  # (every reference and escape has one: without, nothing to walk)
+        raw = _interpolate(raw, env, "", errors, secrets, missing)
     config, specs = _validate(raw, errors)
     checks = _resolve_checks(config, specs, base_dir or Path.cwd(), env, reg, errors)
     # The check specs live on as the resolved checks: holding both cost about 1.1 kB a check

@@ -66,7 +66,7 @@ from alivemcp.logging import configure_logging
 from alivemcp.metrics import Metrics
 from alivemcp.pipeline import ResultConsumer, ResultPipeline
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
+from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.runner import ProbeHandle
 from alivemcp.scheduler import Scheduler
 from alivemcp.server import HttpServer
@@ -92,6 +92,9 @@ EXIT_DATA_DIR_IN_USE = 2
 EXIT_CLUSTER_TOPICS = 2
 #: Between two attempts to ensure the cluster topics while Kafka does not answer.
 TOPICS_RETRY_SECONDS = 5.0
+#: Checks handled between two turns of the event loop when a config is applied (probe
+#: instances built, teardowns started): each slice takes some tens of milliseconds.
+APPLY_SLICE = 1000
 
 
 class Daemon:
@@ -156,6 +159,8 @@ class Daemon:
         self._stopping = False
         self._exit_code = 0
         self._cluster_starter: asyncio.Task[None] | None = None
+        #: The checks' infos as the last applied config made them (alerting gets the same).
+        self._applied_infos: list[CheckInfo] = []
 
     # -- cluster mode ------------------------------------------------------------------------
 
@@ -298,7 +303,7 @@ class Daemon:
             self.history.start()
         if self._stop.is_set():
             return
-        self._apply(self._loaded, self._probed)
+        await self._apply(self._loaded, self._probed)
         self.metrics.config_loaded(True)
         settle_heap()
         self.scheduler.start()
@@ -386,13 +391,13 @@ class Daemon:
                 self.history.reconfigure(loaded.config.history)
                 self.metrics.checks.set_uptime_source(loaded.config.history.metrics_window,
                                                       self.history.live_uptime)
-            old_teardowns = self._apply(loaded, self._probed)
+            old_teardowns = await self._apply(loaded, self._probed)
             if self.cluster is not None:
                 self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
             self.scheduler.configure_limits(loaded.config.scheduler)
-            self.alerts.reconfigure(
-                loaded.config.alerting, [(check_info(c), c.alert) for c in loaded.checks]
-            )
+            self.alerts.reconfigure(loaded.config.alerting, [
+                (info, c.alert) for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+            ])
             self._loaded = loaded
             self.metrics.config_loaded(True)
             # Shielded: a stop cancels the reload, never a canary clean-up half-way.
@@ -404,33 +409,63 @@ class Daemon:
             log.info("config reloaded", checks=len(loaded.checks))
             return True
 
-    def _apply(self, loaded: LoadedConfig,
-               probed: Callable[[str], bool] | None = None) -> list[ProbeHandle]:
+    async def _apply(self, loaded: LoadedConfig,
+                     probed: Callable[[str], bool] | None = None) -> list[ProbeHandle]:
         """Make the scheduler match ``loaded`` (only the checks ``probed`` says this process
         runs, if given; status and history know them all); returns handles that need a
-        teardown."""
-        # At 100,000 checks this builds about a million objects in one go on the event loop:
-        # with the collector on, its full collections over them (each larger than the last)
-        # held the loop for seconds. Off meanwhile, and what was built is frozen at the end
-        # (see settle_heap), so no collection walks it while checks run.
+        teardown.
+
+        Two phases. First the new probe instances are built, :data:`APPLY_SLICE` checks at a
+        time with the event loop let run in between: at 100,000 checks building them took
+        seconds, and in one go that held every running check back as long. Nothing running
+        changes in that phase, so a reload cancelled during it leaves the old config whole.
+        Then, with no await, the schedule, the status store and history switch to the new
+        config at once. (In cluster mode a rebalance may add or remove checks meanwhile: the
+        switch goes by what is scheduled and ``probed`` at that moment.)"""
+        # At 100,000 checks this builds about a million objects: with the collector on, its
+        # full collections over them (each larger than the last) held the loop for seconds.
+        # Off meanwhile, and what was built is frozen at the end (see settle_heap), so no
+        # collection walks it while checks run.
         with collector_paused():
-            wanted = {c.name: c for c in loaded.checks if probed is None or probed(c.name)}
+            wanted = {c.name: c for c in loaded.checks}
+            running = self.scheduler.checks
+            infos: list[CheckInfo] = []
+            fresh: dict[str, tuple[ProbeHandle, object]] = {}
+            for i, check in enumerate(loaded.checks):
+                info = check_info(check)
+                infos.append(info)
+                name = check.name
+                if probed is None or probed(name):
+                    entry = running.get(name)
+                    if entry is None or entry.fingerprint != check.fingerprint():
+                        handle = build_handle(check, self.plumbing, results=self.store,
+                                              info=info)
+                        fresh[name] = (handle, check.fingerprint())
+                if i % APPLY_SLICE == APPLY_SLICE - 1:
+                    await asyncio.sleep(0)
+            # The switch, in one go from here.
             retired: list[ProbeHandle] = []
-            for name, entry in list(self.scheduler.checks.items()):
-                check = wanted.get(name)
-                if check is None or check.fingerprint() != entry.fingerprint:
+            for name, entry in list(running.items()):
+                configured = wanted.get(name)
+                if (configured is None or configured.fingerprint() != entry.fingerprint
+                        or (probed is not None and not probed(name))):
                     removed = self.scheduler.remove(name)
                     if removed is not None and removed.handle.needs_teardown:
                         retired.append(removed.handle)
-            infos = [check_info(c) for c in loaded.checks]
             self.store.set_checks(infos)
             if self.history is not None:
                 self.history.set_checks(infos)
             for check, info in zip(loaded.checks, infos, strict=True):
-                if check.name in wanted and check.name not in self.scheduler.checks:
-                    handle = build_handle(check, self.plumbing, results=self.store, info=info)
-                    self.scheduler.add(handle, check.fingerprint())
+                name = check.name
+                if name in running or (probed is not None and not probed(name)):
+                    continue
+                built = fresh.get(name)
+                if built is None:  # a shard gained while the others were built
+                    built = (build_handle(check, self.plumbing, results=self.store, info=info),
+                             check.fingerprint())
+                self.scheduler.add(*built)
             self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
+            self._applied_infos = infos
             gc.freeze()
         return retired
 
@@ -524,5 +559,16 @@ async def _load_in_background(path: Path) -> LoadedConfig:
 
 
 async def _teardown_all(handles: list[ProbeHandle]) -> None:
-    if handles:
-        await asyncio.gather(*(h.teardown(TEARDOWN_SECONDS) for h in handles))
+    """Tear ``handles`` down side by side, each within :data:`TEARDOWN_SECONDS`. Started
+    :data:`APPLY_SLICE` at a time with the loop let run in between (a reload replacing
+    100,000 checks starts as many teardowns). Once started, a teardown runs to its end even if
+    the caller is cancelled: a canary clean-up is never cut half-way."""
+    tasks: list[asyncio.Task[None]] = []
+    for start in range(0, len(handles), APPLY_SLICE):
+        loop = asyncio.get_running_loop()
+        tasks += [loop.create_task(h.teardown(TEARDOWN_SECONDS))
+                  for h in handles[start:start + APPLY_SLICE]]
+        if start + APPLY_SLICE < len(handles):
+            await asyncio.sleep(0)
+    if tasks:
+        await asyncio.wait(tasks)
