@@ -1,9 +1,9 @@
 """Prometheus exposition: check results become metrics in this one place.
 
-Per-check series are produced at scrape time from the :class:`StatusStore` by a custom
-collector (no per-check metric objects to hold in memory), rendered in a worker thread so a
-scrape of 50,000 checks never blocks probing. Engine-wide metrics are ordinary
-prometheus-client objects on the same registry.
+Per-check series are produced at scrape time from the :class:`StatusStore` (no per-check
+metric objects to hold in memory), rendered in a worker thread from the store's immutable
+entries, so a scrape of 100,000 checks never holds the event loop. Engine-wide metrics are
+ordinary prometheus-client objects on the registry, encoded on the loop (a few milliseconds).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import asyncio
 import functools
 import operator
 import platform
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -112,8 +113,10 @@ def _label_text(labels: Mapping[str, str]) -> str:
     return ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
 
 
-#: Checks rendered between two yields to the event loop (a few milliseconds of work).
-RENDER_SLICE = 2000
+#: Lines joined into one piece of the body at most: each join and encode is one call that
+#: holds the interpreter lock throughout (the loop cannot take it back in between), so the
+#: render thread hands it back to the loop at least every few hundred microseconds.
+RENDER_CHUNK = 4000
 
 
 class _CheckLines:
@@ -131,6 +134,7 @@ class _CheckLines:
         "since_key",
         "started_key",
         "status",
+        "status_key",
         "up",
     )
 
@@ -140,6 +144,7 @@ class _CheckLines:
         self.started_key: float | None = None
         self.runs_key: tuple[int, int, int, int] | None = None
         self.since_key: float | None = None
+        self.status_key: Status | None = None  # the status ``up`` and ``status`` say
         self.up = self.status = self.duration = self.runs = self.last_run = self.since = ""
         self.observed: tuple[tuple[str, str], ...] = ()
 
@@ -160,10 +165,12 @@ class CheckExposition:
     At 100,000 checks these are ~1,000,000 lines: building prometheus-client ``Sample`` objects
     for each took tens of seconds and hundreds of MB, so lines are formatted directly, and each
     check's lines are kept until its state changes (between two scrapes most checks ran once at
-    most, many not at all). The render runs on the event loop in slices of
-    :data:`RENDER_SLICE` checks, yielding between them: a render thread would hold the
-    interpreter's lock in 5 ms turns against the loop, and runs started late meanwhile.
-    Engine-wide metrics still go through prometheus-client, which also does the content
+    most, many not at all; of a check that ran, only the families its result changed are
+    formatted again). The render runs in a worker thread: it shares the interpreter's lock
+    with the loop in switch-interval turns, and no single call of it holds the lock long (the
+    body is joined and encoded in pieces of :data:`RENDER_CHUNK` lines). Rendered on the loop
+    instead, even in slices, a scrape of 100,000 checks held it 20-400 ms at a time. Engine-wide
+    metrics still go through prometheus-client (on the loop), which also does the content
     negotiation.
     """
 
@@ -172,6 +179,9 @@ class CheckExposition:
         self._lines: dict[str, _CheckLines] = {}
         self._uptime: tuple[str, UptimeSource] | None = None
         self._owned: Callable[[str], bool] | None = None
+        #: Held by a render: the kept lines are one thread's at a time, even if the scrape
+        #: that started a render was abandoned while its thread went on.
+        self._lock = threading.Lock()
 
     def set_owned(self, owned: Callable[[str], bool] | None) -> None:
         """Cluster mode: export only the checks ``owned`` says this replica probes, so that
@@ -190,33 +200,39 @@ class CheckExposition:
         if cached is not None and cached.info is info:
             lines = _CheckLines(info, cached.labels)
         else:
+            cached = None
             check, probe = CHECK_IDENTITY_LABELS
             lines = _CheckLines(info, _label_text({check: info.name, probe: info.probe_type,
                                                    **info.labels}))
         labels = lines.labels
         lines.runs_key = state.runs
         lines.since_key = state.since
-        lines.runs = "".join(
-            f'alivemcp_check_runs_total{{{labels},{_RESULT_LABEL}="{_STATUSES[code].value}"}}'
-            f" {float(count)!r}\n"
-            for code, count in enumerate(state.runs) if count
-        )
+        runs = [f"alivemcp_check_runs_total{{{labels}{_RESULT_OF[code]}{float(count)!r}\n"
+                for code, count in enumerate(state.runs) if count]
+        lines.runs = runs[0] if len(runs) == 1 else "".join(runs)
         last = state.last
         if last is not None:
             lines.started_key = last.started_at
-            lines.up = f"alivemcp_check_up{{{labels}}} {1.0 if last.status is Status.UP else 0.0}\n"
-            lines.status = "".join(
-                f'alivemcp_check_status{{{labels},{_STATUS_LABEL}="{s.value}"}} '
-                f"{1.0 if last.status is s else 0.0}\n"
-                for s in _STATUSES
-            )
+            lines.status_key = last.status
+            if cached is not None and cached.status_key is last.status:
+                # A new result rarely changes the status: these two families say the same.
+                lines.up, lines.status = cached.up, cached.status
+            else:
+                lines.up = (f"alivemcp_check_up{{{labels}}} "
+                            f"{1.0 if last.status is Status.UP else 0.0}\n")
+                head = f'alivemcp_check_status{{{labels},{_STATUS_LABEL}="'
+                lines.status = head + head.join(_STATUS_LINES_OF[last.status])
             lines.duration = (f"alivemcp_check_duration_seconds{{{labels}}} "
                               f"{last.duration_seconds!r}\n")
             lines.last_run = (f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
                               f"{last.started_at!r}\n")
             if state.since is not None:
-                lines.since = (f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
-                               f"{state.since!r}\n")
+                if (cached is not None and cached.since_key == state.since
+                        and cached.status_key is not None):
+                    lines.since = cached.since  # made from the same since, with the same labels
+                else:
+                    lines.since = (f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
+                                   f"{state.since!r}\n")
             observed = [
                 (name, f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n")
                 for name, value in last.observations.items()
@@ -235,9 +251,18 @@ class CheckExposition:
         self._lines[info.name] = lines
         return lines
 
-    async def render(self, openmetrics: bool) -> list[bytes]:
-        """The per-check families, as UTF-8 parts to concatenate."""
-        states = self._store.states()
+    def snapshot(self) -> list[CheckState]:
+        """The entries a render will show, taken on the event loop (each is immutable)."""
+        return self._store.states()
+
+    def render(self, openmetrics: bool, states: list[CheckState]) -> list[bytes]:
+        """The per-check families of ``states``, as UTF-8 parts to concatenate. Runs in a
+        worker thread (one render at a time: the kept lines are its own); reads nothing the
+        loop mutates in place."""
+        with self._lock:
+            return self._render(openmetrics, states)
+
+    def _render(self, openmetrics: bool, states: list[CheckState]) -> list[bytes]:
         owned = self._owned
         if owned is not None:
             states = [s for s in states if owned(s.info.name)]
@@ -245,10 +270,9 @@ class CheckExposition:
         observed: dict[str, list[str]] = {}
         uptime: list[str] = []
         available: list[str] = []
-        for index, state in enumerate(states):
-            if index % RENDER_SLICE == 0 and index:
-                await asyncio.sleep(0)
-            lines = self._lines_for(state)
+        lines_for = self._lines_for
+        for state in states:
+            lines = lines_for(state)
             rendered.append(lines)
             for name, line in lines.observed:
                 observed.setdefault(name, []).append(line)
@@ -266,14 +290,9 @@ class CheckExposition:
             for stale in [name for name in self._lines if name not in keep]:
                 del self._lines[stale]
         parts: list[bytes] = []
-        # Text reaching labels was made safe when results entered the engine; "replace" is the
-        # last guard, so one odd string can never turn every scrape into an HTTP 500.
         for (family, kind, doc), field in zip(_CHECK_FAMILIES, _FAMILY_FIELDS, strict=True):
-            await asyncio.sleep(0)
-            getter = operator.attrgetter(field)
-            text = _family_header(family, kind, doc, openmetrics) + "".join(
-                map(getter, rendered))
-            parts.append(text.encode("utf-8", "replace"))
+            parts.append(_family_header(family, kind, doc, openmetrics).encode())
+            _join_into(parts, list(map(operator.attrgetter(field), rendered)))
         if self._uptime is not None:
             for family, doc, lines_of in (
                 ("alivemcp_check_uptime_ratio", "Share of decided runs (unknown excluded) that "
@@ -282,16 +301,32 @@ class CheckExposition:
                  "that were up or degraded over the window (history.metrics_window).",
                  available),
             ):
-                text = _family_header(family, "gauge", doc, openmetrics) + "".join(lines_of)
-                parts.append(text.encode("utf-8", "replace"))
+                parts.append(_family_header(family, "gauge", doc, openmetrics).encode())
+                _join_into(parts, lines_of)
         helps = _observable_help()
         for name, lines_of in observed.items():
-            await asyncio.sleep(0)
             doc = helps.get(name) or f"{name} as reported by a probe that does not declare it."
             text = _family_header(OBSERVATION_PREFIX + name, "gauge", doc, openmetrics)
-            parts.append((text + "".join(lines_of)).encode("utf-8", "replace"))
+            parts.append(text.encode("utf-8", "replace"))
+            _join_into(parts, lines_of)
         return parts
 
+
+def _join_into(parts: list[bytes], lines: list[str]) -> None:
+    """``lines`` as UTF-8, in pieces of :data:`RENDER_CHUNK` lines. Text reaching labels was
+    made safe when results entered the engine; "replace" is the last guard, so one odd string
+    can never turn every scrape into an HTTP 500."""
+    for at in range(0, len(lines), RENDER_CHUNK):
+        parts.append("".join(lines[at:at + RENDER_CHUNK]).encode("utf-8", "replace"))
+
+
+#: Per status: the rest of each alivemcp_check_status line after ``status="`` (1.0 for it).
+_STATUS_LINES_OF = {
+    current: tuple(f'{s.value}"}} {1.0 if s is current else 0.0}\n' for s in _STATUSES)
+    for current in _STATUSES
+}
+#: Per status code of CheckState.runs: the runs_total line between the labels and the count.
+_RESULT_OF = tuple(f',{_RESULT_LABEL}="{s.value}"}} ' for s in _STATUSES)
 
 #: The _CheckLines field of each of _CHECK_FAMILIES, in order.
 _FAMILY_FIELDS = ("up", "status", "duration", "runs", "last_run", "since")
@@ -378,6 +413,7 @@ class Metrics:
         )
         self._render: asyncio.Future[tuple[bytes, str]] | None = None
         self._render_accept: str | None = None
+        self._rendering = asyncio.Lock()  # one render thread at a time
 
     def set_configured(self, counts: Mapping[str, int]) -> None:
         self.checks_configured.clear()
@@ -391,8 +427,8 @@ class Metrics:
             self.reload_ts.set(time.time())
 
     async def render(self, accept: str | None) -> tuple[bytes, str]:
-        """Render on the loop in slices (see :class:`CheckExposition`); concurrent scrapes
-        with the same Accept share a render."""
+        """Render the per-check families in a worker thread (see :class:`CheckExposition`);
+        concurrent scrapes with the same Accept share a render."""
         if self._render is not None and not self._render.done() and self._render_accept == accept:
             return await asyncio.shield(self._render)
         self._render_accept = accept
@@ -400,14 +436,17 @@ class Metrics:
         return await asyncio.shield(self._render)
 
     async def _render_now(self, accept: str | None) -> tuple[bytes, str]:
-        started = time.perf_counter()
-        encoder, content_type = choose_encoder(accept or "")
-        openmetrics = content_type.startswith("application/openmetrics-text")
-        parts = await self.checks.render(openmetrics)
-        parts.append(encoder(self.registry))
-        body = b"".join(parts)
-        self.render_seconds.set(time.perf_counter() - started)
-        return body, content_type
+        async with self._rendering:
+            started = time.perf_counter()
+            encoder, content_type = choose_encoder(accept or "")
+            openmetrics = content_type.startswith("application/openmetrics-text")
+            states = self.checks.snapshot()
+            parts = await asyncio.to_thread(self.checks.render, openmetrics, states)
+            # On the loop: collectors of engine-wide metrics read state the loop owns.
+            parts.append(encoder(self.registry))
+            body = await asyncio.to_thread(b"".join, parts)
+            self.render_seconds.set(time.perf_counter() - started)
+            return body, content_type
 
 
 def _abandoned() -> float:

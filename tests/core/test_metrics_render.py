@@ -1,12 +1,13 @@
 """/metrics rendering of per-check series: each check's lines are kept between scrapes until its
-state changes, and a render of many checks yields to the event loop while it works."""
+state changes, and a render of many checks runs off the event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 
-from alivemcp.metrics import RENDER_SLICE, Metrics
+from alivemcp.metrics import RENDER_CHUNK, Metrics
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.status import StatusStore
@@ -64,10 +65,10 @@ async def test_a_scrape_shows_each_checks_latest_state_not_a_kept_one() -> None:
     assert sample(body, "alivemcp_check_up", "b") is None
 
 
-async def test_a_large_render_yields_to_the_event_loop() -> None:
+async def test_a_large_render_runs_off_the_event_loop() -> None:
     store = StatusStore()
     metrics = Metrics(store)
-    infos = [CheckInfo(f"c{i}", "p") for i in range(3 * RENDER_SLICE)]
+    infos = [CheckInfo(f"c{i}", "p") for i in range(3 * RENDER_CHUNK)]
     store.set_checks(infos)
     for info in infos:
         store.record(result(info, Status.UP, 1000.0, 0.1))
@@ -78,5 +79,30 @@ async def test_a_large_render_yields_to_the_event_loop() -> None:
         ticks_during += 1
         await asyncio.sleep(0)
     body = await rendering
-    assert ticks_during >= 3  # the loop ran other work between slices of the render
-    assert body.count("alivemcp_check_up{") == 3 * RENDER_SLICE
+    assert ticks_during >= 3  # the loop ran other work while the render went on
+    assert body.count("alivemcp_check_up{") == 3 * RENDER_CHUNK
+
+
+async def test_kept_lines_say_what_freshly_made_lines_say() -> None:
+    # Of a check that ran, only the families its result changed are made again: after any
+    # mix of results (status kept or changed), reloads and removals, a render from kept lines
+    # must equal a render that made every line anew.
+    rng = random.Random(7)
+    store = StatusStore()
+    kept = Metrics(store)
+    infos = [CheckInfo(f"c{i}", "p", {"team": rng.choice(["a", "b"])}) for i in range(300)]
+    store.set_checks(infos)
+    clock = 1000.0
+    for round_ in range(12):
+        for info in rng.sample(infos, rng.randint(0, len(infos))):
+            clock += 0.25
+            current = store.get(info.name)
+            assert current is not None
+            store.record(result(current.info, rng.choice([Status.UP] * 3 + list(Status)), clock,
+                                rng.random(), **{"lat": rng.random()}))
+        if round_ in (4, 8):
+            infos = [CheckInfo(i.name, "p", {"team": "z"}) if rng.random() < 0.3 else i
+                     for i in infos[:250]]
+            store.set_checks(infos)
+        states = store.states()
+        assert kept.checks.render(False, states) == Metrics(store).checks.render(False, states)
