@@ -33,6 +33,11 @@ they are coalesced into the latest; one more than half an interval (at least 1 s
 run at all (``reason="missed"``). A run is one task and one timer (:meth:`ProbeHandle.start`):
 no job objects, no coroutine of the scheduler's own around it, no per-run dates.
 
+Garbage collection: while a scheduler runs, full collections come every
+:data:`FULL_COLLECTION_SECONDS` from a timer, not from CPython's growth rule (which, at 100,000
+checks, paused the loop 150-350 ms every quarter interval to walk every check's latest result;
+see :class:`_CollectorPolicy`).
+
 Shutdown: runs still waiting for a slot are dropped, runs already probing get the shutdown grace
 to finish and record their result, and whatever is left at the end of the grace is cancelled.
 """

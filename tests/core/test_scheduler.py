@@ -4,6 +4,7 @@ readiness."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import time
 from collections import Counter
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from alivemcp import scheduler as scheduler_module
 from alivemcp.checks import build_handle
 from alivemcp.config import SchedulerConfig, load_config_text
 from alivemcp.metrics import Metrics
@@ -262,3 +264,34 @@ async def test_cancel_runs_stops_the_named_runs_and_drops_their_results(tmp_path
     await scheduler.stop(0.1)
     await plumbing.aclose()
     assert [r.check.name for r in results] == []  # kept was cut at the grace, revoked dropped
+
+
+async def test_full_collections_come_from_the_scheduler_timer_while_it_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    collections: list[int] = []
+
+    def noted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            collections.append(info["generation"])
+
+    monkeypatch.setattr(scheduler_module, "FULL_COLLECTION_SECONDS", 0.2)
+    before = gc.get_threshold()
+    gc.callbacks.append(noted)
+    try:
+        first, _, _, _ = started_scheduler(
+            [{"name": "a", "probe": "test_static", "interval": 60, "timeout": 1}])
+        second, _, _, _ = started_scheduler(
+            [{"name": "b", "probe": "test_static", "interval": 60, "timeout": 1}])
+        young, middle, old = gc.get_threshold()
+        assert (young, middle) == before[:2] and old > 10**9  # no full collection by itself
+        await until(lambda: len(collections) >= 2, 5)  # but the timer's, again and again
+        await first.stop(1)
+        assert gc.get_threshold()[2] > 10**9  # the other scheduler still runs
+        await second.stop(1)
+        assert gc.get_threshold() == before
+        collections.clear()
+        await asyncio.sleep(0.5)
+        assert not collections  # the timers went with the schedulers
+    finally:
+        gc.callbacks.remove(noted)
+        gc.set_threshold(*before)
