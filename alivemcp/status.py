@@ -96,7 +96,9 @@ class StatusStore:
             self._states[name] = CheckState(state.info, state.last, state.since, state.runs, True)
 
     def record(self, result: CheckResult) -> CheckState | None:
-        state = self._states.get(result.check.name)
+        return self._record(result, self._states.get(result.check.name))
+
+    def _record(self, result: CheckResult, state: CheckState | None) -> CheckState | None:
         if state is None:  # removed by a reload while it ran
             return None
         if (result.replica and state.last is not None
@@ -130,7 +132,7 @@ class StatusStore:
     def consume(self, result: CheckResult) -> None:
         previous = self._states.get(result.check.name)
         before = previous.last.status if previous and previous.last else None
-        if self.record(result) is not None and before is not result.status:
+        if self._record(result, previous) is not None and before is not result.status:
             log.info(
                 "check status changed",
                 check=result.check.name,

@@ -105,6 +105,8 @@ def fault_reason(exc: BaseException) -> str:
 def _storable(text: str) -> str:
     """``text`` as SQLite can take it: a lone surrogate (a target's undecodable bytes kept by
     ``surrogateescape``) cannot be encoded, and would fail the whole batch it is in."""
+    if text.isascii():  # the common case, told without encoding (a flag of the string)
+        return text
     try:
         text.encode()
     except UnicodeEncodeError:
