@@ -59,6 +59,7 @@ from alivemcp.config import (
     load_config,
     split_listen,
 )
+from alivemcp.configload import load_in_child
 from alivemcp.datadir import DataDirInUseError, DataDirLock
 from alivemcp.history import HistoryStore
 from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
@@ -92,6 +93,9 @@ EXIT_DATA_DIR_IN_USE = 2
 EXIT_CLUSTER_TOPICS = 2
 #: Between two attempts to ensure the cluster topics while Kafka does not answer.
 TOPICS_RETRY_SECONDS = 5.0
+#: A config file at least this large is loaded for a reload in a child process (about 15,000
+#: checks; below it the thread is cheaper than starting a Python process).
+LOAD_IN_CHILD_BYTES = 1 << 20
 #: Checks handled between two turns of the event loop when a config is applied (probe
 #: instances built, teardowns started): each slice takes some tens of milliseconds.
 APPLY_SLICE = 1000
@@ -406,7 +410,9 @@ class Daemon:
             teardown.add_done_callback(self._retiring.discard)
             await asyncio.shield(teardown)
             settle_heap()
-            log.info("config reloaded", checks=len(loaded.checks))
+            log.info("config reloaded", checks=len(loaded.checks),
+                     loaded_in="process" if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
+                     else "thread")
             return True
 
     async def _apply(self, loaded: LoadedConfig,
@@ -524,9 +530,16 @@ def _raise_open_files_limit() -> None:
 
 
 async def _load_in_background(path: Path) -> LoadedConfig:
-    """``load_config`` off the event loop, in a daemon thread: a large config takes seconds to
-    load, and a stop must not wait for a load it no longer needs (``asyncio.to_thread``'s
-    workers are joined when the loop closes)."""
+    """``load_config`` off the event loop: a large config takes seconds to load, and a stop
+    must not wait for a load it no longer needs. A file of :data:`LOAD_IN_CHILD_BYTES` or more
+    loads in a child process (:mod:`alivemcp.configload`: no GIL shared with the loop, and the
+    load's short-lived objects never touch the daemon's memory); a smaller one in a daemon
+    thread (``asyncio.to_thread``'s workers are joined when the loop closes), where starting
+    a Python process would cost more than the load."""
+    if _file_size(path) >= LOAD_IN_CHILD_BYTES:
+        loaded = await load_in_child(path)
+        gc.freeze()  # the new config's objects, out of the collector's reach (see settle_heap)
+        return loaded
     loop = asyncio.get_running_loop()
     future: asyncio.Future[LoadedConfig] = loop.create_future()
 
@@ -556,6 +569,13 @@ async def _load_in_background(path: Path) -> LoadedConfig:
 
     threading.Thread(target=work, name="alivemcp-config-load", daemon=True).start()
     return await future
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size  # one stat call: not worth a thread
+    except OSError:
+        return 0  # load_config says why it cannot read it
 
 
 async def _teardown_all(handles: list[ProbeHandle]) -> None:

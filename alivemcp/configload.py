@@ -1,0 +1,134 @@
+"""Loading a large config for a reload in a child process.
+
+A reload of a big config (100,000 checks is a 5 MB file) parses YAML, validates and resolves
+every check: seconds of CPU and a few hundred MB of short-lived objects (YAML nodes with two
+position marks each, the raw document, validation's own). Done in a thread of the daemon it
+competed with the event loop for the GIL, and the memory it used for a moment stayed in the
+daemon for good: the allocator cannot give back pages that the new config's objects, made in
+between, also sit on (RSS grew by about 250 MB at 100,000 checks after the first reload).
+
+Here a child process (``python -m alivemcp.configload FILE``, the same interpreter, import
+path and environment: ``${VAR}`` references resolve as the daemon's would) loads the file and
+sends the result back over a pipe: the config, then the checks in pickled chunks, which the
+daemon unpickles a chunk at a time with its loop let run in between. Only the objects the
+daemon keeps are ever made in it. The child is the daemon's own code on the daemon's own file,
+so pickle is safe here; nothing from the network is unpickled.
+
+Frames on the child's stdout: one kind byte, an 8-byte big-endian length, a pickle.
+``C`` the :class:`LoadedConfig` without its checks; ``K`` a list of checks; ``D`` the end;
+``E`` the config's errors (a :class:`ConfigError`'s ``errors`` and ``source``). The child
+writes nothing else anywhere: its stderr is dropped, since an unexpected exception's message
+may quote a config value (a secret) and the daemon's stderr is its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import pickle
+import struct
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from alivemcp.config import ConfigError, LoadedConfig, collector_paused, load_config
+from alivemcp.redact import register_secret
+
+__all__ = ["CHECKS_PER_FRAME", "LoaderFailedError", "load_in_child"]
+
+#: Checks per pickled chunk: unpickling one takes about 15 ms.
+CHECKS_PER_FRAME = 1000
+_HEADER = struct.Struct(">cQ")
+
+
+class LoaderFailedError(RuntimeError):
+    """The child could not load the config for a reason other than the config's errors (it
+    crashed, was killed, or sent something unreadable)."""
+
+
+async def load_in_child(path: Path) -> LoadedConfig:
+    """``load_config(path)`` in a child process; raises :class:`ConfigError` as it would, or
+    :class:`LoaderFailedError`. Cancelled, the child is killed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "alivemcp.configload", str(path),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        loaded = await _read(proc.stdout)
+        code = await proc.wait()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(proc.wait())
+        raise
+    if code != 0:
+        raise LoaderFailedError(f"the config loader exited with code {code}")
+    # Registered here too: redaction lives in this process.
+    for secret in loaded.secrets:
+        register_secret(secret)
+    return loaded
+
+
+async def _read(stream: asyncio.StreamReader) -> LoadedConfig:
+    head: LoadedConfig | None = None
+    checks: list[Any] = []
+    with collector_paused():
+        while True:
+            try:
+                kind, size = _HEADER.unpack(await stream.readexactly(_HEADER.size))
+                payload = await stream.readexactly(size)
+            except asyncio.IncompleteReadError:
+                raise LoaderFailedError("the config loader stopped before it was done") from None
+            try:
+                value = pickle.loads(payload)  # our own child: see the module docstring
+            except Exception as exc:
+                raise LoaderFailedError(f"unreadable answer from the config loader: "
+                                        f"{type(exc).__name__}") from None
+            if kind == b"E":
+                errors, source = value
+                raise ConfigError(list(errors), source)
+            if kind == b"C":
+                head = value
+            elif kind == b"K":
+                checks.extend(value)
+            elif kind == b"D" and head is not None:
+                return dataclasses.replace(head, checks=tuple(checks))
+            else:
+                raise LoaderFailedError(f"unexpected frame {kind!r} from the config loader")
+
+
+def _write(out: BinaryIO, kind: bytes, value: Any) -> None:
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_HEADER.pack(kind, len(payload)))
+    out.write(payload)
+
+
+def _child(path: str) -> int:
+    out = sys.stdout.buffer
+    try:
+        loaded = load_config(Path(path))
+        for check in loaded.checks:
+            check.fingerprint()  # computed here: the reload compares every check's
+    except ConfigError as exc:
+        _write(out, b"E", (exc.errors, exc.source))
+        return 0
+    except Exception as exc:  # the message may quote a value: the type only
+        _write(out, b"E", ([f"the config could not be loaded: {type(exc).__name__}"], path))
+        return 0
+    _write(out, b"C", dataclasses.replace(loaded, checks=()))
+    checks = loaded.checks
+    for start in range(0, len(checks), CHECKS_PER_FRAME):
+        _write(out, b"K", list(checks[start:start + CHECKS_PER_FRAME]))
+    _write(out, b"D", None)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

@@ -1,0 +1,63 @@
+"""A large config is loaded for a reload in a child process (alivemcp.configload), and the
+reload behaves exactly as one loaded in the daemon: an invalid file is refused with its
+errors named and the old config keeps running; a good one is applied, ``${VAR}`` references
+resolve from the daemon's environment, and the new config's secrets are redacted by the
+daemon (they were found by the child: the daemon must register them itself)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import yaml
+
+from alivemcp.daemon import LOAD_IN_CHILD_BYTES
+from tests.support import DaemonProcess
+
+SECRET = "s3cr3t-token-value-4242"
+
+
+def write_large(path: Path, checks: list[dict[str, object]], text: str = "") -> None:
+    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
+           "checks": checks}
+    body = text or yaml.safe_dump(doc)
+    # Made large by a comment: the size, not the number of checks, picks the child.
+    padding = ("# " + "x" * 98 + "\n") * (LOAD_IN_CHILD_BYTES // 100 + 1)
+    path.write_text(body.replace("checks:", padding + "checks:", 1))
+    assert path.stat().st_size >= LOAD_IN_CHILD_BYTES
+
+
+def test_a_large_config_reloads_through_the_child_refusing_errors_and_keeping_secrets(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "c.yaml"
+    static = {"name": "a", "probe": "test_static", "interval": 0.5,
+              "params": {"reason": "first"}}
+    write_large(config, [static])
+    with DaemonProcess(config, env={"PROBE_SECRET": SECRET}) as d:
+        d.wait_for(lambda: d.status_of("a").get("reason") == "first", what="a runs")
+
+        write_large(config, [], text="checks: [{name: a, probe: test_static, intervall: 1}]\n")
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda: "alivemcp_config_last_reload_successful 0.0" in d.get("/metrics")[1],
+                   what="failed reload metric")
+        assert "checks[0].intervall: unknown field; did you mean 'interval'?" in d.logs()
+        assert d.status_of("a").get("reason") == "first"  # the old config runs on
+
+        write_large(config, [
+            {**static, "params": {"reason": "second"}},
+            {"name": "b", "probe": "test_static", "interval": 0.5,
+             "params": {"reason": "leaky", "secret_in_reason": "${PROBE_SECRET}"}},
+        ])
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda: "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1],
+                   what="successful reload")
+        d.wait_for(lambda: d.status_of("b").get("reason", "").startswith("leaky"),
+                   what="the new check runs")
+        assert d.status_of("b")["reason"] == "leaky [REDACTED]"
+        d.wait_for(lambda: d.status_of("a").get("reason") == "second", what="a changed")
+        assert '"loaded_in": "process"' in d.logs()
+        seen = [d.get("/metrics")[1], d.get("/status")[1]]
+        assert d.stop() == 0
+        for text in [*seen, d.logs()]:
+            assert SECRET not in text
