@@ -422,13 +422,15 @@ class Daemon:
         runs, if given; status and history know them all); returns handles that need a
         teardown. ``infos_made``: the checks' infos, when the caller made them already.
 
-        Two phases. First the new probe instances are built, :data:`APPLY_SLICE` checks at a
-        time with the event loop let run in between: at 100,000 checks building them took
-        seconds, and in one go that held every running check back as long. Nothing running
-        changes in that phase, so a reload cancelled during it leaves the old config whole.
-        Then, with no await, the schedule, the status store and history switch to the new
-        config at once. (In cluster mode a rebalance may add or remove checks meanwhile: the
-        switch goes by what is scheduled and ``probed`` at that moment.)"""
+        Two phases, each :data:`APPLY_SLICE` checks at a time with the event loop let run in
+        between: at 100,000 checks each took seconds, and in one go that held every running
+        check back as long. First the new probe instances are built; nothing running changes,
+        so a reload cancelled then leaves the old config whole. Then the switch: replaced and
+        removed checks leave the schedule, the status store and history take the new list,
+        and the new probe instances join the schedule in one batch (one start window for their
+        first runs). A cancel during the switch finishes it without yielding, then goes on.
+        (In cluster mode a rebalance may add or remove checks meanwhile: each step goes by
+        what is scheduled and ``probed`` at that moment.)"""
         # At 100,000 checks this builds about a million objects: with the collector on, its
         # full collections over them (each larger than the last) held the loop for seconds.
         # Off meanwhile, and what was built is frozen at the end (see settle_heap), so no
@@ -450,30 +452,38 @@ class Daemon:
                         fresh[name] = (handle, check.fingerprint())
                 if i % APPLY_SLICE == APPLY_SLICE - 1:
                     await asyncio.sleep(0)
-            # The switch, in one go from here.
+            # The switch: sliced as well, but never left half-done (see _Slices).
+            slices = _Slices()
             retired: list[ProbeHandle] = []
-            for name, entry in list(running.items()):
+            for name in list(running):
+                entry = running.get(name)
                 configured = wanted.get(name)
-                if (configured is None or configured.fingerprint() != entry.fingerprint
+                if entry is not None and (
+                        configured is None or configured.fingerprint() != entry.fingerprint
                         or (probed is not None and not probed(name))):
-                    removed = self.scheduler.remove(name)
-                    if removed is not None and removed.handle.needs_teardown:
-                        retired.append(removed.handle)
+                    self.scheduler.remove(name)
+                    if entry.handle.needs_teardown:
+                        retired.append(entry.handle)
+                await slices.step()
             self.store.set_checks(infos)
             if self.history is not None:
                 self.history.set_checks(infos)
-            for check, info in zip(loaded.checks, infos, strict=True):
-                name = check.name
-                if name in running or (probed is not None and not probed(name)):
-                    continue
-                built = fresh.get(name)
-                if built is None:  # a shard gained while the others were built
-                    built = (build_handle(check, self.plumbing, results=self.store, info=info),
-                             check.fingerprint())
-                self.scheduler.add(*built)
+            with self.scheduler.batch():  # one start window for all the new first runs
+                for check, info in zip(loaded.checks, infos, strict=True):
+                    name = check.name
+                    if name not in running and (probed is None or probed(name)):
+                        built = fresh.get(name)
+                        if built is None:  # a shard gained while the others were built
+                            built = (build_handle(check, self.plumbing, results=self.store,
+                                                  info=info), check.fingerprint())
+                        self.scheduler.add(*built)
+                    await slices.step()
             self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
             self._applied_infos = infos
             gc.freeze()
+        if slices.cancelled:  # (a stop: the replaced instances are torn down with its own)
+            self._retire(retired)
+            raise asyncio.CancelledError
         return retired
 
 
@@ -572,6 +582,27 @@ async def _load_in_background(path: Path) -> LoadedConfig:
     return await future
 
 
+class _Slices:
+    """Counts the steps of a job that must not be left half-done and lets the loop run every
+    :data:`APPLY_SLICE` of them. Cancelled at one of those points, it yields no more: the job
+    finishes in one go and then checks :attr:`cancelled` to pass the cancellation on."""
+
+    __slots__ = ("cancelled", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cancelled = False
+
+    async def step(self) -> None:
+        self.count += 1
+        if self.count % APPLY_SLICE or self.cancelled:
+            return
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self.cancelled = True
+
+
 def _file_size(path: Path) -> int:
     try:
         return path.stat().st_size  # one stat call: not worth a thread
@@ -591,5 +622,6 @@ async def _teardown_all(handles: list[ProbeHandle]) -> None:
                   for h in handles[start:start + APPLY_SLICE]]
         if start + APPLY_SLICE < len(handles):
             await asyncio.sleep(0)
-    if tasks:
-        await asyncio.wait(tasks)
+    # Waited for a slice at a time too: waiting registers a callback on every task at once.
+    for start in range(0, len(tasks), APPLY_SLICE):
+        await asyncio.wait(tasks[start:start + APPLY_SLICE])
