@@ -22,7 +22,7 @@ from alivemcp.probe import (
     ProbeResult,
     Status,
 )
-from alivemcp.redact import redact, redact_text
+from alivemcp.redact import redact_text
 from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.untrusted import clean_details, clean_label, clean_text
 
@@ -223,7 +223,7 @@ class ProbeRun:
             finished_at=started_wall + duration,
             observations=result.observations,
             labeled_observations=_clean_labeled(result.labeled_observations),
-            details=redact(clean_details(result.details)) if result.details else None,
+            details=clean_details(result.details, redacted=True) if result.details else None,
             lateness_seconds=self._lateness,
         ))
 
@@ -246,12 +246,74 @@ def _validated(result: object, declared: Sequence[Observable] | None = None) -> 
             Status.UNKNOWN,
             f"probe returned garbage: {type(result).__name__} instead of ProbeResult",
         )
+    if declared is not None and _known_good(result, declared):
+        return result
     problems = result.problems()
     if declared is not None and not problems:
         problems = _undeclared(result, {o.name: o for o in declared})
+        if not problems:
+            _remember_layout(result, declared)
     if problems:
         return ProbeResult(Status.UNKNOWN, "probe returned garbage: " + "; ".join(problems[:3]))
     return result
+
+
+#: Observation layouts (the observations' names, each labeled observation's name and label
+#: names) already found well-formed and declared, per declaration (a probe type's
+#: ``observables``, kept referenced so its id stays its own). A probe reports the same few
+#: layouts run after run: checking the names against the declaration and the name pattern
+#: once per layout, not once per run, saved ~70,000 instructions of an MCP run (callgrind);
+#: the values, which change every run, are still checked every run.
+_layouts: dict[int, tuple[Sequence[Observable], set[tuple[object, ...]]]] = {}
+_MAX_LAYOUTS = 64
+
+
+def _layout(result: ProbeResult) -> tuple[object, ...] | None:
+    """The names of ``result``'s observations, and of each labeled observation with its label
+    names; None when a value or a container is not of the plain kinds the shortcut vouches
+    for (then the full checks run)."""
+    observations, labeled, details = (result.observations, result.labeled_observations,
+                                      result.details)
+    if (type(observations) is not dict or type(labeled) not in (tuple, list)
+            or (details is not None and type(details) is not dict)
+            or type(result.status) is not Status or type(result.reason) is not str):
+        return None
+    for value in observations.values():
+        if (type(value) is not float and type(value) is not int) or value != value:  # NaN
+            return None
+    names: list[tuple[object, ...]] = []
+    for item in labeled:
+        if type(item) is not LabeledObservation or type(item.labels) is not dict:
+            return None
+        value = item.value
+        if (type(value) is not float and type(value) is not int) or value != value:
+            return None
+        labels = item.labels
+        for text in labels.values():
+            if type(text) is not str:
+                return None
+        names.append((item.name, *labels))
+    return tuple(observations), tuple(names)
+
+
+def _known_good(result: ProbeResult, declared: Sequence[Observable]) -> bool:
+    entry = _layouts.get(id(declared))
+    if entry is None or entry[0] is not declared:
+        return False
+    layout = _layout(result)
+    return layout is not None and layout in entry[1]
+
+
+def _remember_layout(result: ProbeResult, declared: Sequence[Observable]) -> None:
+    """``result`` passed every check: its layout does not need the name checks again."""
+    layout = _layout(result)
+    if layout is None:
+        return
+    entry = _layouts.get(id(declared))
+    if entry is None or entry[0] is not declared:
+        entry = _layouts[id(declared)] = (declared, set())
+    if len(entry[1]) < _MAX_LAYOUTS:
+        entry[1].add(layout)
 
 
 def _undeclared(result: ProbeResult, declared: Mapping[str, Observable]) -> list[str]:
