@@ -120,7 +120,8 @@ RENDER_CHUNK = 4000
 
 
 class _CheckLines:
-    """One check's exposition lines, per family, as of one state of the check."""
+    """One check's exposition lines, per family, as of one state of the check (the state is
+    told by the keys; see :meth:`CheckExposition._render`)."""
 
     __slots__ = (
         "duration",
@@ -145,18 +146,9 @@ class _CheckLines:
         self.runs_key: tuple[int, int, int, int] | None = None
         self.since_key: float | None = None
         self.status_key: Status | None = None  # the status ``up`` and ``status`` say
-        self.up = self.status = self.duration = self.runs = self.last_run = self.since = ""
-        self.observed: tuple[tuple[str, str], ...] = ()
-
-    def current(self, state: CheckState) -> bool:
-        """Whether these lines still say what ``state`` says. A state is replaced whole on
-        every result, and a result's start time, the run counts and the status's start tell
-        one state of a check from the next (the state itself is not kept: a scrape must not
-        hold every replaced result in memory until the next one)."""
-        last = state.last
-        return (state.info is self.info and state.runs == self.runs_key
-                and state.since == self.since_key
-                and (last.started_at if last is not None else None) == self.started_key)
+        # UTF-8 already: a scrape joins bytes it keeps, it encodes only what changed.
+        self.up = self.status = self.duration = self.runs = self.last_run = self.since = b""
+        self.observed: tuple[tuple[str, bytes], ...] = ()
 
 
 class CheckExposition:
@@ -193,10 +185,9 @@ class CheckExposition:
         self._uptime = None if window is None else (window, source)
 
     def _lines_for(self, state: CheckState) -> _CheckLines:
+        """Fresh lines for ``state``, reusing what its kept lines say that still holds."""
         info = state.info
         cached = self._lines.get(info.name)
-        if cached is not None and cached.current(state):
-            return cached
         if cached is not None and cached.info is info:
             lines = _CheckLines(info, cached.labels)
         else:
@@ -207,9 +198,9 @@ class CheckExposition:
         labels = lines.labels
         lines.runs_key = state.runs
         lines.since_key = state.since
-        runs = [f"alivemcp_check_runs_total{{{labels}{_RESULT_OF[code]}{float(count)!r}\n"
-                for code, count in enumerate(state.runs) if count]
-        lines.runs = runs[0] if len(runs) == 1 else "".join(runs)
+        runs = "".join([f"alivemcp_check_runs_total{{{labels}{_RESULT_OF[code]}{float(count)!r}\n"
+                        for code, count in enumerate(state.runs) if count])
+        lines.runs = _utf8(runs)
         last = state.last
         if last is not None:
             lines.started_key = last.started_at
@@ -218,23 +209,24 @@ class CheckExposition:
                 # A new result rarely changes the status: these two families say the same.
                 lines.up, lines.status = cached.up, cached.status
             else:
-                lines.up = (f"alivemcp_check_up{{{labels}}} "
-                            f"{1.0 if last.status is Status.UP else 0.0}\n")
+                lines.up = _utf8(f"alivemcp_check_up{{{labels}}} "
+                                 f"{1.0 if last.status is Status.UP else 0.0}\n")
                 head = f'alivemcp_check_status{{{labels},{_STATUS_LABEL}="'
-                lines.status = head + head.join(_STATUS_LINES_OF[last.status])
-            lines.duration = (f"alivemcp_check_duration_seconds{{{labels}}} "
-                              f"{last.duration_seconds!r}\n")
-            lines.last_run = (f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
-                              f"{last.started_at!r}\n")
+                lines.status = _utf8(head + head.join(_STATUS_LINES_OF[last.status]))
+            lines.duration = _utf8(f"alivemcp_check_duration_seconds{{{labels}}} "
+                                   f"{last.duration_seconds!r}\n")
+            lines.last_run = _utf8(f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
+                                   f"{last.started_at!r}\n")
             if state.since is not None:
                 if (cached is not None and cached.since_key == state.since
                         and cached.status_key is not None):
                     lines.since = cached.since  # made from the same since, with the same labels
                 else:
-                    lines.since = (f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
-                                   f"{state.since!r}\n")
+                    lines.since = _utf8(
+                        f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
+                        f"{state.since!r}\n")
             observed = [
-                (name, f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n")
+                (name, _utf8(f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n"))
                 for name, value in last.observations.items()
             ]
             for item in last.labeled_observations:
@@ -245,8 +237,8 @@ class CheckExposition:
                     extra = {k: v for k, v in extra.items()
                              if k not in info.labels and k not in CHECK_IDENTITY_LABELS}
                 more = f",{_label_text(extra)}" if extra else ""
-                observed.append((item.name, f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} "
-                                            f"{float(item.value)!r}\n"))
+                observed.append((item.name, _utf8(
+                    f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} {float(item.value)!r}\n")))
             lines.observed = tuple(observed)
         self._lines[info.name] = lines
         return lines
@@ -267,12 +259,23 @@ class CheckExposition:
         if owned is not None:
             states = [s for s in states if owned(s.info.name)]
         rendered: list[_CheckLines] = []
-        observed: dict[str, list[str]] = {}
+        observed: dict[str, list[bytes]] = {}
         uptime: list[str] = []
         available: list[str] = []
         lines_for = self._lines_for
+        kept = self._lines.get
         for state in states:
-            lines = lines_for(state)
+            # Whether the kept lines still say what the state says (inlined: once per check
+            # per scrape). A state is replaced whole on every result, and a result's start
+            # time, the run counts and the status's start tell one state of a check from the
+            # next (the state itself is not kept: a scrape must not hold every replaced result
+            # in memory until the next one).
+            lines = kept(state.info.name)
+            last = state.last
+            if (lines is None or state.runs != lines.runs_key or state.info is not lines.info
+                    or state.since != lines.since_key
+                    or (last.started_at if last is not None else None) != lines.started_key):
+                lines = lines_for(state)
             rendered.append(lines)
             for name, line in lines.observed:
                 observed.setdefault(name, []).append(line)
@@ -292,7 +295,7 @@ class CheckExposition:
         parts: list[bytes] = []
         for (family, kind, doc), field in zip(_CHECK_FAMILIES, _FAMILY_FIELDS, strict=True):
             parts.append(_family_header(family, kind, doc, openmetrics).encode())
-            _join_into(parts, list(map(operator.attrgetter(field), rendered)))
+            _join_bytes_into(parts, list(map(operator.attrgetter(field), rendered)))
         if self._uptime is not None:
             for family, doc, lines_of in (
                 ("alivemcp_check_uptime_ratio", "Share of decided runs (unknown excluded) that "
@@ -304,12 +307,25 @@ class CheckExposition:
                 parts.append(_family_header(family, "gauge", doc, openmetrics).encode())
                 _join_into(parts, lines_of)
         helps = _observable_help()
-        for name, lines_of in observed.items():
+        for name, observed_lines in observed.items():
             doc = helps.get(name) or f"{name} as reported by a probe that does not declare it."
             text = _family_header(OBSERVATION_PREFIX + name, "gauge", doc, openmetrics)
             parts.append(text.encode("utf-8", "replace"))
-            _join_into(parts, lines_of)
+            _join_bytes_into(parts, observed_lines)
         return parts
+
+
+def _utf8(text: str) -> bytes:
+    """A check's line as UTF-8. Text reaching labels was made safe when results entered the
+    engine; "replace" is the last guard, so one odd string can never turn every scrape into an
+    HTTP 500 (per line or per piece, it replaces the same characters: lines end with "\\n")."""
+    return text.encode("utf-8", "replace")
+
+
+def _join_bytes_into(parts: list[bytes], lines: list[bytes]) -> None:
+    """Kept ``lines``, in pieces of :data:`RENDER_CHUNK` lines."""
+    for at in range(0, len(lines), RENDER_CHUNK):
+        parts.append(b"".join(lines[at:at + RENDER_CHUNK]))
 
 
 def _join_into(parts: list[bytes], lines: list[str]) -> None:
