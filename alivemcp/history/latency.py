@@ -81,24 +81,51 @@ def decode(blob: bytes | None, into: dict[int, int] | None = None) -> dict[int, 
     return counts
 
 
-def merge(a: bytes | None, b: bytes | None) -> bytes:
-    """SQLite function ``latency_merge`` (used by the writer's upserts)."""
+def merge(a: bytes | None, b: bytes | None) -> bytes | None:
+    """SQLite function ``latency_merge`` (used by the writer's upserts). NULL merged with
+    NULL stays NULL (a bucket of ``unknown`` runs only), however the runs were batched."""
     if not a:
-        return b or b""
+        return b or a
     if not b:
         return a
-    if len(b) == 2 and b[1] < 0x7F:
-        # One bin, a small count (the usual upsert: a run or two of one check in a batch):
-        # bump that bin's count in place when its varint stays one byte long.
-        pos, end = 0, len(a)
-        while pos < end:
-            if a[pos] == b[0] and pos + 1 < end and a[pos + 1] + b[1] < 0x80:
-                return a[:pos + 1] + bytes((a[pos + 1] + b[1],)) + a[pos + 2:]
-            pos += 1
-            while pos < end and a[pos] >= 0x80:  # skip the varint's continuation bytes
-                pos += 1
-            pos += 1
+    if len(b) == 2 and b[1] < 0x80:
+        # One bin with a small count (the usual upsert: a check's run or two in a batch):
+        # spliced into ``a`` as bytes. Decoding both into a dict and encoding again cost
+        # most of the writer's time in this function once hour and day counts pass 127.
+        return _add_to_bin(a, b[0], b[1])
     return encode(decode(b, decode(a)))
+
+
+def _add_to_bin(a: bytes, index: int, add: int) -> bytes:
+    """``a`` with ``add`` more runs in bin ``index`` (bins stay in ascending order)."""
+    pos, end = 0, len(a)
+    while pos < end:
+        current = a[pos]
+        if current > index:
+            break  # not there: a new bin goes here
+        start = pos + 1
+        pos = start
+        while pos < end and a[pos] >= 0x80:  # the varint's continuation bytes
+            pos += 1
+        pos += 1  # past the varint's last byte
+        if current == index:
+            if pos == start + 1 and a[start] + add < 0x80:  # stays one byte long
+                return a[:start] + bytes((a[start] + add,)) + a[pos:]
+            count = shift = 0
+            for byte in a[start:pos]:
+                count |= (byte & 0x7F) << shift
+                shift += 7
+            return a[:start] + _varint(count + add) + a[pos:]
+    return a[:pos] + bytes((index,)) + _varint(add) + a[pos:]
+
+
+def _varint(count: int) -> bytes:
+    out = bytearray()
+    while count >= 0x80:
+        out.append((count & 0x7F) | 0x80)
+        count >>= 7
+    out.append(count)
+    return bytes(out)
 
 
 def merge_many(blobs: Iterable[bytes | None]) -> dict[int, int]:

@@ -140,10 +140,13 @@ def write_batch(db: sqlite3.Connection, batch: Pending, ids: Mapping[str, int],
         _track_incident(cid, code, started, reason, open_incidents, working, touched)
     summaries = [None if code == UNKNOWN else latency.one_run(duration)
                  for code, duration in zip(batch.codes, batch.durations, strict=True)]
+    # Checks run at most once a batch at intervals of a second or more, so a batch usually
+    # names each check once: then one upsert per result, with no grouping to pay for (a set
+    # of ints is built in C). Otherwise a batch's runs of one bucket are added up here first
+    # and that bucket gets a single upsert.
+    rows = _bucket_rows if len(set(check_ids)) == len(check_ids) else _summed_rows
     for table, width in schema.RESOLUTIONS.items():
-        # One upsert per result: runs of one check within a batch add up in the database.
-        db.executemany(_UPSERT.format(table=table), _bucket_rows(batch, check_ids, summaries,
-                                                                  width))
+        db.executemany(_UPSERT.format(table=table), rows(batch, check_ids, summaries, width))
     for incident in touched.values():
         _save_incident(db, incident)
     db.execute("COMMIT")
@@ -157,6 +160,26 @@ def _bucket_rows(batch: Pending, check_ids: array[int], summaries: list[bytes | 
         second = int(started)
         yield (cid, second - second % width, code == UP, code == DEGRADED, code == DOWN,
                code == UNKNOWN, summary)
+
+
+def _summed_rows(batch: Pending, check_ids: array[int], summaries: list[bytes | None],
+                 width: int) -> Iterator[tuple[int, int, int, int, int, int, bytes | None]]:
+    """One row per (check, bucket) of the batch: its runs' counts and latencies added up."""
+    sums: dict[tuple[int, int], list[int]] = {}
+    latencies: dict[tuple[int, int], dict[int, int]] = {}
+    for cid, code, started, summary in zip(check_ids, batch.codes, batch.started, summaries,
+                                           strict=True):
+        second = int(started)
+        key = (cid, second - second % width)
+        counts = sums.get(key)
+        if counts is None:
+            sums[key] = counts = [0, 0, 0, 0]  # indexed by status code: UP .. UNKNOWN
+        counts[code] += 1
+        if summary is not None:
+            latency.decode(summary, latencies.setdefault(key, {}))
+    for key, (up, degraded, down, unknown) in sums.items():
+        bins = latencies.get(key)
+        yield (*key, up, degraded, down, unknown, latency.encode(bins) if bins else None)
 
 
 def _track_incident(cid: int, code: int, started: float, reason: str,
