@@ -114,15 +114,17 @@ class Daemon:
         self.plumbing = Plumbing()
         #: The checks' infos as the last applied config made them: status, history, probe
         #: handles and alerting share one each (at 100,000 checks a second set was 13 MB).
-        self._applied_infos = [check_info(c) for c in loaded.checks]
-        self.alerts = AlertManager(
-            loaded.config.alerting,
-            [(info, c.alert) for info, c in zip(self._applied_infos, loaded.checks, strict=True)],
-            Path(loaded.config.data_dir),
-            self.metrics.registry,
-            shared=cluster is not None,
-            status_of=self._status_of if cluster is not None else None,
-        )
+        with collector_paused():  # (an entry per check each; see _apply)
+            self._applied_infos = [check_info(c) for c in loaded.checks]
+            self.alerts = AlertManager(
+                loaded.config.alerting,
+                [(info, c.alert)
+                 for info, c in zip(self._applied_infos, loaded.checks, strict=True)],
+                Path(loaded.config.data_dir),
+                self.metrics.registry,
+                shared=cluster is not None,
+                status_of=self._status_of if cluster is not None else None,
+            )
         history = loaded.config.history
         self.history = (
             HistoryStore(loaded.config.data_dir, history, self.metrics.registry)
@@ -400,9 +402,11 @@ class Daemon:
             if self.cluster is not None:
                 self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
             self.scheduler.configure_limits(loaded.config.scheduler)
-            self.alerts.reconfigure(loaded.config.alerting, [
-                (info, c.alert) for info, c in zip(self._applied_infos, loaded.checks, strict=True)
-            ])
+            with collector_paused():  # (it builds an entry per check; see _apply)
+                self.alerts.reconfigure(loaded.config.alerting, [
+                    (info, c.alert)
+                    for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+                ])
             self._loaded = loaded
             self.metrics.config_loaded(True)
             # Shielded: a stop cancels the reload, never a canary clean-up half-way.

@@ -81,8 +81,10 @@ class CheckCatalog:
                 dependants.setdefault(dep, []).append(info.name)
         self.checks = entries
         self.dependants = {k: tuple(v) for k, v in dependants.items()}
+        # The configured receivers by name: one set, not a search of the list per check.
+        known = {r.name for r in config.receivers}
         for name, check in entries.items():
-            unknown = [r for r in check.receivers if config.receiver(r) is None]
+            unknown = [r for r in check.receivers if r not in known]
             if unknown:
                 log.warning("check routes to receivers that are not configured",
                             check=name, receivers=unknown)

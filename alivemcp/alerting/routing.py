@@ -19,8 +19,23 @@ class Router:
         self._default = tuple(config.default_receivers)
         owners = config.owner_receivers
         self._owners = tuple(owners) if owners is not None else self._default
+        #: The labels the routes look at, and the answer for each combination of their values
+        #: seen so far: a config load asks for every check (100,000 at a time), and checks
+        #: mostly share the labels routes match on.
+        self._keys = tuple(sorted({m.label for matchers, _, _ in self._routes for m in matchers}))
+        self._memo: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def receivers_for(self, labels: Mapping[str, str]) -> tuple[str, ...]:
+        if not self._routes:
+            return self._default
+        # (A matcher reads an absent label as "", so that is its key too.)
+        key = tuple([labels.get(k, "") for k in self._keys])
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._match(labels)
+        return found
+
+    def _match(self, labels: Mapping[str, str]) -> tuple[str, ...]:
         found: list[str] = []
         for matchers, receivers, keep_going in self._routes:
             if match_all(matchers, labels):

@@ -135,3 +135,32 @@ def test_routes_first_match_wins_unless_continue() -> None:
     assert router.receivers_for({"team": "data", "check": "test-1"}) == ("all",)
     assert router.receivers_for({"env": "dev"}) == ("default",)
     assert router.owners == ("default",)
+
+
+def test_routes_remembered_per_combination_of_the_labels_they_read() -> None:
+    """A router answers each check of a load; the answers it remembers are keyed by the labels
+    its matchers read, so two checks differing only elsewhere share one, and none is reused
+    across a label the routes do read (the check's name included)."""
+    import random
+
+    from alivemcp.alerting.routing import Router
+
+    hook = {"type": "webhook", "url": "http://127.0.0.1:9/x"}
+    config = AlertingConfig.model_validate({
+        "receivers": [{**hook, "name": n} for n in ("a", "b", "c", "default")],
+        "default_receivers": ["default"],
+        "routes": [
+            {"matchers": ["check=~web-.*"], "receivers": ["a"], "continue": True},
+            {"matchers": ["team!=", "env!=dev"], "receivers": ["b"]},
+            {"matchers": ["region=~eu-.*"], "receivers": ["c"]},
+        ]})
+    rng = random.Random(5)
+    remembering, fresh = Router(config), Router(config)
+    for i in range(2000):
+        labels = {"check": rng.choice(["web-1", "api", f"web-{i}", "x"])}
+        for key, values in (("team", ["", "data", None]), ("env", ["dev", "prod", None]),
+                            ("region", ["eu-west", "us", None]), ("other", [str(i), None])):
+            value = rng.choice(values)
+            if value is not None:
+                labels[key] = value
+        assert remembering.receivers_for(labels) == fresh._match(labels), labels
