@@ -164,10 +164,10 @@ def _construct(node: yaml.Node, loader: Any, built: dict[int, Any]) -> Any:
         if tag == _STR:
             return node.value
         if tag == _INT:
-            value = node.value
+            text: str = node.value
             # Decimal without a leading zero (YAML 1.1 reads 012 as octal, 1_000 as 1000).
-            if value.isdigit() and value.isascii() and (value[0] != "0" or value == "0"):
-                return int(value)
+            if text.isdigit() and text.isascii() and (text[0] != "0" or text == "0"):
+                return int(text)
         return loader.construct_object(node, deep=True)
     key = id(node)
     done = built.get(key, built)
@@ -175,15 +175,15 @@ def _construct(node: yaml.Node, loader: Any, built: dict[int, Any]) -> Any:
         return done
     value: Any = None
     if kind is yaml.MappingNode and node.tag == _MAP:
-        mapping: dict[Any, Any] | None = {}
+        mapping: dict[Any, Any] = {}
         for k, v in node.value:
             if type(k) is not yaml.ScalarNode or k.tag != _STR:
-                mapping = None  # a merge key, a typed or a complex key: PyYAML's way
-                break
+                break  # a merge key, a typed or a complex key: PyYAML's way
             # (A string value inline: most values are, and a call each adds up.)
             mapping[k.value] = (v.value if type(v) is yaml.ScalarNode and v.tag == _STR
                                 else _construct(v, loader, built))
-        value = mapping
+        else:
+            value = mapping
     elif kind is yaml.SequenceNode and node.tag == _SEQ:
         value = [_construct(item, loader, built) for item in node.value]
     if value is None:

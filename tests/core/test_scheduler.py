@@ -298,7 +298,7 @@ async def test_full_collections_come_from_the_scheduler_timer_while_it_runs(
 
 
 async def test_checks_added_in_one_batch_across_loop_turns_share_one_start_window() -> None:
-    scheduler, _, results, plumbing = started_scheduler(
+    scheduler, _, _, plumbing = started_scheduler(
         [{"name": "old", "probe": "test_noop", "interval": 60}])
     checks = load_config_text(yaml.safe_dump({"checks": [
         {"name": f"c{i}", "probe": "test_noop", "interval": 60} for i in range(3000)
