@@ -619,6 +619,7 @@ async def _teardown_all(handles: list[ProbeHandle]) -> None:
     :data:`APPLY_SLICE` at a time with the loop let run in between (a reload replacing
     100,000 checks starts as many teardowns). Once started, a teardown runs to its end even if
     the caller is cancelled: a canary clean-up is never cut half-way."""
+    handles = [h for h in handles if h.needs_teardown]
     tasks: list[asyncio.Task[None]] = []
     for start in range(0, len(handles), APPLY_SLICE):
         loop = asyncio.get_running_loop()

@@ -94,8 +94,10 @@ class ProbeHandle:
 
     @property
     def needs_teardown(self) -> bool:
-        """Whether :meth:`teardown` has anything to do (the probe's setup ran)."""
-        return self._setup_done
+        """Whether :meth:`teardown` has anything to do: the probe's setup ran, and its type has
+        a teardown of its own (the contract's default does nothing; a reload replacing
+        100,000 MCP checks would otherwise start as many tasks and timers for nothing)."""
+        return self._setup_done and type(self.probe).teardown is not Probe.teardown
 
     async def teardown(self, timeout: float = 10.0) -> None:
         """Run the probe's teardown if its setup ran; never raises."""

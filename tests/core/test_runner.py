@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from alivemcp.probe import Status
 from alivemcp.redact import REDACTED, register_secret
@@ -70,3 +71,29 @@ async def test_registered_secrets_and_bearer_tokens_are_redacted_from_reasons() 
     )
     assert "s3cr3t" not in result.reason and "abc.def" not in result.reason
     assert result.reason == f"got Bearer {REDACTED} from {REDACTED}"
+
+
+async def test_only_a_probe_with_a_teardown_of_its_own_needs_one_after_setup(
+        tmp_path: Path) -> None:
+    import yaml
+
+    from alivemcp.checks import build_handle
+    from alivemcp.config import load_config_text
+    from alivemcp.plumbing import Plumbing
+
+    loaded = load_config_text(yaml.safe_dump({"checks": [
+        {"name": "noop", "probe": "test_noop"},  # the contract's teardown: nothing to do
+        {"name": "sleepy", "probe": "test_sleepy",  # a teardown of its own
+         "params": {"seconds": 0, "markers": str(tmp_path)}},
+    ]}), env={})
+    plumbing = Plumbing()
+    noop, sleepy = (build_handle(check, plumbing) for check in loaded.checks)
+    assert not noop.needs_teardown and not sleepy.needs_teardown  # nothing set up yet
+    for handle in (noop, sleepy):
+        assert (await handle.run()).status is Status.UP
+    assert not noop.needs_teardown
+    assert sleepy.needs_teardown
+    await sleepy.teardown()
+    assert (tmp_path / "teardown").exists()
+    assert not sleepy.needs_teardown
+    await plumbing.aclose()
