@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from metrics_render import result  # noqa: E402
+from metrics_render import result
 
-from alivemcp.metrics import Metrics  # noqa: E402
-from alivemcp.results import CheckInfo  # noqa: E402
-from alivemcp.server import HttpServer  # noqa: E402
-from alivemcp.status import StatusStore  # noqa: E402
+from alivemcp.metrics import Metrics
+from alivemcp.results import CheckInfo
+from alivemcp.server import HttpServer
+from alivemcp.status import StatusStore
 
 TICK = 0.01
 
