@@ -13,7 +13,6 @@ declaration (``scripts/probe_observables.py``), IAM actions from ``deploy/iam/<p
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import enum
 import inspect
@@ -286,8 +285,7 @@ def metrics_section() -> list[str]:
 
     metrics = Metrics(StatusStore())
     AlertingMetrics(metrics.registry)
-    # Rendered on an event loop in slices (as the daemon does); nothing here awaits I/O.
-    check_text = b"".join(asyncio.run(metrics.checks.render(False))).decode()
+    check_text = b"".join(metrics.checks.render(False, metrics.checks.snapshot())).decode()
     rows: list[tuple[str, str, str, str]] = []
     for family, kind, doc in _families(check_text):
         labels = "`check`, `probe`, check labels"
