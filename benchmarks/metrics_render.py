@@ -37,6 +37,16 @@ def render_once(exposition: CheckExposition, store: StatusStore) -> tuple[float,
     return mid - cpu, time.process_time() - mid, len(body)
 
 
+def filled_store(checks: int, now: float) -> tuple[StatusStore, list[CheckInfo]]:
+    """A status store of ``checks`` checks, each with one up result started at ``now``."""
+    store = StatusStore()
+    infos = [CheckInfo(f"c{i}", "test_noop") for i in range(checks)]
+    store.set_checks(infos)
+    for info in infos:
+        store.record(result(info, now))
+    return store, infos
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--checks", type=int, default=100_000)
@@ -46,12 +56,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     random.seed(1)
-    store = StatusStore()
-    infos = [CheckInfo(f"c{i}", "test_noop") for i in range(args.checks)]
-    store.set_checks(infos)
     now = time.time()
-    for info in infos:
-        store.record(result(info, now))
+    store, infos = filled_store(args.checks, now)
     exposition = CheckExposition(store)
     render, join, size = render_once(exposition, store)
     print(f"cold: render {render:.3f} s CPU, join {join:.3f} s CPU, {size / 1e6:.1f} MB")

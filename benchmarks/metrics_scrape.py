@@ -21,12 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from metrics_render import result
+from metrics_render import filled_store, result
 
 from alivemcp.metrics import Metrics
-from alivemcp.results import CheckInfo
 from alivemcp.server import HttpServer
-from alivemcp.status import StatusStore
 
 TICK = 0.01
 
@@ -38,12 +36,8 @@ async def main() -> None:
     parser.add_argument("--scrapes", type=int, default=4)
     parser.add_argument("--gzip", action="store_true", help="scrape with Accept-Encoding: gzip")
     args = parser.parse_args()
-    store = StatusStore()
-    infos = [CheckInfo(f"c{i}", "test_noop") for i in range(args.checks)]
-    store.set_checks(infos)
     now = time.time()
-    for info in infos:
-        store.record(result(info, now))
+    store, infos = filled_store(args.checks, now)
     metrics = Metrics(store)
     server = HttpServer(store, metrics, lambda: True, lambda: True)
     await server.start("127.0.0.1", 0)
