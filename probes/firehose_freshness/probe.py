@@ -358,6 +358,17 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                           findings: Findings) -> bool:
         """Put a new canary record; False when it was not put (a finding says why)."""
         p = self.params
+        kinesis: Any = None
+        if source_arn is not None:
+            # The client first: its first creation loads the service model, and that time is
+            # the prober's, not the stream's, so it must not count in the canary's age.
+            try:
+                kinesis = await self.context.plumbing.aws.client(
+                    "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region)
+            except ProbeError as err:
+                findings.add_error(err, _OVERRIDES, reason=_kinesis_put_failure(
+                    err.kind, source_arn.split("/", 1)[-1]))
+                return False
         record_id = uuid.uuid4().hex
         put_at = datetime.now(UTC)
         record = self._canary_record(record_id, put_at)
@@ -387,8 +398,6 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             partition_key = p.partition_key or f"alivemcp-canary-{check_slug(self.context.name)}"
             put_into = f"Kinesis stream {name} (partition key {partition_key})"
             try:
-                kinesis = await self.context.plumbing.aws.client(
-                    "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region)
                 await kinesis.put_record(StreamARN=source_arn, Data=data,
                                          PartitionKey=partition_key)
             except ProbeError as err:
