@@ -252,17 +252,32 @@ class LoadedConfig:
     unchecked: tuple[str, ...] = ()
 
 
+#: Errors a message, a log line or the CLI lists at most. One mistake repeated over a generated
+#: file of 100,000 checks is 100,000 errors: listed whole, that was a 27 MB log line, and the
+#: first few say what to fix as well as all of them do.
+ERRORS_SHOWN = 20
+
+
 class ConfigError(ValueError):
-    """An invalid configuration; ``errors`` are ``path: message`` lines."""
+    """An invalid configuration; ``errors`` are ``path: message`` lines (all of them; the
+    message and :meth:`render` list the first :data:`ERRORS_SHOWN` and count the rest)."""
 
     def __init__(self, errors: list[str], source: str = "config") -> None:
         self.errors = errors
         self.source = source
-        super().__init__(f"{source}: " + "; ".join(errors))
+        super().__init__(f"{source}: " + "; ".join(self.shown()))
+
+    def shown(self) -> list[str]:
+        """The first errors, and a line counting the ones left out."""
+        shown = self.errors[:ERRORS_SHOWN]
+        more = len(self.errors) - len(shown)
+        if more:
+            shown.append(f"... and {more} more error(s) not shown")
+        return shown
 
     def render(self) -> str:
         lines = [f"{self.source}: invalid configuration ({len(self.errors)} error(s))"]
-        lines += [f"  {e}" for e in self.errors]
+        lines += [f"  {e}" for e in self.shown()]
         return "\n".join(lines)
 
 

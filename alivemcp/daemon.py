@@ -383,7 +383,8 @@ class Daemon:
             except ConfigError as exc:
                 self.metrics.config_loaded(False)
                 log.error("config reload refused; keeping the running config",
-                          errors=exc.errors, source=exc.source)
+                          errors=exc.shown(), error_count=len(exc.errors),
+                          source=exc.source)
                 return False
             configure_logging(loaded.config.logging.level, loaded.config.logging.format)
             if loaded.config.server.listen != self._loaded.config.server.listen:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from alivemcp.config import ConfigError, load_config, load_config_text, parse_duration
+from alivemcp.config import ERRORS_SHOWN, ConfigError, load_config, load_config_text, parse_duration
 
 
 def errors_of(
@@ -43,6 +43,23 @@ def test_unknown_probe_type_suggests_the_closest() -> None:
     assert len(errs) == 1
     assert errs[0].startswith("checks[0].probe: unknown probe type 'test_statik'; did you mean "
                               "'test_static'?")
+
+
+def test_many_errors_are_listed_up_to_a_limit_and_counted() -> None:
+    # One mistake repeated over a generated file: every error is kept, the message and the
+    # CLI's rendering list the first ones and count the rest (not a 27 MB line).
+    text = "checks:\n" + "".join(f"  - {{name: c{i}, probe: nope}}\n" for i in range(5000))
+    with pytest.raises(ConfigError) as info:
+        load_config_text(text, env={})
+    exc = info.value
+    assert len(exc.errors) == 5000
+    rendered = exc.render().splitlines()
+    assert rendered[0].endswith("invalid configuration (5000 error(s))")
+    assert rendered[1].strip().startswith("checks[0].probe: unknown probe type 'nope'")
+    assert rendered[-1].strip() == f"... and {5000 - ERRORS_SHOWN} more error(s) not shown"
+    assert len(rendered) == ERRORS_SHOWN + 2
+    assert "checks[19].probe" in str(exc) and "checks[20].probe" not in str(exc)
+    assert len(str(exc)) < 500 * ERRORS_SHOWN
 
 
 def test_broken_plugin_is_named_with_its_import_error() -> None:
