@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import gc
 import signal
 import sys
@@ -61,6 +58,7 @@ from alivemcp.config import (
 )
 from alivemcp.configload import load_in_child
 from alivemcp.datadir import DataDirInUseError, DataDirLock
+from alivemcp.heap import settle_heap, tune_allocator
 from alivemcp.history import HistoryStore
 from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
 from alivemcp.logging import configure_logging
@@ -303,6 +301,7 @@ class Daemon:
 
     async def _start(self) -> None:
         _raise_open_files_limit()
+        tune_allocator()
         host, port = split_listen(self._listen)
         await self.server.start(host, port)
         await self.alerts.start()
@@ -503,34 +502,6 @@ class _ClusterParts:
     view: ResultsView
     alert_state: AlertStateLog
     probing: ProbingListener
-
-
-def settle_heap() -> None:
-    """Move everything built so far (checks, probe instances, jobs) out of the collector's
-    reach. With 50,000 checks a full collection walks millions of long-lived objects and
-    pauses the event loop for most of a second; frozen objects are never scanned again.
-
-    Then the memory a config load used for a moment (YAML nodes, the raw document: several
-    times what the loaded checks keep) goes back to the system: glibc keeps freed memory for
-    reuse, and at 100,000 checks that was hundreds of MB of resident memory for nothing."""
-    gc.collect()
-    gc.freeze()
-    _trim_malloc()
-
-
-def _trim_malloc() -> None:
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS)."""
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
-        return None
 
 
 def _raise_open_files_limit() -> None:
