@@ -109,7 +109,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("reload_all_stall_ms", "  longest loop stall during it (ms)", "{:.0f}"),
     ("reload_all_p99_ms", "  lateness p99 of runs during it and 20 s after (ms)", "{:.1f}"),
     ("reload_all_max_ms", "  lateness max of those (ms)", "{:.1f}"),
-    ("rss_mb", "RSS at the end (MB)", "{:.0f}"),
+    ("rss_ready_mb", "RSS after the first-run window (MB)", "{:.0f}"),
+    ("rss_scraped_mb", "RSS after the scrapes (MB)", "{:.0f}"),
+    ("rss_mb", "RSS at the end, after the reloads (MB)", "{:.0f}"),
     ("peak_rss_mb", "peak RSS (MB)", "{:.0f}"),
 ]
 
@@ -272,6 +274,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
             ready_at = time.monotonic() - started
     out["ready_s"] = ready_at
     out["startup_stall_ms"] = ms(longest_stall(started, time.monotonic()))
+    out["rss_ready_mb"] = rss_mb()
 
     # 2. Steady state.
     loop_tid = threading.get_native_id()
@@ -317,6 +320,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     out["render_mb"] = size / 1e6
     out["render_p99_ms"] = ms(pct(during, 0.99))
     out["render_stall_ms"] = ms(render_stall)
+    out["rss_scraped_mb"] = rss_mb()
 
     # 4. Reloads: the same file, then every check changed.
     await asyncio.sleep(3)
