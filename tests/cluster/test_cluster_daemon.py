@@ -264,6 +264,9 @@ async def test_a_killed_replicas_checks_resume_elsewhere_within_the_session_time
         whole_and_one_prober: Trio) -> None:
     trio = whole_and_one_prober
     victim = trio.daemons["r2"]
+    # Settled means the shards are held; run alone (first), this test could start before
+    # r2's results had reached r0, and checks r0 did not yet see as r2's counted as others.
+    await asyncio.sleep(INTERVAL + 1)  # every row's owner up to date after the last rebalance
     held = trio.metric("r2", "alivemcp_cluster_shards_held")
     theirs = {row["check"] for row in trio.daemons["r0"].get_json("/status")["checks"]
               if row["owner"] == "r2"}
