@@ -322,3 +322,38 @@ async def test_checks_added_in_one_batch_across_loop_turns_share_one_start_windo
     assert min(thirds) > 700, thirds
     await scheduler.stop(1)
     await plumbing.aclose()
+
+
+async def test_a_large_batch_is_planned_over_several_loop_turns_in_one_start_window() -> None:
+    # Planning 100,000 first runs in one callback held the loop for a quarter of a second:
+    # the scheduler plans PLAN_SLICE a turn. The slices share the batch's one start window,
+    # and a check removed between two slices is not planned (no run of a removed check).
+    scheduler, _, _, plumbing = started_scheduler(
+        [{"name": "old", "probe": "test_noop", "interval": 600}])
+    count = 2 * scheduler_module.PLAN_SLICE + 100
+    checks = load_config_text(yaml.safe_dump({"checks": [
+        {"name": f"c{i}", "probe": "test_noop", "interval": 600} for i in range(count)
+    ]}), env={}).checks
+    with scheduler.batch():
+        for check in checks:
+            scheduler.add(build_handle(check, plumbing), check.fingerprint())
+    ended = time.time()
+    await asyncio.sleep(0)
+    planned = [c.name for c in checks if scheduler.checks[c.name].due > 0]
+    assert len(planned) == scheduler_module.PLAN_SLICE  # the first slice only, so far
+    gone = checks[-1].name
+    removed = scheduler.remove(gone)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert removed is not None and removed.due == -1.0 and gone not in scheduler.checks
+    window = start_window(count)
+    # A check whose first run came within these few turns has run: its next is an interval on.
+    firsts = sorted(due for c in checks[:-1]
+                    if (due := scheduler.checks[c.name].due) < ended + 300)
+    assert len(firsts) > count - 50
+    assert firsts[0] >= ended - 0.01 and firsts[-1] <= ended + window + 0.01
+    # The last slice's checks are spread over the whole window too, not a window of their own.
+    last = sorted(scheduler.checks[c.name].due for c in checks[-101:-1])
+    assert last[-1] - last[0] > window / 2
+    await scheduler.stop(1)
+    await plumbing.aclose()
