@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,18 +75,26 @@ class StatusStore:
 
     def set_checks(self, infos: Iterable[CheckInfo]) -> None:
         """Align the store with the configured checks, keeping state of checks that stay."""
-        infos = list(infos)
+        for _ in self.align(list(infos)):
+            pass
+
+    def align(self, infos: Sequence[CheckInfo]) -> Iterator[None]:
+        """:meth:`set_checks` a check at a time, yielding after each: the caller may let other
+        work run in between (at 100,000 checks the whole took a quarter of a second). A result
+        recorded meanwhile lands on its check's state as it is at that moment."""
         wanted = {i.name for i in infos}
         for name in list(self._states):
             if name not in wanted:
                 del self._states[name]
                 self._history.pop(name, None)
+            yield
         for info in infos:
             old = self._states.get(info.name)
             if old is None:
                 self._states[info.name] = CheckState(info, None, None, _NO_RUNS)
-            elif old.info != info:
+            elif old.info is not info and old.info != info:
                 self._states[info.name] = CheckState(info, old.last, old.since, old.runs)
+            yield
 
     def mark_in_flight(self, name: str) -> None:
         """Note that a check without a result yet has its first run in flight (readiness

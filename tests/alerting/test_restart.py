@@ -177,3 +177,24 @@ async def test_pagerduty_storm_group_survives_restart(tmp_path: Path) -> None:
             h.feed(names[-1], "up")
             await h.delivered()
         assert per_key(pd.events()) == {group_key: ["trigger", "resolve"]}
+
+
+async def test_a_stepped_reload_changes_nothing_until_its_step_that_applies_it(
+        tmp_path: Path) -> None:
+    # The daemon runs a reload's alerting part in steps with the loop let run in between: a
+    # result decided meanwhile must see the old config whole, never half of each.
+    with StandIn("pagerduty") as pd:
+        async with running(pd_config(pd), [check("old"), check("keep")], tmp_path) as h:
+            h.feed("old", "down", "down")
+            await h.delivered()
+            new = [check(f"new{i}") for i in range(50)] + [check("keep")]
+            steps = h.manager.reconfiguring(h.manager.config, new)
+            for _ in range(len(new)):  # every catalog entry made, none applied yet
+                next(steps)
+            assert h.manager.check_names() == ["old", "keep"]
+            assert per_key(pd.events()) == {"alivemcp/old": ["trigger"]}
+            for _ in steps:
+                pass
+            await h.delivered()
+            assert sorted(h.manager.check_names()) == sorted(c.name for c, _ in new)
+        assert per_key(pd.events()) == {"alivemcp/old": ["trigger", "resolve"]}

@@ -6,11 +6,14 @@ daemon (they were found by the child: the daemon must register them itself)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import signal
 from pathlib import Path
 
 import yaml
 
+from alivemcp.configload import load_in_child
 from alivemcp.daemon import LOAD_IN_CHILD_BYTES
 from tests.support import DaemonProcess
 
@@ -61,3 +64,36 @@ def test_a_large_config_reloads_through_the_child_refusing_errors_and_keeping_se
         assert d.stop() == 0
         for text in [*seen, d.logs()]:
             assert SECRET not in text
+
+
+def _loader_pids(path: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"alivemcp.configload" in cmdline and str(path).encode() in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+async def test_a_cancelled_load_kills_its_child_and_a_finished_one_leaves_none(
+        tmp_path: Path) -> None:
+    # The child is started with Popen (vfork), not the loop's spawn: it must still be killed
+    # when the reload is cancelled (a stop), and be gone when it finishes.
+    path = tmp_path / "big.yaml"
+    write_large(path, [{"name": f"c{i}", "probe": "test_noop", "interval": 60}
+                       for i in range(20_000)])
+    loaded = await load_in_child(path)
+    assert len(loaded.checks) == 20_000 and _loader_pids(path) == []
+    loading = asyncio.ensure_future(load_in_child(path))
+    for _ in range(100):  # until the child runs
+        await asyncio.sleep(0.01)
+        if _loader_pids(path):
+            break
+    assert _loader_pids(path), "the loader child never started"
+    loading.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await loading
+    assert _loader_pids(path) == []  # killed, not left running
