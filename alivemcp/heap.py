@@ -29,11 +29,16 @@ from typing import Any
 
 __all__ = ["dropping", "settle_heap", "tune_allocator"]
 
-_M_MMAP_THRESHOLD = -3  # from glibc's malloc.h
+_M_TRIM_THRESHOLD = -1  # from glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 #: Blocks this large or larger are mappings of their own (glibc's starting value, which it
 #: otherwise raises up to 32 MiB as large blocks are freed).
 MMAP_THRESHOLD = 128 * 1024
+#: Free memory kept at the top of the heap before glibc gives it back. Fixing the mmap
+#: threshold also stops glibc raising this one from its 128 KiB start, and at 128 KiB the heap
+#: top is given back and taken again over and over in steady state.
+TRIM_THRESHOLD = 16 << 20
 #: The main arena and one for every other thread.
 ARENA_MAX = 2
 
@@ -71,6 +76,8 @@ def tune_allocator() -> None:
         return
     if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     if "MALLOC_ARENA_MAX" not in os.environ:
         libc.mallopt(_M_ARENA_MAX, ARENA_MAX)
 
