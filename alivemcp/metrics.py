@@ -292,10 +292,10 @@ class CheckExposition:
         decided = [lines for lines in rendered if lines.status_key is not None]
         for (family, kind, doc), field in zip(_CHECK_FAMILIES, _FAMILY_FIELDS, strict=True):
             parts.append(_family_header(family, kind, doc, openmetrics).encode())
-            if field is None:
-                _status_families(parts, family, decided)
-            else:
+            if isinstance(field, str):
                 _join_bytes_into(parts, list(map(operator.attrgetter(field), rendered)))
+            else:
+                field(parts, decided)
         if self._uptime is not None:
             for family, doc, lines_of in (
                 ("alivemcp_check_uptime_ratio", "Share of decided runs (unknown excluded) that "
@@ -328,20 +328,25 @@ def _join_bytes_into(parts: list[bytes], lines: list[bytes]) -> None:
         parts.append(b"".join(lines[at:at + RENDER_CHUNK]))
 
 
-def _status_families(parts: list[bytes], family: str, decided: list[_CheckLines]) -> None:
-    """The ``alivemcp_check_up`` or ``alivemcp_check_status`` lines of the checks that have a
-    result, in pieces of :data:`RENDER_CHUNK` checks: a line head and the labels, then each
-    of the fixed endings its status takes."""
-    head = f"{family}{{".encode()
-    if family == "alivemcp_check_up":
-        for at in range(0, len(decided), RENDER_CHUNK):
-            parts.append(b"".join([head + lines.labels + _UP_ENDING_OF[lines.status_key]
-                                   for lines in decided[at:at + RENDER_CHUNK]]))
-        return
+def _up_family(parts: list[bytes], decided: list[_CheckLines]) -> None:
+    """The ``alivemcp_check_up`` lines of the checks that have a result, in pieces of
+    :data:`RENDER_CHUNK`: the head and the labels, then the ending the status takes."""
+    head = b"alivemcp_check_up{"
+    for at in range(0, len(decided), RENDER_CHUNK):
+        parts.append(b"".join([head + lines.labels + _UP_ENDING_OF[lines.status_key]
+                               for lines in decided[at:at + RENDER_CHUNK]]))
+
+
+def _status_family(parts: list[bytes], decided: list[_CheckLines]) -> None:
+    """The ``alivemcp_check_status`` lines (one per status) of the checks that have a result,
+    in pieces of :data:`RENDER_CHUNK` lines: a line head with the labels before each of the
+    fixed endings the check's status takes."""
+    head = b"alivemcp_check_status{"
     mid = f',{_STATUS_LABEL}="'.encode()
-    for at in range(0, len(decided), RENDER_CHUNK // len(_STATUSES)):
+    per_piece = RENDER_CHUNK // len(_STATUSES)
+    for at in range(0, len(decided), per_piece):
         piece = []
-        for lines in decided[at:at + RENDER_CHUNK // len(_STATUSES)]:
+        for lines in decided[at:at + per_piece]:
             line_head = head + lines.labels + mid
             piece.append(line_head + line_head.join(_STATUS_ENDINGS_OF[lines.status_key]))
         parts.append(b"".join(piece))
@@ -366,9 +371,10 @@ _UP_ENDING_OF: dict[Status | None, bytes] = {
 #: Per status code of CheckState.runs: the runs_total line between the labels and the count.
 _RESULT_OF = tuple(f',{_RESULT_LABEL}="{s.value}"}} ' for s in _STATUSES)
 
-#: The _CheckLines field of each of _CHECK_FAMILIES, in order (None: made per scrape, see
-#: _status_families).
-_FAMILY_FIELDS = (None, None, "duration", "runs", "last_run", "since")
+#: Per family of _CHECK_FAMILIES, in order: the _CheckLines field its kept lines are in, or
+#: the function that makes its lines on each scrape (see _CheckLines).
+_FAMILY_FIELDS: tuple[str | Callable[[list[bytes], list[_CheckLines]], None], ...] = (
+    _up_family, _status_family, "duration", "runs", "last_run", "since")
 
 
 @functools.cache

@@ -176,9 +176,12 @@ class ScheduledCheck:
 FirstRunPlan = list[tuple[float, ScheduledCheck]]  # (first run, check), earliest first
 
 
-def plan_first_runs(entries: list[ScheduledCheck], now: float) -> FirstRunPlan:
-    """First-run times of checks added together at ``now``, earliest first."""
-    window = start_window(len(entries))
+def plan_first_runs(entries: list[ScheduledCheck], now: float,
+                    window: float | None = None) -> FirstRunPlan:
+    """First-run times of checks added together at ``now``, earliest first; ``window``: the
+    start window of the whole batch, when ``entries`` are a slice of it."""
+    if window is None:
+        window = start_window(len(entries))
     plan = [(entry.plan_first_run(now, window), entry) for entry in entries]
     plan.sort(key=lambda item: item[0])
     return plan
@@ -306,7 +309,7 @@ class Scheduler:
             heapq.heapify(heap)
             self._stale = 0
         now = time.time()
-        window = start_window(len(batch) - len(on_grid))
+        window = start_window(sum(1 for entry in batch if entry not in on_grid))
         self._plan_slice(batch, on_grid, now, window, 0, now)
 
     def _plan_slice(self, batch: list[ScheduledCheck], on_grid: set[ScheduledCheck],
@@ -314,21 +317,23 @@ class Scheduler:
         """Plan the first runs of ``batch[start:start + PLAN_SLICE]``, then of the rest in
         later turns of the loop: at 100,000 checks planning them in one callback (a salted hash
         of each name) held the loop for a quarter of a second on every full reload. Each
-        check's first run depends on itself alone, and the earliest of a batch are at least
-        a start-window fraction away, so the later slices' few milliseconds move nothing."""
+        check's first run depends on itself and the batch's window alone; a check of a later
+        slice whose first run falls in the few milliseconds before its slice is planned
+        starts that much late (and its lateness says so)."""
         if self._stopping:
             return
         heap = self._heap
         keyed = self._keyed
         checks = self._checks
-        for entry in batch[start:start + PLAN_SLICE]:
-            if checks.get(entry.name) is not entry or entry.due < 0:
-                continue  # removed (or replaced) since it arrived
+        live = [entry for entry in batch[start:start + PLAN_SLICE]
+                # not removed (or replaced) since it arrived
+                if checks.get(entry.name) is entry and entry.due >= 0]
+        plan = plan_first_runs([entry for entry in live if entry not in on_grid], now, window)
+        for entry in live:
             if entry in on_grid:
                 entry.first_run = None
-                first_run = entry.grid_at_or_after(now)
-            else:
-                first_run = entry.plan_first_run(now, window)
+                plan.append((entry.grid_at_or_after(now), entry))
+        for first_run, entry in plan:
             entry.due = first_run
             keyed[entry.key] = entry
             heapq.heappush(heap, (first_run, entry.key))

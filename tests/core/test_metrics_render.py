@@ -81,6 +81,10 @@ async def test_a_large_render_runs_off_the_event_loop() -> None:
     body = await rendering
     assert ticks_during >= 3  # the loop ran other work while the render went on
     assert body.count("alivemcp_check_up{") == 3 * RENDER_CHUNK
+    # The per-scrape families, made in pieces too: every check's four status lines, once.
+    assert body.count("alivemcp_check_status{") == 4 * 3 * RENDER_CHUNK
+    assert body.count('status="up"} 1.0\n') == 3 * RENDER_CHUNK
+    assert body.count('status="down"} 0.0\n') == 3 * RENDER_CHUNK
 
 
 async def test_kept_lines_say_what_freshly_made_lines_say() -> None:
