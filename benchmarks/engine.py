@@ -74,6 +74,9 @@ def run_child(tree: Path, args: argparse.Namespace, work: Path, label: str) -> d
     if proc.returncode != 0 or not lines:
         tail = log.read_text(errors="replace")[-3000:]
         raise SystemExit(f"[{label}] child failed ({proc.returncode}):\n{tail}")
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("scrape "):  # each scrape's own figures, to tell one bad from all
+            print(f"[{label}] {line}", file=sys.stderr, flush=True)
     return dict(json.loads(lines[-1]))
 
 
@@ -112,6 +115,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("reload_all_max_ms", "  lateness max of those (ms)", "{:.1f}"),
     ("rss_ready_mb", "RSS after the first-run window (MB)", "{:.0f}"),
     ("rss_scraped_mb", "RSS after the scrapes (MB)", "{:.0f}"),
+    ("rss_reload_same_mb", "RSS after the reload with nothing changed (MB)", "{:.0f}"),
     ("rss_mb", "RSS at the end, after the reloads (MB)", "{:.0f}"),
     ("peak_rss_mb", "peak RSS (MB)", "{:.0f}"),
 ]
@@ -329,8 +333,12 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         renders.append(end - t)
         render_cpu.append(time.process_time() - cpu0)
         size = int(stdout or b"0")
-        during += lateness_between(t, end)
+        this = lateness_between(t, end)
+        during += this
         render_stall = max(render_stall, longest_stall(t, end))
+        print(f"scrape {end - t:.2f} s: lateness p99 {ms(pct(this, 0.99)) or 0:.0f} ms, "
+              f"max {ms(max(this, default=0)):.0f} ms, longest stall "
+              f"{ms(longest_stall(t, end)):.0f} ms", file=sys.stderr, flush=True)
     out["render_s"] = statistics.median(renders) if renders else None
     out["render_cpu_s"] = statistics.median(render_cpu) if render_cpu else None
     out["render_max_s"] = max(renders, default=None)  # type: ignore[type-var]
@@ -348,6 +356,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     out["reload_same_cpu_s"] = time.process_time() - cpu0
     out["reload_same_stall_ms"] = ms(longest_stall(t, end))
     await asyncio.sleep(3)
+    out["rss_reload_same_mb"] = rss_mb()
     path.write_text(config_text(args.checks, args.interval, work / "data", sink.server_port, "2"))
     t, cpu0 = time.monotonic(), time.process_time()
     assert await daemon.reload()

@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import sys
+import threading
+import time
 
+from alivemcp import metrics as metrics_module
 from alivemcp.metrics import RENDER_CHUNK, Metrics
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo, CheckResult
@@ -85,6 +89,49 @@ async def test_a_large_render_runs_off_the_event_loop() -> None:
     assert body.count("alivemcp_check_status{") == 4 * 3 * RENDER_CHUNK
     assert body.count('status="up"} 1.0\n') == 3 * RENDER_CHUNK
     assert body.count('status="down"} 0.0\n') == 3 * RENDER_CHUNK
+
+
+def test_the_render_thread_lets_another_thread_take_the_lock_while_it_works() -> None:
+    # The loop thread waits for the interpreter's lock after each of its turns; a render left
+    # to the switch interval handed it back only when that wait ran out. With the interval
+    # made far longer than the render, another thread gets the lock during it only if the
+    # render gives it away itself.
+    store = StatusStore()
+    metrics = Metrics(store)
+    infos = [CheckInfo(f"c{i}", "p", {"team": "x"}) for i in range(20_000)]
+    store.set_checks(infos)
+    for info in infos:
+        store.record(result(info, Status.UP, 1000.0, 0.1, widgets=1))
+    metrics_module._observable_help()  # loaded once per process (its file reads free the lock)
+    turns: list[float] = []
+    rendering = threading.Event()
+    done = threading.Event()
+
+    def loop_thread() -> None:
+        while not done.is_set():
+            time.sleep(0.0005)  # a turn's wait for I/O: the lock is released, then wanted back
+            if rendering.is_set():
+                turns.append(time.perf_counter())
+
+    interval = sys.getswitchinterval()
+    other = threading.Thread(target=loop_thread)
+    other.start()
+    try:
+        sys.setswitchinterval(30.0)
+        rendering.set()
+        started = time.perf_counter()
+        parts = metrics.checks.render(False, store.states())
+        ended = time.perf_counter()
+        rendering.clear()
+    finally:
+        sys.setswitchinterval(interval)
+        done.set()
+        other.join()
+    assert b"".join(parts).count(b"alivemcp_check_up{") == 20_000
+    during = [t for t in turns if started <= t <= ended]
+    # The render takes tenths of a second and breathes every millisecond: many turns, where
+    # without its breaths the other thread waited the whole render (one turn at most).
+    assert len(during) >= 20, (len(during), ended - started)
 
 
 async def test_kept_lines_say_what_freshly_made_lines_say() -> None:
