@@ -223,6 +223,12 @@ class ResolvedCheck:
             object.__setattr__(self, "_fingerprint", cached)
         return cached
 
+    def same_as(self, other: ResolvedCheck) -> bool:
+        """Whether ``other`` is this check as configured, field for field (the params by
+        their digest, secrets included): a reload keeps the running check's objects then."""
+        return (self.name == other.name and self.fingerprint() == other.fingerprint()
+                and self.depends_on == other.depends_on and self.alert == other.alert)
+
 
 def _params_digest(params: ProbeParams) -> str:
     """A digest of every param *including secret values* (``model_dump_json`` masks them, so a

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import signal
 import sys
@@ -398,7 +399,10 @@ class Daemon:
                 self.history.reconfigure(loaded.config.history)
                 self.metrics.checks.set_uptime_source(loaded.config.history.metrics_window,
                                                       self.history.live_uptime)
-            old_teardowns = await self._apply(loaded, self._probed)
+            holder = [loaded]  # handed over whole: see _keeping_unchanged
+            del loaded
+            loaded, infos = await self._keeping_unchanged(holder)
+            old_teardowns = await self._apply(loaded, self._probed, infos)
             if self.cluster is not None:
                 self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
             self.scheduler.configure_limits(loaded.config.scheduler)
@@ -434,6 +438,36 @@ class Daemon:
                      loaded_in="process" if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
                      else "thread")
             return True
+
+    async def _keeping_unchanged(
+            self, holder: list[LoadedConfig]) -> tuple[LoadedConfig, list[CheckInfo]]:
+        """The config in ``holder`` (taken out: the caller holds no other reference) with each
+        check that did not change replaced by the running one, and the
+        checks' infos (a kept check's own). What is kept stays as it was in memory: the
+        status entry, the alerting entry and the kept /metrics lines follow the info, so a
+        reload that changes a few of 100,000 checks rebuilds a few of each, not 100,000, and
+        the freshly loaded copies go at once instead of replacing the running ones (whose
+        freed memory stayed in the heap as holes: 93 MB after a reload of 100,000 checks that
+        changed nothing). Slices of :data:`APPLY_SLICE` checks; nothing has changed yet if it
+        is cancelled."""
+        running = {c.name: (c, info)
+                   for c, info in zip(self._loaded.checks, self._applied_infos, strict=True)}
+        loaded = holder.pop()
+        incoming = list(loaded.checks)
+        # The list is the new checks' only holder: a check replaced in it is freed there and
+        # then, a slice at a time, not all together when the loaded config would go.
+        loaded = dataclasses.replace(loaded, checks=())
+        infos: list[CheckInfo] = []
+        for i, check in enumerate(incoming):
+            current = running.get(check.name)
+            if current is not None and current[0].same_as(check):
+                incoming[i], info = current
+            else:
+                info = check_info(check)
+            infos.append(info)
+            if i % APPLY_SLICE == APPLY_SLICE - 1:
+                await asyncio.sleep(0)
+        return dataclasses.replace(loaded, checks=tuple(incoming)), infos
 
     async def _apply(self, loaded: LoadedConfig, probed: Callable[[str], bool] | None = None,
                      infos_made: Sequence[CheckInfo] | None = None) -> list[ProbeHandle]:
