@@ -450,18 +450,29 @@ class Daemon:
         freed memory stayed in the heap as holes: 93 MB after a reload of 100,000 checks that
         changed nothing). Slices of :data:`APPLY_SLICE` checks; nothing has changed yet if it
         is cancelled."""
-        running = {c.name: (c, info)
-                   for c, info in zip(self._loaded.checks, self._applied_infos, strict=True)}
+        checks, applied = self._loaded.checks, self._applied_infos
         loaded = holder.pop()
         incoming = list(loaded.checks)
         # The list is the new checks' only holder: a check replaced in it is freed there and
         # then, a slice at a time, not all together when the loaded config would go.
         loaded = dataclasses.replace(loaded, checks=())
         infos: list[CheckInfo] = []
+        position: dict[str, int] | None = None
         for i, check in enumerate(incoming):
-            current = running.get(check.name)
-            if current is not None and current[0].same_as(check):
-                incoming[i], info = current
+            # Most reloads keep the checks' order; the running check's position by name is
+            # looked up only when it did not (built a slice at a time: in one go, a dict of
+            # 100,000 names held the loop 80 ms).
+            at: int | None = i
+            if i >= len(checks) or checks[i].name != check.name:
+                if position is None:
+                    position = {}
+                    for j, running in enumerate(checks):
+                        position[running.name] = j
+                        if j % APPLY_SLICE == APPLY_SLICE - 1:
+                            await asyncio.sleep(0)
+                at = position.get(check.name)
+            if at is not None and checks[at].same_as(check):
+                incoming[i], info = checks[at], applied[at]
             else:
                 info = check_info(check)
             infos.append(info)

@@ -18,7 +18,7 @@ from alivemcp.logging import configure_logging
 
 
 def write(path: Path, *, label: str = "x", delay: float = 0.0, token: str = "t1",
-          failures: int = 2, override: int | None = None) -> None:
+          failures: int = 2, override: int | None = None, reverse: bool = False) -> None:
     alert = {"alert": {"failures_to_fire": override}} if override else {}
     doc = {
         "data_dir": str(path.parent / "data"),
@@ -35,6 +35,8 @@ def write(path: Path, *, label: str = "x", delay: float = 0.0, token: str = "t1"
             {"name": "override", "probe": "test_noop", "interval": 60, **alert},
         ],
     }
+    if reverse:
+        doc["checks"].reverse()  # type: ignore[attr-defined]
     path.write_text(yaml.safe_dump(doc))
 
 
@@ -96,6 +98,13 @@ async def test_a_reload_keeps_the_objects_of_checks_that_did_not_change(tmp_path
             assert fourth[name][3] is not third[name][3]
         assert fourth["same"][3].policy.failures_to_fire == 4
         assert fourth["override"][3].policy.failures_to_fire == 5
+
+        # The same checks in another order: found by name, every one kept.
+        write(path, label="y", delay=0.01, token="t2", override=5, failures=4, reverse=True)
+        assert await daemon.reload()
+        fifth = snapshot(daemon)
+        assert kept(fourth, fifth) == names
+        assert daemon._loaded.checks[0].name == "override"
 
         # What /metrics shows follows: the new label, not the old one.
         body, _ = await daemon.metrics.render(None)
