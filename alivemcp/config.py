@@ -186,6 +186,10 @@ class Config(_Strict):
         return [] if value is None else value
 
 
+#: Size of :meth:`ResolvedCheck.reload_digest`.
+RELOAD_DIGEST_BYTES = 16
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedCheck:
     """One concrete check after target expansion and params validation."""
@@ -202,6 +206,8 @@ class ResolvedCheck:
     #: each name resolved to concrete checks and their intervals.
     reads: tuple[Reference, ...] = ()
     _fingerprint: tuple[Any, ...] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False)
+    _reload_digest: bytes | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
 
     def fingerprint(self) -> tuple[Any, ...]:
@@ -226,8 +232,23 @@ class ResolvedCheck:
     def same_as(self, other: ResolvedCheck) -> bool:
         """Whether ``other`` is this check as configured, field for field (the params by
         their digest, secrets included): a reload keeps the running check's objects then."""
-        return (self.name == other.name and self.fingerprint() == other.fingerprint()
-                and self.depends_on == other.depends_on and self.alert == other.alert)
+        return self is other or (
+            self.name == other.name and self.fingerprint() == other.fingerprint()
+            and self.depends_on == other.depends_on and self.alert == other.alert)
+
+    def reload_digest(self) -> bytes:
+        """16 bytes that change whenever :meth:`same_as` would tell this check from its
+        changed self: a config loader in another process is given the running checks' digests
+        and sends back which checks it can keep, instead of copies of them (see
+        :mod:`alivemcp.configload`). Computed once."""
+        cached = self._reload_digest
+        if cached is None:
+            alert = None if self.alert is None else self.alert.model_dump_json()
+            text = repr((self.name, self.fingerprint(), self.depends_on, alert))
+            cached = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                     digest_size=RELOAD_DIGEST_BYTES).digest()
+            object.__setattr__(self, "_reload_digest", cached)
+        return cached
 
 
 def _params_digest(params: ProbeParams) -> str:

@@ -379,7 +379,7 @@ class Daemon:
             if self._config_path is None:
                 return False
             try:
-                loaded = await _load_in_background(self._config_path)
+                loaded = await _load_in_background(self._config_path, self._loaded.checks)
             except ConfigError as exc:
                 self.metrics.config_loaded(False)
                 log.error("config reload refused; keeping the running config",
@@ -577,15 +577,16 @@ def _raise_open_files_limit() -> None:
         log.warning("could not raise the open-files limit", error=str(exc))
 
 
-async def _load_in_background(path: Path) -> LoadedConfig:
+async def _load_in_background(path: Path, running: Sequence[ResolvedCheck]) -> LoadedConfig:
     """``load_config`` off the event loop: a large config takes seconds to load, and a stop
     must not wait for a load it no longer needs. A file of :data:`LOAD_IN_CHILD_BYTES` or more
     loads in a child process (:mod:`alivemcp.configload`: no GIL shared with the loop, and the
     load's short-lived objects never touch the daemon's memory); a smaller one in a daemon
     thread (``asyncio.to_thread``'s workers are joined when the loop closes), where starting
-    a Python process would cost more than the load."""
+    a Python process would cost more than the load. ``running``: the checks in use, which a
+    load in a child keeps instead of copying (the daemon compares the others itself)."""
     if _file_size(path) >= LOAD_IN_CHILD_BYTES:
-        loaded = await load_in_child(path)
+        loaded = await load_in_child(path, running)
         gc.freeze()  # the new config's objects, out of the collector's reach (see settle_heap)
         return loaded
     loop = asyncio.get_running_loop()

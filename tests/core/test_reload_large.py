@@ -97,3 +97,37 @@ async def test_a_cancelled_load_kills_its_child_and_a_finished_one_leaves_none(
     with contextlib.suppress(asyncio.CancelledError):
         await loading
     assert _loader_pids(path) == []  # killed, not left running
+
+
+async def test_the_child_sends_back_the_running_checks_it_can_keep_not_copies(
+    tmp_path: Path,
+) -> None:
+    # The daemon hands the child the running checks' digests; what the child finds unchanged
+    # comes back as those running objects, so only the changed checks are ever unpickled.
+    from alivemcp.config import load_config
+
+    config = tmp_path / "c.yaml"
+    checks: list[dict[str, object]] = [
+        {"name": f"c{i}", "probe": "test_static", "interval": 30, "params": {"reason": "r"}}
+        for i in range(5)
+    ]
+    write_large(config, checks)
+    running = load_config(config).checks
+    # c1's params change, c3's alert override appears, c4 goes, c5 is new, c0 moves last.
+    changed = [dict(c) for c in checks[1:4]] + [dict(checks[0])]
+    changed[0]["params"] = {"reason": "other"}
+    changed[2]["alert"] = {"failures_to_fire": 3}
+    changed.append({"name": "c5", "probe": "test_static", "interval": 30})
+    write_large(config, changed)
+    loaded = await load_in_child(config, running)
+    by_name = {c.name: c for c in loaded.checks}
+    assert [c.name for c in loaded.checks] == ["c1", "c2", "c3", "c0", "c5"]
+    assert by_name["c0"] is running[0] and by_name["c2"] is running[2]
+    for name in ("c1", "c3", "c5"):
+        assert all(by_name[name] is not r for r in running), name
+    assert by_name["c1"].params.reason == "other"  # type: ignore[attr-defined]
+    assert by_name["c3"].alert is not None and by_name["c3"].alert.failures_to_fire == 3
+    # Without running checks, every check is a fresh copy.
+    fresh = await load_in_child(config)
+    assert all(c is not r for c in fresh.checks for r in running)
+    assert [c.fingerprint() for c in fresh.checks] == [c.fingerprint() for c in loaded.checks]
