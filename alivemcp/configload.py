@@ -176,8 +176,10 @@ def _child(path: str) -> int:
                for at in range(0, len(digests), RELOAD_DIGEST_BYTES)}
     try:
         loaded = load_config(Path(path))
-        for check in loaded.checks:
-            check.fingerprint()  # computed here: the reload compares every check's
+        # A running check's position for each check unchanged, the check itself otherwise,
+        # with its fingerprint computed here (inside the digest): the reload compares them.
+        sent: list[ResolvedCheck | int] = [running.get(c.reload_digest(), c)
+                                           for c in loaded.checks]
     except ConfigError as exc:
         _write(out, b"E", (exc.errors, exc.source))
         return 0
@@ -185,7 +187,6 @@ def _child(path: str) -> int:
         _write(out, b"E", ([f"the config could not be loaded: {type(exc).__name__}"], path))
         return 0
     _write(out, b"C", dataclasses.replace(loaded, checks=()))
-    sent: list[ResolvedCheck | int] = [running.get(c.reload_digest(), c) for c in loaded.checks]
     for start in range(0, len(sent), CHECKS_PER_FRAME):
         _write(out, b"K", sent[start:start + CHECKS_PER_FRAME])
     _write(out, b"D", None)

@@ -399,9 +399,7 @@ class Daemon:
                 self.history.reconfigure(loaded.config.history)
                 self.metrics.checks.set_uptime_source(loaded.config.history.metrics_window,
                                                       self.history.live_uptime)
-            holder = [loaded]  # handed over whole: see _keeping_unchanged
-            del loaded
-            loaded, infos = await self._keeping_unchanged(holder)
+            loaded, infos = await self._keeping_unchanged(loaded)
             old_teardowns = await self._apply(loaded, self._probed, infos)
             if self.cluster is not None:
                 self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
@@ -440,22 +438,18 @@ class Daemon:
             return True
 
     async def _keeping_unchanged(
-            self, holder: list[LoadedConfig]) -> tuple[LoadedConfig, list[CheckInfo]]:
-        """The config in ``holder`` (taken out: the caller holds no other reference) with each
-        check that did not change replaced by the running one, and the
+            self, loaded: LoadedConfig) -> tuple[LoadedConfig, list[CheckInfo]]:
+        """``loaded`` with each check that did not change replaced by the running one, and the
         checks' infos (a kept check's own). What is kept stays as it was in memory: the
         status entry, the alerting entry and the kept /metrics lines follow the info, so a
-        reload that changes a few of 100,000 checks rebuilds a few of each, not 100,000, and
-        the freshly loaded copies go at once instead of replacing the running ones (whose
-        freed memory stayed in the heap as holes: 93 MB after a reload of 100,000 checks that
-        changed nothing). Slices of :data:`APPLY_SLICE` checks; nothing has changed yet if it
-        is cancelled."""
+        reload that changes a few of 100,000 checks rebuilds a few of each, not 100,000 (whose
+        replaced objects stayed in the heap as holes: 93 MB after a reload of 100,000 checks
+        that changed nothing). A config loaded in a child holds the running objects already
+        (see :mod:`alivemcp.configload`); one loaded in a thread is small, and its copies of
+        kept checks are freed with it. Slices of :data:`APPLY_SLICE` checks; nothing has
+        changed yet if it is cancelled."""
         checks, applied = self._loaded.checks, self._applied_infos
-        loaded = holder.pop()
         incoming = list(loaded.checks)
-        # The list is the new checks' only holder: a check replaced in it is freed there and
-        # then, a slice at a time, not all together when the loaded config would go.
-        loaded = dataclasses.replace(loaded, checks=())
         infos: list[CheckInfo] = []
         position: dict[str, int] | None = None
         for i, check in enumerate(incoming):

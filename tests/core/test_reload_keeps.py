@@ -111,6 +111,4 @@ async def test_a_reload_keeps_the_objects_of_checks_that_did_not_change(tmp_path
         assert b'check="labelled",probe="test_noop",v="y"' in body
         assert b'v="x"' not in body
     finally:
-        daemon._stopping = True
-        await daemon.scheduler.stop(1)
-        await asyncio.sleep(0)
+        await daemon.shutdown()  # its alerting, history and server tasks end with it
