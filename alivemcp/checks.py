@@ -14,10 +14,12 @@ __all__ = ["build_handle", "check_info"]
 
 
 def check_info(check: ResolvedCheck) -> CheckInfo:
+    # The check's own labels, not a copy: both are read-only, and shared by every check with
+    # the same label set (see SharedValues).
     return CheckInfo(
         name=check.name,
         probe_type=check.probe_type,
-        labels=dict(check.labels),
+        labels=check.labels,
         depends_on=check.depends_on,
     )
 

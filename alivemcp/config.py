@@ -10,6 +10,7 @@ Loading goes in stages so every error can carry a precise path:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import difflib
 import gc
@@ -23,7 +24,7 @@ import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -54,10 +55,12 @@ __all__ = [
     "Duration",
     "LoadedConfig",
     "ResolvedCheck",
+    "SharedValues",
     "collector_paused",
     "load_config",
     "load_config_text",
     "parse_duration",
+    "sharing",
 ]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -188,6 +191,8 @@ class Config(_Strict):
 
 #: Size of :meth:`ResolvedCheck.reload_digest`.
 RELOAD_DIGEST_BYTES = 16
+#: Size of :meth:`ResolvedCheck.fingerprint`.
+FINGERPRINT_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,27 +210,31 @@ class ResolvedCheck:
     #: The checks whose latest results the probe reads (its params' ``referenced_checks()``),
     #: each name resolved to concrete checks and their intervals.
     reads: tuple[Reference, ...] = ()
-    _fingerprint: tuple[Any, ...] | None = dataclasses.field(
+    _fingerprint: bytes | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
     _reload_digest: bytes | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False)
 
-    def fingerprint(self) -> tuple[Any, ...]:
+    def fingerprint(self) -> bytes:
         """Equal fingerprints mean a reload can keep the running probe instance. Computed
-        once (a digest of the params: a reload compares 100,000 of them)."""
+        once, and kept as a 16-byte digest: a reload compares 100,000 of them, and the tuple
+        of fields it digests was about 450 bytes a check (labels as pairs, the params'
+        digest as hex), kept for good."""
         cached = self._fingerprint
         if cached is None:
-            cached = (
+            text = repr((
                 self.probe_type,
                 self.interval,
                 self.timeout,
-                tuple(sorted(self.labels.items())),
+                sorted(self.labels.items()),
                 _params_digest(self.params),
                 # A reader is rebuilt when what its names stand for changes (a target added
                 # to a member, a member's interval), so its view never holds the old
                 # resolution.
                 self.reads,
-            )
+            ))
+            cached = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                     digest_size=FINGERPRINT_BYTES).digest()
             object.__setattr__(self, "_fingerprint", cached)
         return cached
 
@@ -235,6 +244,14 @@ class ResolvedCheck:
         return self is other or (
             self.name == other.name and self.fingerprint() == other.fingerprint()
             and self.depends_on == other.depends_on and self.alert == other.alert)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The fields in order, not dataclasses' own state (it calls ``fields()`` on every
+        # check: a fifth of a second per 100,000 pickled), and unpickled through
+        # _unpickled_check, which shares equal values (see sharing()).
+        return _unpickled_check, (
+            self.name, self.probe_type, self.interval, self.timeout, self.labels, self.params,
+            self.depends_on, self.alert, self.reads, self._fingerprint, self._reload_digest)
 
     def reload_digest(self) -> bytes:
         """16 bytes that change whenever :meth:`same_as` would tell this check from its
@@ -251,6 +268,9 @@ class ResolvedCheck:
         return cached
 
 
+_V = TypeVar("_V")
+
+
 def _params_digest(params: ProbeParams) -> str:
     """A digest of every param *including secret values* (``model_dump_json`` masks them, so a
     changed password alone would keep the probe with the old one). Only the digest is kept."""
@@ -258,6 +278,65 @@ def _params_digest(params: ProbeParams) -> str:
         params.model_dump(mode="python"), sort_keys=True, default=_reveal, ensure_ascii=False
     )
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+class SharedValues:
+    """One object for each distinct label set, probe type and duration among the checks of one
+    load. A generated config of 100,000 checks repeats a few label sets (the defaults' and a
+    team's) and one or two intervals in every check: as copies that was a dict of labels, two
+    strings and two floats per check (about 300 bytes with two labels), kept for good and made
+    again by a reload. The shared label dicts are read-only like the checks that hold them
+    (``ResolvedCheck.labels`` and ``CheckInfo.labels`` are typed ``Mapping``: nothing
+    writes to them)."""
+
+    __slots__ = ("_labels", "_values")
+
+    def __init__(self) -> None:
+        self._labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._values: dict[tuple[type, object], object] = {}
+
+    def labels(self, labels: dict[str, str]) -> dict[str, str]:
+        return self._labels.setdefault(tuple(labels.items()), labels)
+
+    def value(self, value: _V) -> _V:
+        # Keyed by type too: 60 and 60.0 are equal keys, and a float field stays a float.
+        return typing.cast(_V, self._values.setdefault((type(value), value), value))
+
+
+
+#: While set, unpickled checks share their equal values through it (see :func:`sharing`).
+_UNPICKLED_SHARE: contextvars.ContextVar[SharedValues | None] = contextvars.ContextVar(
+    "alivemcp_unpickled_share", default=None)
+
+
+@contextlib.contextmanager
+def sharing(shared: SharedValues) -> Iterator[None]:
+    """Checks unpickled meanwhile (in this context) share their label sets and durations
+    through ``shared``: pickle shares an object only within one ``loads``, and a reload
+    loaded in a child process arrives a frame of checks at a time."""
+    token = _UNPICKLED_SHARE.set(shared)
+    try:
+        yield
+    finally:
+        _UNPICKLED_SHARE.reset(token)
+
+
+def _unpickled_check(name: str, probe_type: str, interval: float, timeout: float,
+                     labels: Mapping[str, str], params: ProbeParams,
+                     depends_on: tuple[str, ...], alert: AlertPolicyOverride | None,
+                     reads: tuple[Reference, ...], fingerprint: bytes | None,
+                     reload_digest: bytes | None) -> ResolvedCheck:
+    shared = _UNPICKLED_SHARE.get()
+    if shared is not None:
+        probe_type, interval, timeout = (
+            shared.value(probe_type), shared.value(interval), shared.value(timeout))
+        if type(labels) is dict:
+            labels = shared.labels(labels)
+    check = ResolvedCheck(name, probe_type, interval, timeout, labels, params, depends_on,
+                          alert, reads)
+    object.__setattr__(check, "_fingerprint", fingerprint)
+    object.__setattr__(check, "_reload_digest", reload_digest)
+    return check
 
 
 def _reveal(value: Any) -> Any:
@@ -553,6 +632,7 @@ def _resolve_checks(
     errors: list[str],
 ) -> list[ResolvedCheck]:
     resolved: list[ResolvedCheck] = []
+    shared = SharedValues()
     seen: dict[str, str] = {}
     label_owners: dict[type[Any], dict[str, str]] = {}  # per probe type, for this load
     # Base name of a multi-target check -> its checks' names, for references to the base name.
@@ -622,10 +702,10 @@ def _resolve_checks(
             resolved.append(
                 ResolvedCheck(
                     name=name,
-                    probe_type=spec.probe,
-                    interval=interval,
-                    timeout=timeout,
-                    labels={**labels, **target_labels},
+                    probe_type=shared.value(spec.probe),
+                    interval=shared.value(interval),
+                    timeout=shared.value(timeout),
+                    labels=shared.labels({**labels, **target_labels}),
                     params=params,
                     depends_on=tuple(spec.depends_on),
                     alert=spec.alert,

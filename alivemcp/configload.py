@@ -50,8 +50,10 @@ from alivemcp.config import (
     ConfigError,
     LoadedConfig,
     ResolvedCheck,
+    SharedValues,
     collector_paused,
     load_config,
+    sharing,
 )
 from alivemcp.redact import register_secret
 
@@ -128,7 +130,9 @@ def _feed(stdin: IO[bytes], digests: bytes) -> None:
 async def _read(stream: asyncio.StreamReader, running: Sequence[ResolvedCheck]) -> LoadedConfig:
     head: LoadedConfig | None = None
     checks: list[ResolvedCheck] = []
-    with collector_paused():
+    # Pickle shares an object only within a frame: the label sets and durations the child's
+    # checks share are shared again as they are unpickled (see SharedValues).
+    with collector_paused(), sharing(SharedValues()):
         while True:
             try:
                 kind, size = _HEADER.unpack(await stream.readexactly(_HEADER.size))

@@ -6,10 +6,11 @@ Run by hand (not a test):
   .venv/bin/python benchmarks/engine.py --checks 100000 --anchor 9ffeec7
   .venv/bin/python benchmarks/engine.py --checks 100000 --anchor 9ffeec7 --abba  # A B B A
 
-Each variant runs in a child process pinned to one core, one after the other: this tree, and,
-with ``--anchor REV``, the engine of revision REV (``git archive`` of its ``alivemcp`` and test
-plugins into a temporary directory, imported instead of this tree's). Both children run this
-file's own child code, so they measure the same things the same way. The child:
+Each variant runs in a child process pinned to one core (``--cores``), one after the other:
+this tree, and, with ``--anchor REV``, the engine of revision REV (``git archive`` of its
+``alivemcp`` and test plugins into a temporary directory, imported instead of this tree's).
+Both children run this file's own child code, so they measure the same things the same way.
+The child:
 
 1. starts a real :class:`~alivemcp.daemon.Daemon` on a config file of N ``test_noop`` checks
    (interval 60 s), alerting with a webhook receiver on a loopback stand-in, history on;
@@ -64,7 +65,7 @@ def run_child(tree: Path, args: argparse.Namespace, work: Path, label: str) -> d
     log = work / f"{label}.log"
     cmd = [sys.executable, __file__, "--child", str(tree), "--checks", str(args.checks),
            "--interval", str(args.interval), "--steady", str(args.steady),
-           "--scrapes", str(args.scrapes)]
+           "--scrapes", str(args.scrapes), "--cores", str(args.cores)]
     if args.no_uvloop:
         cmd.append("--no-uvloop")
     print(f"[{label}] {tree} ...", file=sys.stderr, flush=True)
@@ -140,7 +141,8 @@ def parent(args: argparse.Namespace) -> None:
     load = os.getloadavg()
     print(f"engine benchmark: {args.checks} test_noop checks at {args.interval:g}s, full engine "
           f"(status, alerting with a webhook receiver, history), "
-          f"{'asyncio' if args.no_uvloop else 'uvloop'}, one core per child")
+          f"{'asyncio' if args.no_uvloop else 'uvloop'}, "
+          f"{'one core' if args.cores == 1 else f'{args.cores} cores'} per child")
     print(f"load average after the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.abba:
         print("each column: the mean of two runs, in the order A B B A")
@@ -390,6 +392,9 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=3)
     parser.add_argument("--anchor", help="a git revision to measure side by side (e.g. main)")
     parser.add_argument("--no-uvloop", action="store_true")
+    parser.add_argument("--cores", type=int, default=1,
+                        help="cores each child is pinned to (its config-loader child inherits "
+                             "them: with 2, a reload's load runs beside the daemon)")
     parser.add_argument("--abba", action="store_true",
                         help="run each variant twice, A B B A, and print the means (the later "
                              "child reads slower: see parent())")
@@ -402,7 +407,7 @@ def main() -> None:
     sys.path.insert(0, str(tree / "tests" / "plugins"))  # the test plugin's no-op probe type
     sys.path.insert(0, str(tree))
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:args.cores]))
     factory = None
     if not args.no_uvloop:
         import uvloop

@@ -25,21 +25,25 @@ class AlertedCheck:
     info: CheckInfo
     policy: AlertPolicy
     enabled: bool
-    match_labels: dict[str, str]  # labels plus `check` and `probe`, for matchers
     receivers: tuple[str, ...]  # target and flapping alerts
     owners: tuple[str, ...]  # probe-broken alerts
+
+    @property
+    def match_labels(self) -> dict[str, str]:
+        """The labels plus ``check`` and ``probe``, for matchers. Made when asked (a decision
+        held by a maintenance calendar), not kept: kept, that was a dict per check (about
+        200 bytes, made again by every reload)."""
+        return match_labels(self.info)
 
     @classmethod
     def removed(cls, info: CheckInfo, config: AlertingConfig, router: Router) -> AlertedCheck:
         """A check no longer configured (or with alerting disabled), as far as closing its
         open incidents goes: the default policy and routes."""
-        labels = {**info.labels, "check": info.name, "probe": info.probe_type}
         return cls(
             info=info,
             policy=config.policy,
             enabled=True,
-            match_labels=labels,
-            receivers=router.receivers_for(labels),
+            receivers=router.receivers_for(match_labels(info)),
             owners=router.owners,
         )
 
@@ -122,16 +126,20 @@ class CheckCatalog:
 def _entry(info: CheckInfo, override: AlertPolicyOverride | None, config: AlertingConfig,
            router: Router) -> AlertedCheck:
     policy = override.apply_to(config.policy) if override else config.policy
-    labels = {**info.labels, "check": info.name, "probe": info.probe_type}
     if override is not None and override.receivers is not None:
         receivers = tuple(override.receivers)
     else:
-        receivers = router.receivers_for(labels)
+        receivers = router.receivers_for(match_labels(info))
     return AlertedCheck(
         info=info,
         policy=policy,
         enabled=override.enabled if override else True,
-        match_labels=labels,
         receivers=receivers,
         owners=router.owners,
     )
+
+
+def match_labels(info: CheckInfo) -> dict[str, str]:
+    """What route and calendar matchers see of a check: its labels plus ``check`` and
+    ``probe``."""
+    return {**info.labels, "check": info.name, "probe": info.probe_type}

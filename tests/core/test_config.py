@@ -191,3 +191,52 @@ def test_a_loaded_config_holds_no_check_specs_besides_its_resolved_checks() -> N
     gc.collect()
     assert [c.name for c in loaded.checks] == ["s0", "s1", "s2"]
     assert not [o for o in gc.get_objects() if isinstance(o, CheckSpec)]
+
+
+def test_checks_of_one_load_share_their_equal_label_sets_and_durations() -> None:
+    """A generated config repeats a few label sets and intervals over 100,000 checks: one
+    object each, not a copy per check (and a check's info holds the same labels)."""
+    from alivemcp.checks import check_info
+
+    text = (
+        "defaults: {labels: {team: core}, interval: 30s}\n"
+        "checks:\n"
+        "  - {name: a, probe: test_static}\n"
+        "  - {name: b, probe: test_static}\n"
+        "  - {name: c, probe: test_static, labels: {tier: gold}}\n"
+        "  - {name: d, probe: test_static, labels: {tier: gold}, interval: 60}\n"
+    )
+    a, b, c, d = load_config_text(text).checks
+    assert a.labels == {"team": "core"} and a.labels is b.labels
+    assert c.labels == {"team": "core", "tier": "gold"} and c.labels is d.labels
+    assert a.labels is not c.labels
+    assert a.interval is b.interval is c.interval and type(a.interval) is float
+    assert d.interval == 60.0 and type(d.interval) is float
+    assert a.probe_type is d.probe_type
+    assert check_info(a).labels is a.labels
+
+
+def test_a_fingerprint_changes_with_anything_the_probe_instance_is_built_from() -> None:
+    """Equal fingerprints keep the running probe instance over a reload: each field it is
+    built from must change it, and an equal check must not."""
+    base = {"probe": "test_static", "interval": "30s", "timeout": "5s",
+            "labels": {"team": "core"}, "params": {"reason": "r"}}
+    variants = {
+        "same": {},
+        "probe": {"probe": "test_noop", "params": {}},
+        "interval": {"interval": "31s"},
+        "timeout": {"timeout": "6s"},
+        "label value": {"labels": {"team": "edge"}},
+        "label added": {"labels": {"team": "core", "tier": "gold"}},
+        "params": {"params": {"reason": "s"}},
+    }
+    import json
+
+    def fingerprint(**change: object) -> bytes:
+        check = json.dumps({"name": "x", **base, **change})
+        return load_config_text(f"checks:\n  - {check}\n").checks[0].fingerprint()
+
+    prints = {what: fingerprint(**change) for what, change in variants.items()}
+    assert prints["same"] == fingerprint()
+    assert len(set(prints.values())) == len(prints), prints
+    assert all(isinstance(p, bytes) and len(p) == 16 for p in prints.values())

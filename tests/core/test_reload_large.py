@@ -131,3 +131,21 @@ async def test_the_child_sends_back_the_running_checks_it_can_keep_not_copies(
     fresh = await load_in_child(config)
     assert all(c is not r for c in fresh.checks for r in running)
     assert [c.fingerprint() for c in fresh.checks] == [c.fingerprint() for c in loaded.checks]
+
+
+async def test_checks_from_the_child_share_their_equal_label_sets_across_frames(
+    tmp_path: Path,
+) -> None:
+    # Pickle shares an object within a frame only: the daemon shares what the frames repeat.
+    from alivemcp.configload import CHECKS_PER_FRAME
+
+    config = tmp_path / "c.yaml"
+    count = 2 * CHECKS_PER_FRAME + 5
+    write_large(config, [{"name": f"c{i}", "probe": "test_static", "interval": 30,
+                          "labels": {"team": "core" if i % 2 else "edge"}}
+                         for i in range(count)])
+    loaded = await load_in_child(config)
+    assert len(loaded.checks) == count
+    assert len({id(c.labels) for c in loaded.checks}) == 2
+    assert len({id(c.interval) for c in loaded.checks}) == 1
+    assert len({id(c.probe_type) for c in loaded.checks}) == 1
