@@ -416,6 +416,11 @@ class Daemon:
                 gc.freeze()
             replaced, self._loaded = self._loaded, loaded
             self.metrics.config_loaded(True)
+            # Logged when the new config takes effect: what follows (teardowns, freeing the
+            # replaced checks) is clean-up a stop may cut short, and the reload stands anyway.
+            log.info("config reloaded", checks=len(loaded.checks),
+                     loaded_in="process" if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
+                     else "thread")
             if slices.cancelled:  # a stop: the replaced instances go with its own teardowns
                 self._retire(old_teardowns)
                 raise asyncio.CancelledError
@@ -432,9 +437,6 @@ class Daemon:
             if slices.cancelled:
                 raise asyncio.CancelledError
             settle_heap()
-            log.info("config reloaded", checks=len(loaded.checks),
-                     loaded_in="process" if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
-                     else "thread")
             return True
 
     async def _keeping_unchanged(

@@ -43,10 +43,10 @@ from tests.support import REPO, DaemonProcess
 CHECKS = 240
 INTERVAL = 2.0
 SHARDS = 12
-# Longer than a replica's restart takes on a loaded machine (a full suite on 2 cores: up
-# to 6.5 s), or the rolling restart's replica is evicted before it is back, which is the
-# kill test's case, not static membership's.
-SESSION = 10.0
+# Longer than a replica's restart takes on a loaded machine (a full suite on 2 cores: stop
+# and start up to 8.9 s, and the group's join after that), or the rolling restart's replica
+# is evicted before it is back, which is the kill test's case, not static membership's.
+SESSION = 15.0
 HEARTBEAT = 1.0
 LEASE = SESSION - 2 * HEARTBEAT
 REQUEST_TIMEOUT = 3.0  # cluster_section's Kafka request timeout
