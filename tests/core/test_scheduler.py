@@ -297,6 +297,42 @@ async def test_full_collections_come_from_the_scheduler_timer_while_it_runs(
         gc.set_threshold(*before)
 
 
+def young(obj: object) -> bool:
+    return any(o is obj for gen in (0, 1) for o in gc.get_objects(gen))
+
+
+def replaced_one_for_one(old: list[list[int]]) -> list[list[int]]:
+    """New tracked objects, each made as an old one is freed: CPython's own rule, which counts
+    allocations less deallocations, sees nothing to collect (as with results replacing the
+    last ones, or a scrape's new exposition entries replacing its kept ones)."""
+    new: list[list[int]] = []
+    while old:
+        new.append([])
+        old.pop()
+    return new
+
+
+async def test_young_objects_are_collected_on_a_timer_when_frees_hide_their_allocations(
+) -> None:
+    assert scheduler_module._CollectorPolicy._users == 0
+    old = [[] for _ in range(20_000)]
+    gc.collect()  # the old objects in the old generation, the young ones empty
+    without = replaced_one_for_one(old)
+    await asyncio.sleep(0.5)
+    assert young(without[-1])  # left there by CPython's own rule
+    scheduler, _, _, plumbing = started_scheduler(
+        [{"name": "a", "probe": "test_static", "interval": 60, "timeout": 1}])
+    try:
+        old = [[] for _ in range(20_000)]
+        gc.collect()
+        made = replaced_one_for_one(old)
+        assert young(made[-1])
+        await until(lambda: not young(made[-1]), 2)  # the scheduler's young collections
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
+
+
 async def test_checks_added_in_one_batch_across_loop_turns_share_one_start_window() -> None:
     scheduler, _, _, plumbing = started_scheduler(
         [{"name": "old", "probe": "test_noop", "interval": 60}])
