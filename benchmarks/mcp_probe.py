@@ -10,7 +10,18 @@ aiohttp app on uvloop, so the server is not the bottleneck) and the official Pyt
 (stateless JSON, stateful SSE; slower, fewer probes); each also over TLS (``--tls``, the
 default): a throwaway CA made at run time signs the servers' certificate, and every client
 verifies it against that CA (alivemcp through the check's ``tls.ca_file``, blackbox_exporter
-through its ``tls_config.ca_file``, the floor client through its SSL context).
+through its ``tls_config.ca_file``, the floor client through its SSL context). ``--delays``
+adds rows of the lab answering each request some milliseconds later (``/delayed/MS/...``):
+the same server and answers, only slower.
+
+Why the ratio rises with the server's latency: with a fast server the client's wake-ups come
+back to back and its code runs on a warm CPU; with a slow one the client sleeps between
+answers and every wake-up runs cold. Measured on a 2-core VM (schedstat CPU, one probe at a
+time): the same full probe cost 0.41 ms against the lab at once and 1.78 ms with 50 ms per
+request, the floor client 0.14 and 0.82 ms, with the same system calls and the same five
+sleeps per probe. What grows is the price of each user-space instruction after a sleep, so a
+client doing four exchanges of interpreted code (about 1.3 million instructions a probe under
+callgrind, the floor about 0.2 million) loses more than one doing a single POST in Go.
 
 Columns, per server, medians over ``--rounds``:
 * alivemcp: client CPU ms per FULL probe (initialize, notifications/initialized, tools/list,
@@ -33,6 +44,7 @@ Run::
     .venv/bin/python benchmarks/mcp_probe.py                # uvloop (default)
     .venv/bin/python benchmarks/mcp_probe.py --no-uvloop    # the stdlib event loop
     .venv/bin/python benchmarks/mcp_probe.py --only lab-json,lab-json-tls --rounds 5
+    .venv/bin/python benchmarks/mcp_probe.py --delays 10,50 --only lab-sse,lab-sse-d10,lab-sse-d50
 """
 
 from __future__ import annotations
@@ -414,6 +426,11 @@ def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[
     if args.sdk:
         kinds += [("sdk", "sdk-stateless-json", "JSON", "", args.sdk_probes),
                   ("sdk", "sdk-stateful", "SSE", "", args.sdk_probes)]
+    # The lab again with latency, plain HTTP only: how the ratio moves with the server's speed
+    # alone (the SDK servers are slower AND answer differently).
+    delays = [int(ms) for ms in args.delays.split(",") if ms] if args.delays else []
+    delayed = [(f"-d{ms}", f"/delayed/{ms}/{shape.lower()}", f" +{ms} ms", shape)
+               for ms in delays for shape in ("JSON", "SSE")]
     variants: list[tuple[str, str | None, bool]] = [("", None, True)]
     ca = None
     if args.tls:
@@ -438,6 +455,16 @@ def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[
             over = "" if not tls else " TLS" if resume else " TLS full"
             rows.append(Row(key, f"{label} {state} {shape}{over}",
                             server.base + (path or server.path), probes, ca_file, resume))
+    for tail, path, note, shape in delayed:
+        key = f"lab-{shape.lower()}{tail}"
+        if wanted is not None and key not in wanted:
+            continue
+        if ("lab", False) not in started:
+            started[("lab", False)] = mcp_servers.start_server("lab")
+            servers.append(started[("lab", False)])
+        state = "stateless" if shape == "JSON" else "stateful"
+        rows.append(Row(key, f"lab {state} {shape}{note}", started[("lab", False)].base + path,
+                        args.sdk_probes))
     return rows
 
 
@@ -463,7 +490,10 @@ def main() -> None:
                         help="only the fast lab servers")
     parser.add_argument("--no-tls", dest="tls", action="store_false", help="plain HTTP only")
     parser.add_argument("--only", help="comma-separated rows, e.g. lab-json,sdk-sse-tls "
-                        "(lab|sdk)-(json|sse)[-tls|-tls-full]")
+                        "(lab|sdk)-(json|sse)[-tls|-tls-full], lab-(json|sse)-dMS")
+    parser.add_argument("--delays", default="", help="comma-separated milliseconds: rows of "
+                        "the lab answering each request that much later (plain HTTP, "
+                        "--sdk-probes probes), e.g. 10,50")
     args = parser.parse_args()
     if args.command in ("_client", "_floor"):
         client_main(args)

@@ -561,6 +561,9 @@ LAB_PATHS = {
     "/badjson": "answers 200 application/json with a body that is not JSON",
     "/initerror": "answers initialize with a JSON-RPC error",
     "/slow": "a correct server that takes 0.6 s per request",
+    "/delayed/MS/json": "/json answering each request after MS milliseconds (up to 5000; "
+                        "benchmark target for a server with latency)",
+    "/delayed/MS/sse": "/sse answering each request after MS milliseconds (likewise)",
     "/expire": "stateful; every other tools/list finds its session expired (404)",
     "/expire400": "the same, answering 400 like the npm reference server",
     "/counteroffer": "counter-offers an unknown protocol version",
@@ -715,6 +718,16 @@ def _lab_app() -> Any:
     async def slow(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(0.6)
         return await fast_json(request)
+
+    async def delayed(request: web.Request) -> web.StreamResponse:
+        try:
+            milliseconds = int(request.match_info["ms"])
+        except ValueError:
+            return web.Response(status=404)
+        if not 0 <= milliseconds <= 5000:
+            return web.Response(status=404)
+        await asyncio.sleep(milliseconds / 1000)
+        return await (fast_sse if request.match_info["shape"] == "sse" else fast_json)(request)
 
     async def expire(request: web.Request) -> web.StreamResponse:
         # /expire answers a forgotten session with 404 (the spec), /expire400 with 400 (as the
@@ -1072,6 +1085,7 @@ def _lab_app() -> Any:
     app.router.add_route("*", "/scripted-legacy/{token}", scripted_legacy)
     app.router.add_post("/scripted-legacy/{token}/messages", scripted_legacy_post)
     app.router.add_route("*", "/redir-loop/{hop}", redirect)
+    app.router.add_route("*", "/delayed/{ms}/{shape:json|sse}", delayed)
     routes = {
         "/json": fast_json, "/sse": fast_sse, "/hang": hang, "/error500": error500,
         "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
