@@ -418,6 +418,9 @@ class Row:
     theirs: list[dict[str, Any]] = field(default_factory=list)
 
 
+STATE = {"JSON": "stateless", "SSE": "stateful"}
+
+
 def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[Row]:
     """Start the servers the run needs; the rows to measure, in order."""
     wanted = set(args.only.split(",")) if args.only else None
@@ -426,17 +429,21 @@ def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[
     if args.sdk:
         kinds += [("sdk", "sdk-stateless-json", "JSON", "", args.sdk_probes),
                   ("sdk", "sdk-stateful", "SSE", "", args.sdk_probes)]
-    # The lab again with latency, plain HTTP only: how the ratio moves with the server's speed
-    # alone (the SDK servers are slower AND answer differently).
-    delays = [int(ms) for ms in args.delays.split(",") if ms] if args.delays else []
-    delayed = [(f"-d{ms}", f"/delayed/{ms}/{shape.lower()}", f" +{ms} ms", shape)
-               for ms in delays for shape in ("JSON", "SSE")]
     variants: list[tuple[str, str | None, bool]] = [("", None, True)]
     ca = None
     if args.tls:
         ca = mcp_servers.make_test_ca(workdir / "ca")
         variants += [("-tls", str(ca.ca_file), True), ("-tls-full", str(ca.ca_file), False)]
     started: dict[tuple[str, bool], Any] = {}
+
+    def server_for(kind: str, tls: bool) -> Any:
+        """The server of ``kind`` (over TLS or not), started once for all its rows."""
+        if (kind, tls) not in started:
+            cert = ca.server_pem if tls and ca is not None else None
+            started[(kind, tls)] = mcp_servers.start_server(kind, tls_cert=cert)
+            servers.append(started[(kind, tls)])
+        return started[(kind, tls)]
+
     rows = []
     for family, kind, shape, path, probes in kinds:
         for suffix, ca_file, resume in variants:
@@ -444,27 +451,20 @@ def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[
             if wanted is not None and key not in wanted:
                 continue
             tls = ca_file is not None
-            if (kind, tls) not in started:
-                server = mcp_servers.start_server(
-                    kind, tls_cert=ca.server_pem if tls and ca is not None else None)
-                servers.append(server)
-                started[(kind, tls)] = server
-            server = started[(kind, tls)]
+            server = server_for(kind, tls)
             label = {"lab": "lab", "sdk": "SDK"}[family]
-            state = "stateless" if shape == "JSON" else "stateful"
             over = "" if not tls else " TLS" if resume else " TLS full"
-            rows.append(Row(key, f"{label} {state} {shape}{over}",
+            rows.append(Row(key, f"{label} {STATE[shape]} {shape}{over}",
                             server.base + (path or server.path), probes, ca_file, resume))
-    for tail, path, note, shape in delayed:
-        key = f"lab-{shape.lower()}{tail}"
-        if wanted is not None and key not in wanted:
-            continue
-        if ("lab", False) not in started:
-            started[("lab", False)] = mcp_servers.start_server("lab")
-            servers.append(started[("lab", False)])
-        state = "stateless" if shape == "JSON" else "stateful"
-        rows.append(Row(key, f"lab {state} {shape}{note}", started[("lab", False)].base + path,
-                        args.sdk_probes))
+    # The lab again with latency, plain HTTP only: how the ratio moves with the server's speed
+    # alone (the SDK servers are slower AND answer differently).
+    for ms in [int(ms) for ms in args.delays.split(",") if ms]:
+        for shape in ("JSON", "SSE"):
+            key = f"lab-{shape.lower()}-d{ms}"
+            if wanted is None or key in wanted:
+                rows.append(Row(key, f"lab {STATE[shape]} {shape} +{ms} ms",
+                                server_for("lab", False).base + f"/delayed/{ms}/{shape.lower()}",
+                                args.sdk_probes))
     return rows
 
 
