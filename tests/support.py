@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +26,30 @@ from alivemcp.results import CheckResult
 REPO = Path(__file__).resolve().parent.parent
 ALIVEMCP = [sys.executable, "-m", "alivemcp"]
 PLUGINS = REPO / "tests" / "plugins"
+
+
+#: Seconds of the current minute a test that puts CloudWatch datapoints gets to read them back.
+MINUTE_MARGIN = 15.0
+#: (test, minute) of the last :func:`this_minute`: a test's later calls keep its minute.
+_minute_of_test: tuple[str, int] = ("", 0)
+
+
+def this_minute(margin: float = MINUTE_MARGIN) -> int:
+    """The start (Unix seconds) of the current minute, for datapoints placed in whole minutes
+    that a probe then reads as its last whole periods. The probe's window moves with the
+    clock, so datapoints put at 14:20:59 and read at 14:21:00 are a period off (a clean-clone
+    suite once failed so). With fewer than ``margin`` seconds of the minute left this waits
+    for the next one, unless the running test already placed datapoints in this minute
+    (those would then be a minute stale)."""
+    global _minute_of_test
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" (")[0]
+    now = time.time()
+    minute = int(now) // 60 * 60
+    if (test, minute) != _minute_of_test and now - minute > 60 - margin:
+        time.sleep(minute + 60 - now + 0.05)
+        minute += 60
+    _minute_of_test = (test, minute)
+    return minute
 
 
 def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:

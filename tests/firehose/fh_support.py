@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from alivemcp.config import load_config_text
 from alivemcp.plumbing import Plumbing
 from alivemcp.runner import ProbeHandle
 from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
+from tests.support import this_minute
 
 BUCKET = "mcp-events"
 PREFIX = "tool-events/"
@@ -61,7 +61,7 @@ def create_stream(moto: MotoServer, name: str, *, interval: int = 0,
 def put_metric(moto: MotoServer, stream: str, name: str, value: float) -> None:
     """One datapoint in the last whole minute (the probe reads whole, aligned periods)."""
     _, _, cloudwatch = clients(moto)
-    last_whole = datetime.fromtimestamp(int(time.time()) // 60 * 60, UTC) - timedelta(seconds=30)
+    last_whole = datetime.fromtimestamp(this_minute(), UTC) - timedelta(seconds=30)
     cloudwatch.put_metric_data(
         Namespace="AWS/Firehose",
         MetricData=[{

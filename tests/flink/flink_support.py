@@ -13,7 +13,6 @@ a ``ResourceNotFoundException``, as AWS answers it. Job metrics go into the real
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from typing import Any
 import boto3
 
 from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
+from tests.support import this_minute
 
 APP = "mcp-analytics"
 STREAM = "mcp-tool-events"
@@ -66,11 +66,11 @@ def put_points(moto: MotoServer, namespace: str, metric: str, dimensions: dict[s
                points: Sequence[tuple[float, float]]) -> None:
     """Datapoints ``(minutes_ago, value)``, each at the start of that whole minute."""
     cloudwatch = boto3.client("cloudwatch", **moto.boto3_kwargs())
-    this_minute = int(time.time()) // 60 * 60
+    minute = this_minute()
     cloudwatch.put_metric_data(Namespace=namespace, MetricData=[
         {"MetricName": metric,
          "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()],
-         "Timestamp": datetime.fromtimestamp(this_minute - int(ago * 60), UTC),
+         "Timestamp": datetime.fromtimestamp(minute - int(ago * 60), UTC),
          "Value": value}
         for ago, value in points
     ])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +11,7 @@ import boto3
 from alivemcp.probe import Status
 from alivemcp.testbed.moto import MotoServer
 from probes.kafka_consumer_lag import aligned_range
-from tests.support import run_check
+from tests.support import run_check, this_minute
 
 CLUSTER = "probe-pipeline"
 
@@ -27,7 +25,7 @@ def put_lag(moto: MotoServer, group: str, topic: str, *, max_lag: Sequence[float
         {"Name": "Consumer Group", "Value": group},
         {"Name": "Topic", "Value": topic},
     ]
-    last_minute = math.floor(time.time() / 60) * 60 - 60
+    last_minute = this_minute() - 60
     data: list[dict[str, Any]] = []
     for name, values in (("MaxOffsetLag", max_lag), ("EstimatedMaxTimeLag", time_lag),
                          ("SumOffsetLag", sum_lag)):

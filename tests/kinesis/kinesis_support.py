@@ -34,6 +34,7 @@ from alivemcp.config import load_config_text
 from alivemcp.plumbing import Plumbing
 from alivemcp.runner import ProbeHandle
 from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
+from tests.support import this_minute
 
 CANARY_FIELD = "alivemcp_canary"
 THROTTLED = "ProvisionedThroughputExceededException"
@@ -118,7 +119,7 @@ def split_first_shard(moto: MotoServer, stream: str) -> str:
 def put_metric(moto: MotoServer, stream: str, name: str, values: list[float]) -> None:
     """One datapoint per whole minute, the last value in the last whole minute."""
     cloudwatch = boto3.client("cloudwatch", **moto.boto3_kwargs())
-    last_whole = datetime.fromtimestamp(int(time.time()) // 60 * 60, UTC)
+    last_whole = datetime.fromtimestamp(this_minute(), UTC)
     for back, value in enumerate(reversed(values)):
         cloudwatch.put_metric_data(Namespace="AWS/Kinesis", MetricData=[{
             "MetricName": name,
