@@ -209,6 +209,8 @@ class KafkaCluster:
     nodes: list[KafkaNode] = field(default_factory=list)
     workdir: Path | None = None
     _own_workdir: bool = False
+    #: The id its storage was formatted with: readiness asks the answering broker for it.
+    cluster_id: str = ""
 
     # -- addresses ---------------------------------------------------------------------------
 
@@ -353,7 +355,7 @@ class KafkaCluster:
         ]
 
     def _format_all(self) -> None:
-        cluster_id = _cluster_id()
+        cluster_id = self.cluster_id = _cluster_id()
         scram: list[str] = []
         if self.sasl_ssl is not None:
             for mechanism in self.sasl_ssl.mechanisms:
@@ -415,9 +417,16 @@ class KafkaCluster:
                 await admin.start()
                 info = await admin.describe_cluster()
                 brokers = {b["node_id"] for b in info.get("brokers", [])}
-                if len(brokers) >= self.size and info.get("controller_id", -1) >= 0:
+                if info.get("cluster_id") != self.cluster_id:
+                    # Another Kafka owns a port picked as free (another test process's): its
+                    # answer must not pass for this cluster's. This one's node then fails to
+                    # bind and exits, which the check above reports.
+                    last_error = (f"a Kafka of another cluster ({info.get('cluster_id')}) "
+                                  f"answers on {self.bootstrap}")
+                elif len(brokers) >= self.size and info.get("controller_id", -1) >= 0:
                     return
-                last_error = f"{len(brokers)} of {self.size} brokers registered"
+                else:
+                    last_error = f"{len(brokers)} of {self.size} brokers registered"
             except (TimeoutError, KafkaError, OSError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
             finally:
@@ -435,6 +444,12 @@ class KafkaCluster:
         """Freeze a node (SIGSTOP): sockets stay open but nothing answers, like a hung broker."""
         node = self.node(node_id)
         assert node.process is not None
+        if node.process.poll() is not None:
+            # Not yet reaped, an exited node's pid takes the signal without an error: the
+            # test would go on against a broker that was never paused.
+            raise KafkaHarnessError(
+                f"Kafka node {node_id} exited with {node.process.returncode} before it could "
+                f"be paused; log {node.log_file}:\n{node.log_tail()}")
         os.kill(node.process.pid, signal.SIGSTOP)
         node.paused = True
 
