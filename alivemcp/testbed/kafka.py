@@ -132,6 +132,10 @@ def fetch_kafka_libs(dest: Path | None = None, *, timeout: float = 900) -> Path:
     return dest
 
 
+#: Start-ups tried when a node finds its port taken (see KafkaCluster.start).
+_START_ATTEMPTS = 3
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -245,13 +249,25 @@ class KafkaCluster:
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="alivemcp-kafka-"))
             self._own_workdir = True
-        self._plan_nodes()
         atexit.register(self.stop)
         try:
-            await asyncio.to_thread(self._format_all)
-            for node in self.nodes:
-                self._launch(node)
-            await self._wait_ready(ready_within)
+            for attempt in range(1, _START_ATTEMPTS + 1):
+                self._plan_nodes()
+                await asyncio.to_thread(self._format_all)
+                for node in self.nodes:
+                    self._launch(node)
+                try:
+                    await self._wait_ready(ready_within)
+                except KafkaHarnessError as exc:
+                    # A port picked free was taken before the JVM bound it (by another
+                    # process's broker or connection): new ports, new storage, once more.
+                    if "Address already in use" not in str(exc) or attempt == _START_ATTEMPTS:
+                        raise
+                    self._kill_nodes()
+                    for node in self.nodes:
+                        shutil.rmtree(node.directory, ignore_errors=True)
+                    continue
+                break
         except BaseException:
             self.stop()
             raise
@@ -470,6 +486,14 @@ class KafkaCluster:
 
     def stop(self) -> None:
         """Kill every node and remove the storage. Safe to call more than once."""
+        self._kill_nodes()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def _kill_nodes(self) -> None:
         for node in self.nodes:
             proc = node.process
             if proc is None:
@@ -480,11 +504,6 @@ class KafkaCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
             node.process = None
-        with contextlib.suppress(Exception):
-            atexit.unregister(self.stop)
-        if self._own_workdir and self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
