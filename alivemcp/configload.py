@@ -9,11 +9,10 @@ between, also sit on (RSS grew by about 250 MB at 100,000 checks after the first
 
 Here a child process (``python -m alivemcp.configload FILE``, the same interpreter, import
 path and environment: ``${VAR}`` references resolve as the daemon's would) loads the file and
-sends the result back over a pipe: the config, then the checks in pickled chunks, each written
-as soon as its checks are digested, which the daemon unpickles a chunk at a time with its loop
-let run in between, and hands to the reload to build for while the child goes on. Only the
-objects the daemon keeps are ever made in it. The child is the daemon's own code on the
-daemon's own file, so pickle is safe here; nothing from the network is unpickled.
+sends the result back over a pipe: the config, then the checks in pickled chunks, which the
+daemon unpickles a chunk at a time with its loop let run in between. Only the objects the
+daemon keeps are ever made in it. The child is the daemon's own code on the daemon's own file,
+so pickle is safe here; nothing from the network is unpickled.
 
 A reload usually changes a few checks of many. The daemon writes the running checks'
 :meth:`~alivemcp.config.ResolvedCheck.reload_digest` values to the child's stdin (16 bytes
@@ -42,7 +41,7 @@ import pickle
 import struct
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -72,15 +71,10 @@ class LoaderFailedError(RuntimeError):
     crashed, was killed, or sent something unreadable)."""
 
 
-async def load_in_child(
-        path: Path, running: Sequence[ResolvedCheck] = (),
-        prepare: Callable[[Sequence[ResolvedCheck]], Awaitable[None]] | None = None,
-) -> LoadedConfig:
+async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> LoadedConfig:
     """``load_config(path)`` in a child process; raises :class:`ConfigError` as it would, or
     :class:`LoaderFailedError`. Cancelled, the child is killed. A loaded check equal to one of
-    ``running`` (the config in use) is that running object, not a copy of it. ``prepare`` is
-    awaited with each frame's checks as they arrive, in order, while the child goes on (the
-    daemon builds what it needs for them meanwhile); the config may still be refused after.
+    ``running`` (the config in use) is that running object, not a copy of it.
 
     Started with :class:`subprocess.Popen`, which uses ``vfork``, not the event loop's own
     spawn: uvloop's forks the whole daemon first, and copying the page tables of 100,000
@@ -105,7 +99,7 @@ async def load_in_child(
         await asyncio.to_thread(_feed, proc.stdin, bytes(digests))
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)
-        loaded = await _read(reader, running, prepare)
+        loaded = await _read(reader, running)
         code = await asyncio.to_thread(proc.wait)
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
@@ -133,10 +127,7 @@ def _feed(stdin: IO[bytes], digests: bytes) -> None:
         pass
 
 
-async def _read(
-        stream: asyncio.StreamReader, running: Sequence[ResolvedCheck],
-        prepare: Callable[[Sequence[ResolvedCheck]], Awaitable[None]] | None,
-) -> LoadedConfig:
+async def _read(stream: asyncio.StreamReader, running: Sequence[ResolvedCheck]) -> LoadedConfig:
     head: LoadedConfig | None = None
     checks: list[ResolvedCheck] = []
     # Pickle shares an object only within a frame: the label sets and durations the child's
@@ -158,19 +149,14 @@ async def _read(
                 raise ConfigError(list(errors), source)
             if kind == b"C":
                 head = value
-            elif kind == b"K" and head is not None:
-                first = len(checks)
+            elif kind == b"K":
                 for item in value:
                     if isinstance(item, int):  # a running check's position: kept
                         if not 0 <= item < len(running):
                             raise LoaderFailedError("the config loader kept a check that is "
                                                     "not running")
                         item = running[item]
-                    elif not isinstance(item, ResolvedCheck):
-                        raise LoaderFailedError("unexpected item from the config loader")
                     checks.append(item)
-                if prepare is not None:
-                    await prepare(checks[first:])
             elif kind == b"D" and head is not None:
                 # Out of the collector's reach before it is back on: its first young
                 # collection would walk every object unpickled while it was off (half a
@@ -194,24 +180,19 @@ def _child(path: str) -> int:
                for at in range(0, len(digests), RELOAD_DIGEST_BYTES)}
     try:
         loaded = load_config(Path(path))
-        _write(out, b"C", dataclasses.replace(loaded, checks=()))
-        # A frame at a time, each written as soon as it is digested: the daemon unpickles it
-        # and builds for its checks while this process digests the next ones.
-        for start in range(0, len(loaded.checks), CHECKS_PER_FRAME):
-            # A running check's position for each check unchanged, the check itself
-            # otherwise, with its fingerprint computed here (inside the digest): the reload
-            # compares them.
-            _write(out, b"K", [running.get(c.reload_digest(), c)
-                               for c in loaded.checks[start:start + CHECKS_PER_FRAME]])
-            out.flush()
+        # A running check's position for each check unchanged, the check itself otherwise,
+        # with its fingerprint computed here (inside the digest): the reload compares them.
+        sent: list[ResolvedCheck | int] = [running.get(c.reload_digest(), c)
+                                           for c in loaded.checks]
     except ConfigError as exc:
         _write(out, b"E", (exc.errors, exc.source))
-        return 0
-    except BrokenPipeError:  # the daemon stopped reading (cancelled): nobody to tell
         return 0
     except Exception as exc:  # the message may quote a value: the type only
         _write(out, b"E", ([f"the config could not be loaded: {type(exc).__name__}"], path))
         return 0
+    _write(out, b"C", dataclasses.replace(loaded, checks=()))
+    for start in range(0, len(sent), CHECKS_PER_FRAME):
+        _write(out, b"K", sent[start:start + CHECKS_PER_FRAME])
     _write(out, b"D", None)
     out.flush()
     return 0

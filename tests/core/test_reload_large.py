@@ -149,34 +149,3 @@ async def test_checks_from_the_child_share_their_equal_label_sets_across_frames(
     assert len({id(c.labels) for c in loaded.checks}) == 2
     assert len({id(c.interval) for c in loaded.checks}) == 1
     assert len({id(c.probe_type) for c in loaded.checks}) == 1
-
-
-async def test_the_child_hands_each_frame_to_prepare_in_order_as_it_arrives(
-    tmp_path: Path,
-) -> None:
-    # The daemon builds for a frame's checks while the child digests and pickles the next:
-    # prepare gets every check once, in the config's order, a frame at a time, with the
-    # checks the child kept already the running objects.
-    from alivemcp.config import load_config
-    from alivemcp.configload import CHECKS_PER_FRAME
-
-    config = tmp_path / "c.yaml"
-    count = 2 * CHECKS_PER_FRAME + 7
-    checks: list[dict[str, object]] = [
-        {"name": f"c{i}", "probe": "test_static", "interval": 30, "params": {"reason": "r"}}
-        for i in range(count)]
-    write_large(config, checks)
-    running = load_config(config).checks
-    checks[1] = {**checks[1], "params": {"reason": "changed"}}
-    write_large(config, checks)
-    frames: list[list[object]] = []
-
-    async def prepare(part: object) -> None:
-        frames.append(list(part))  # type: ignore[call-overload]
-
-    loaded = await load_in_child(config, running, prepare)
-    assert [len(f) for f in frames] == [CHECKS_PER_FRAME, CHECKS_PER_FRAME, 7]
-    handed = [c for f in frames for c in f]
-    assert len(handed) == len(loaded.checks)
-    assert all(a is b for a, b in zip(handed, loaded.checks, strict=True))
-    assert handed[0] is running[0] and handed[1] is not running[1]
