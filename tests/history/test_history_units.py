@@ -68,12 +68,14 @@ def feed(writer: HistoryWriter, *results: CheckResult) -> None:
 
 def test_a_run_counts_in_the_bucket_its_start_falls_in(writer: HistoryWriter) -> None:
     minute = NOW // 60 * 60
+    if minute % 3600 == 0:  # the minute before must fall in the same hour as this one
+        minute -= 60
     feed(writer, result("a", "up", minute - 0.001), result("a", "down", minute),
          result("a", "degraded", minute + 59.999))
     db = read(writer)
     rows = db.execute("SELECT bucket, up, degraded, down FROM minute ORDER BY bucket").fetchall()
     assert rows == [(minute - 60, 1, 0, 0), (minute, 0, 1, 1)]
-    hour = NOW // 3600 * 3600
+    hour = minute // 3600 * 3600
     assert db.execute("SELECT bucket, up, degraded, down FROM hour").fetchall() == [
         (hour, 1, 1, 1)]
 
