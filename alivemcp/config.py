@@ -217,9 +217,8 @@ class ResolvedCheck:
 
     def fingerprint(self) -> bytes:
         """Equal fingerprints mean a reload can keep the running probe instance. Computed
-        once, and kept as a 16-byte digest: a reload compares 100,000 of them, and the tuple
-        of fields it digests was about 450 bytes a check (labels as pairs, the params'
-        digest as hex), kept for good."""
+        once, and kept as a 16-byte digest: a reload compares 100,000 of them, and the
+        fields and params it digests were about 450 bytes a check, kept for good."""
         cached = self._fingerprint
         if cached is None:
             fields = repr((

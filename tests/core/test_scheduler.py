@@ -333,6 +333,14 @@ async def test_young_objects_are_collected_on_a_timer_when_frees_hide_their_allo
         await plumbing.aclose()
 
 
+def assert_in_one_window(firsts: list[float], ended: float, window: float) -> None:
+    """Every first run (sorted) falls in the one start window opened when the batch ended.
+    50 ms of slack: the window opens when the batch closes, a moment before ``ended`` was
+    read, and a loaded suite worker stretches that moment (10 ms failed once by 1 ms). A slice
+    planned in a window of its own would be a whole window late."""
+    assert firsts[0] >= ended - 0.05 and firsts[-1] <= ended + window + 0.05
+
+
 async def test_checks_added_in_one_batch_across_loop_turns_share_one_start_window() -> None:
     scheduler, _, _, plumbing = started_scheduler(
         [{"name": "old", "probe": "test_noop", "interval": 60}])
@@ -351,10 +359,7 @@ async def test_checks_added_in_one_batch_across_loop_turns_share_one_start_windo
     await asyncio.sleep(0)
     firsts = sorted(scheduler.checks[c.name].due for c in checks)
     window = start_window(3000)
-    # (50 ms of slack: the window opens when the batch closes, a moment before `ended` was
-    # read, and a loaded suite worker stretches that moment; 10 ms failed once by 1 ms. A
-    # slice planned in a window of its own would be a whole window late.)
-    assert firsts[0] >= ended - 0.05 and firsts[-1] <= ended + window + 0.05
+    assert_in_one_window(firsts, ended, window)
     # Spread over the whole window, not bunched at its start: each third holds about a third.
     thirds = [sum(1 for t in firsts if ended + k * window / 3 <= t < ended + (k + 1) * window / 3)
               for k in range(3)]
@@ -394,10 +399,7 @@ async def test_a_large_batch_is_planned_over_several_loop_turns_in_one_start_win
             return entry.first_run
         return entry.due if entry.due < ended + 300 else entry.due - entry.interval
     firsts = sorted(first_run(scheduler.checks[c.name]) for c in checks[:-1])
-    # (50 ms of slack: the window opens when the batch closes, a moment before `ended` was
-    # read, and a loaded suite worker stretches that moment; 10 ms failed once by 1 ms. A
-    # slice planned in a window of its own would be a whole window late.)
-    assert firsts[0] >= ended - 0.05 and firsts[-1] <= ended + window + 0.05
+    assert_in_one_window(firsts, ended, window)
     # The last slice's checks are spread over the whole window too, not a window of their own.
     last = sorted(scheduler.checks[c.name].due for c in checks[-101:-1])
     assert last[-1] - last[0] > window / 2
