@@ -43,11 +43,11 @@ from alivemcp.plumbing.kafka import (
     PartitionReader,
     PartitionWriter,
     RunBudget,
-    cluster_problem,
+    cluster_failure,
     format_list,
 )
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
-from alivemcp.verdict import Findings, status_for
+from alivemcp.verdict import Findings
 
 __all__ = ["KafkaCanaryParams", "KafkaCanaryProbe"]
 
@@ -155,7 +155,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         try:
             snapshot = await self._ensure_topic(cluster, budget)
         except ProbeError as err:
-            return ProbeResult(status_for(err.kind), cluster_problem(err))
+            return cluster_failure(err)
         if isinstance(snapshot, ProbeResult):
             return snapshot
         topic = snapshot.topics[p.topic]
@@ -167,9 +167,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             # producer ids: during a controller failover that takes longer than one request.
             producer = await cluster.producer(timeout=budget.step(2 * request, share=0.5))
         except ProbeError as err:
-            if err.kind is ErrorKind.AUTH:
-                return ProbeResult.unknown(cluster_problem(err))
-            return ProbeResult(status_for(err.kind), f"cannot start the producer: {err}")
+            return cluster_failure(err, "cannot start the producer")
         # A producer still sending to a fenced (hung) leader would wait for its next periodic
         # metadata refresh: align it with the metadata just read.
         await cluster.refresh_leaders(producer, p.topic, leaders, budget.step(request, share=0.2))
@@ -260,9 +258,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                 timeout=budget.step(request, share=0.3),
             )
         except ProbeError as err:  # e.g. not allowed to create topics: the prober's identity
-            return ProbeResult(
-                status_for(err.kind), f"cannot create canary topic {p.topic}: {err}"
-            )
+            return cluster_failure(err, f"cannot create canary topic {p.topic}")
         for _ in range(20):  # leaders are elected within moments of creation
             snapshot = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
             topic = snapshot.topics.get(p.topic)

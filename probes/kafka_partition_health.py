@@ -14,12 +14,15 @@ DescribeConfigs for ``min.insync.replicas``) and classifies every partition:
 The reason names the partitions and the brokers missing from their ISR.
 
 A broker that accepts connections but answers nothing (hung: still registered, maybe still
-leading) is reported like an under-replicated partition (``down`` on production clusters,
-``degraded`` elsewhere), named with its address: every broker is asked directly on each run,
-and other requests avoid a silent one until it answers again. Every request gets a slice of
-the check's timeout, so a hung broker never turns the verdict into the engine's anonymous
-timeout; when no broker answers at all the cluster is ``down`` with the brokers that did not
-answer named.
+leading, listed in ISRs until its session expires or its followers fall behind) is found by
+asking every broker directly on each run; other requests avoid a silent one until it answers
+again. It never hides the partitions: a replica the ISR lists but that does not answer is in
+sync in name only, so every partition is judged on the replicas that answer (under-replicated,
+or under min ISR where that leaves too few), and the verdict and the reason's first words come
+from the partitions, as they will once the controller drops the broker; the silent broker is
+named after them. Every request gets a slice of the check's timeout, so a hung broker never
+turns the verdict into the engine's anonymous timeout; when no broker answers at all the
+cluster is ``down`` with the brokers that did not answer named.
 
 For clusters the prober cannot reach, the alternative source reads MSK's CloudWatch metrics
 (``AWS/Kafka`` ``OfflinePartitionsCount``, ``UnderReplicatedPartitions``,
@@ -45,12 +48,12 @@ from alivemcp.plumbing.kafka import (
     PartitionState,
     RunBudget,
     Suspicion,
-    cluster_problem,
+    cluster_failure,
     format_list,
 )
 from alivemcp.plumbing.kafka_cloudwatch import list_series, series_values
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
-from alivemcp.verdict import Findings, status_for
+from alivemcp.verdict import Findings
 
 __all__ = ["CloudWatchPartitionSource", "KafkaPartitionHealthParams", "KafkaPartitionHealthProbe"]
 
@@ -130,11 +133,37 @@ class KafkaPartitionHealthParams(ProbeParams):
         return value
 
 
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A partition as judged: its state, and the brokers its ISR lists that did not answer
+    the prober this run (hung: in sync in name only)."""
+
+    state: PartitionState
+    silent: tuple[int, ...] = ()
+
+    @property
+    def in_sync(self) -> tuple[int, ...]:
+        return tuple(b for b in self.state.isr if b not in self.silent)
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        in_sync = self.in_sync
+        return tuple(r for r in self.state.replicas if r not in in_sync)
+
+    def named(self, text: str) -> str:
+        """``orders/0 <text>``, and the listed brokers that did not answer."""
+        x = self.state
+        quiet = (f" (broker{'s' if len(self.silent) > 1 else ''} "
+                 f"{', '.join(map(str, self.silent))} in ISR, not answering)"
+                 if self.silent else "")
+        return f"{x.topic}/{x.partition} {text}{quiet}"
+
+
 @dataclass
 class _Findings:
     offline: list[PartitionState] = field(default_factory=list)
-    under_min_isr: list[tuple[PartitionState, int]] = field(default_factory=list)
-    under_replicated: list[PartitionState] = field(default_factory=list)
+    under_min_isr: list[tuple[_Judged, int]] = field(default_factory=list)
+    under_replicated: list[_Judged] = field(default_factory=list)
     missing_topics: list[str] = field(default_factory=list)
     #: Topics whose min.insync.replicas could not be read (not checked for under-min-ISR).
     min_isr_unknown: list[str] = field(default_factory=list)
@@ -147,8 +176,8 @@ class _Findings:
 
     def missing_brokers(self) -> list[int]:
         counts: Counter[int] = Counter()
-        for part in self.under_replicated:
-            counts.update(part.missing_from_isr)
+        for judged in self.under_replicated:
+            counts.update(judged.missing)
         for part in self.offline:
             counts.update(part.replicas)
         return sorted(counts)
@@ -197,7 +226,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 p.topics or None, timeout=budget.step(conn.request_timeout, share=0.6)
             )
         except ProbeError as err:
-            return ProbeResult(status_for(err.kind), cluster_problem(err))
+            return cluster_failure(err)
         selected = {
             name: topic for name, topic in snapshot.topics.items() if self._wanted(name, topic)
         }
@@ -212,7 +241,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             return_exceptions=True,
         )
         if isinstance(configs_or_error, ProbeError) and configs_or_error.kind is ErrorKind.AUTH:
-            return ProbeResult.unknown(cluster_problem(configs_or_error))
+            return cluster_failure(configs_or_error)
         if isinstance(configs_or_error, ProbeError):
             configs, found.configs_error = {}, str(configs_or_error)
         elif isinstance(configs_or_error, BaseException):
@@ -222,6 +251,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         if isinstance(suspects, BaseException):
             raise suspects
         found.not_answering = suspects
+        silent = {s.node_id for s in suspects if s.node_id is not None}
 
         for name, topic in sorted(selected.items()):
             if topic.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
@@ -236,10 +266,11 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 if part.offline or part.error_code == _LEADER_NOT_AVAILABLE:
                     found.offline.append(part)
                     continue
-                if min_isr is not None and len(part.isr) < min_isr:
-                    found.under_min_isr.append((part, min_isr))
-                if len(part.isr) < len(part.replicas):
-                    found.under_replicated.append(part)
+                judged = _Judged(part, tuple(b for b in part.isr if b in silent))
+                if min_isr is not None and len(judged.in_sync) < min_isr:
+                    found.under_min_isr.append((judged, min_isr))
+                if judged.missing:
+                    found.under_replicated.append(judged)
 
         brokers_alive = sorted(snapshot.brokers)
         observations = {
@@ -291,25 +322,24 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 Status.DOWN,
                 f"{len(found.under_min_isr)} under min ISR (acks=all producers fail): "
                 + format_list(
-                    [f"{x.topic}/{x.partition} isr {_ids(x.isr)} < {m}"
-                     for x, m in found.under_min_isr],
+                    [x.named(f"isr {_ids(x.in_sync)} < {m}") for x, m in found.under_min_isr],
                     p.max_listed,
                 ),
             )
         if found.under_replicated:
-            missing = sorted({b for x in found.under_replicated for b in x.missing_from_isr})
+            missing = sorted({b for x in found.under_replicated for b in x.missing})
             result.add(
                 replication,
                 f"{len(found.under_replicated)} under-replicated "
                 f"(broker{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} "
                 "missing from ISR): "
                 + format_list(
-                    [f"{x.topic}/{x.partition} isr {_ids(x.isr)} of {_ids(x.replicas)}"
+                    [x.named(f"isr {_ids(x.in_sync)} of {_ids(x.state.replicas)}")
                      for x in found.under_replicated],
                     p.max_listed,
                 ),
             )
-        if found.not_answering:
+        if found.not_answering:  # (after the partitions it affects: a detail of their verdict)
             result.add(
                 replication, format_list([s.describe() for s in found.not_answering], p.max_listed)
             )
@@ -350,13 +380,16 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 **extra,
             }
 
+        def judged(x: _Judged, **extra: Any) -> dict[str, Any]:
+            return row(x.state, isr_not_answering=list(x.silent), **extra)
+
         return {
             "brokers_alive": brokers_alive,
             "controller": controller_id,
             "brokers_missing_from_isr": found.missing_brokers(),
             "offline": [row(x) for x in found.offline[:limit]],
-            "under_min_isr": [row(x, min_isr=m) for x, m in found.under_min_isr[:limit]],
-            "under_replicated": [row(x) for x in found.under_replicated[:limit]],
+            "under_min_isr": [judged(x, min_isr=m) for x, m in found.under_min_isr[:limit]],
+            "under_replicated": [judged(x) for x in found.under_replicated[:limit]],
             "missing_topics": found.missing_topics[:limit],
             "min_isr_unknown": found.min_isr_unknown[:limit],
             "configs_error": found.configs_error,

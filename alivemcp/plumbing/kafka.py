@@ -70,6 +70,8 @@ from alivemcp.plumbing.kafka_metadata import (
 )
 from alivemcp.plumbing.kafka_partitions import PartitionReader, PartitionWriter, close_quietly
 from alivemcp.plumbing.kafka_settings import KafkaConnection, split_servers
+from alivemcp.probe import ProbeResult, Status
+from alivemcp.verdict import status_for
 
 if TYPE_CHECKING:
     from alivemcp.plumbing import Plumbing
@@ -92,6 +94,7 @@ __all__ = [
     "TopicState",
     "broker_name",
     "close_quietly",
+    "cluster_failure",
     "cluster_problem",
     "format_list",
 ]
@@ -121,6 +124,22 @@ def cluster_problem(err: ProbeError) -> str:
     if err.kind is ErrorKind.AUTH:
         return f"cannot authenticate to the cluster: {err}"
     return f"cluster unreachable: {err}"
+
+
+def cluster_failure(
+    err: ProbeError, doing: str | None = None, *, otherwise: Status | None = None
+) -> ProbeResult:
+    """The result of a run that could not use the cluster: one rule for every Kafka probe.
+
+    The prober's own credentials refused (or unusable) make it ``unknown``, "cannot
+    authenticate to the cluster: ...": the cluster answered, only not to this identity. Any
+    other failure is :func:`~alivemcp.verdict.status_for` its kind (or ``otherwise``, for a
+    probe that cannot judge without the cluster), "cluster unreachable: ..." (or
+    "<doing>: ...")."""
+    if err.kind is ErrorKind.AUTH:
+        return ProbeResult.unknown(cluster_problem(err))
+    status = otherwise if otherwise is not None else status_for(err.kind)
+    return ProbeResult(status, f"{doing}: {err}" if doing else cluster_problem(err))
 
 
 def format_list(items: Sequence[str], limit: int) -> str:
@@ -182,6 +201,15 @@ class KafkaClusterClient:
     ) -> KafkaPlumbingError:
         return KafkaPlumbingError(
             kind, target=target or self.conn.describe(), operation=operation, detail=detail
+        )
+
+    def _refused(self, problem: KafkaPlumbingError, what: str) -> KafkaPlumbingError:
+        """A broker's refusal of the prober's credentials, as the cluster's ``auth`` error."""
+        return KafkaPlumbingError(
+            ErrorKind.AUTH, target=self.conn.describe(), operation=what,
+            detail=f"{broker_name(self._node_at(problem.target), problem.target)} refused the "
+            f"prober's credentials: {problem.detail.removeprefix('cannot be asked: ')}",
+            code=problem.code,
         )
 
     # -- building clients ---------------------------------------------------------------------
@@ -290,34 +318,48 @@ class KafkaClusterClient:
         return options
 
     async def _answers(self, server: str, timeout: float) -> bool:
-        return await self._ask(server, timeout) is None
+        """Whether ``server`` is alive: it answered, if only to refuse the prober's
+        credentials (that says nothing about the broker)."""
+        return _alive(await self._ask(server, timeout))
 
-    async def _ask(self, server: str, timeout: float) -> str | None:
+    async def _ask(self, server: str, timeout: float) -> KafkaPlumbingError | None:
         """Connect to ``server`` (host:port) on a connection of its own (no client's lock)
         and ask ApiVersions (authenticating as configured): None if it answered within
-        ``timeout``, else what went wrong."""
+        ``timeout``, else what went wrong, classified here once for every caller: ``timeout``
+        when it said nothing, ``auth`` when it refused the prober's credentials, ``tls``,
+        ``connect`` or ``protocol`` otherwise. The error's detail is the broker's reason
+        (``did not answer ApiVersions within 2s``)."""
         host, _, port = server.rpartition(":")
+        options = await self._connection_options()
         try:
-            options = await self._connection_options()
             async with asyncio.timeout(timeout):
                 conn = await create_conn(host.strip("[]"), int(port), **options)
         except TimeoutError:
-            return f"did not answer ApiVersions within {seconds_text(timeout)}"
+            return self._error(
+                ErrorKind.TIMEOUT, "ApiVersions",
+                f"did not answer ApiVersions within {seconds_text(timeout)}", target=server,
+            )
         except (KafkaError, OSError, ValueError) as exc:
-            return f"cannot be asked: {type(exc).__name__}: {exc}"
+            err = kafka_error(exc, target=server, operation="ApiVersions",
+                              unclassified=ErrorKind.CONNECT)
+            err.detail = f"cannot be asked: {type(exc).__name__}: {exc}"
+            return err
         conn.close()
         return None
 
-    async def _rank_bootstrap(self, servers: list[str], timeout: float) -> list[str]:
+    async def _rank_bootstrap(self, servers: list[str], timeout: float, what: str) -> list[str]:
         """Ask every bootstrap server at once and keep those that answered (all of them if
         none did): aiokafka bootstraps from the servers one by one in random order, waiting a
         whole request timeout on a hung one. A server still silent well after another
-        answered becomes a suspect (judged in the background: the caller goes on at once)."""
-        if len(servers) < 2:
+        answered becomes a suspect (judged in the background: the caller goes on at once).
+        A server that refuses the prober's credentials ends it at once with an ``auth``
+        error: a client would be refused as well, and waiting for it could only turn the
+        refusal into a timeout."""
+        if len(servers) < 2:  # (nothing to rank: a refusal comes from the client's start)
             return servers
         loop = asyncio.get_running_loop()
         started = loop.time()
-        asks = {asyncio.ensure_future(self._answers(s, timeout)): s for s in servers}
+        asks = {asyncio.ensure_future(self._ask(s, timeout)): s for s in servers}
         pending = set(asks)
         answered: list[str] = []
         until = started + timeout
@@ -329,9 +371,16 @@ class KafkaClusterClient:
                 pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED
             )
             for task in done:
-                if task.result():
-                    answered.append(asks[task])
+                problem = task.result()
+                if _alive(problem):
                     self.health.answered(asks[task])
+                if problem is not None and problem.kind is ErrorKind.AUTH:
+                    for other in pending:
+                        other.cancel()
+                    await asyncio.gather(*pending, return_exceptions=True)
+                    raise self._refused(problem, what)
+                if problem is None:
+                    answered.append(asks[task])
             if answered and until == started + timeout:
                 # Healthy brokers answer within moments of each other.
                 elapsed = loop.time() - started
@@ -344,7 +393,8 @@ class KafkaClusterClient:
         return answered or servers
 
     async def _judge_silent(
-        self, asks: dict[asyncio.Future[bool], str], others_answered: bool, started: float,
+        self, asks: dict[asyncio.Future[KafkaPlumbingError | None], str],
+        others_answered: bool, started: float,
         deadline: float,
     ) -> None:
         """Bootstrap servers still asked: one silent long after another answered (a few
@@ -354,7 +404,7 @@ class KafkaClusterClient:
         try:
             done, pending = await asyncio.wait(asks, timeout=max(0.0, limit - loop.time()))
             for task in done:
-                if task.result():
+                if _alive(task.result()):
                     self.health.answered(asks[task])
             if others_answered:
                 waited = loop.time() - started
@@ -391,7 +441,9 @@ class KafkaClusterClient:
                 self._close_later(client)
                 waited = timeout * _WAIT_SHARE
                 if steering is not None and not steering.nodes():  # still bootstrapping
-                    reason = await self._blame_bootstrap(steering.bootstrap, waited, timeout)
+                    reason = await self._blame_bootstrap(
+                        steering.bootstrap, waited, timeout, what
+                    )
                 else:
                     stuck = steering.stuck() if steering is not None else []
                     reason = await self._blame(stuck, waited, timeout)
@@ -399,8 +451,17 @@ class KafkaClusterClient:
             with contextlib.suppress(Exception):
                 await close_quietly(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
-                cause = await self._bootstrap_failure() if _is_bootstrap_error(exc) else None
-                raise self._translate(cause or exc, what) from exc
+                cause = (await self._bootstrap_failure(timeout)
+                         if _is_bootstrap_error(exc) else None)
+                if cause is not None and cause.kind is ErrorKind.AUTH:
+                    raise self._refused(cause, what) from exc
+                if cause is not None:  # as the cluster's error, naming the server
+                    raise KafkaPlumbingError(
+                        cause.kind, target=self.conn.describe(), operation=what,
+                        detail=f"{broker_name(self._node_at(cause.target), cause.target)} "
+                        f"{cause.detail}", code=cause.code,
+                    ) from exc
+                raise self._translate(exc, what) from exc
             raise
         return client
 
@@ -412,7 +473,7 @@ class KafkaClusterClient:
         options = await self.client_options()
         servers = split_servers(options["bootstrap_servers"])
         rank_for = self.conn.request_timeout if timeout is None else timeout / 2
-        ranked = await self._rank_bootstrap(servers, rank_for)
+        ranked = await self._rank_bootstrap(servers, rank_for, what)
         options["bootstrap_servers"] = ",".join(ranked)
         client = make(**options)
         Steering(inner_client(client), self.health, ranked)
@@ -448,22 +509,19 @@ class KafkaClusterClient:
         finally:
             lock.release()
 
-    async def _bootstrap_failure(self) -> BaseException | None:
+    async def _bootstrap_failure(self, timeout: float | None) -> KafkaPlumbingError | None:
         """Why bootstrapping failed: aiokafka only logs the per-broker cause (a refused
-        password, an untrusted certificate) and raises "Unable to bootstrap"."""
-        options = await self._connection_options()
-        servers = split_servers(await self.bootstrap_servers())
-        found: BaseException | None = None
-        for server in servers[:3]:
-            host, _, port = server.rpartition(":")
-            try:
-                async with asyncio.timeout(self.conn.request_timeout):
-                    conn = await create_conn(host.strip("[]"), int(port), **options)
-            except (KafkaError, OSError, TimeoutError, ValueError) as exc:
-                found = found or exc
-                continue
-            conn.close()
-        return found
+        password, an untrusted certificate) and raises "Unable to bootstrap". The servers are
+        asked again, at once and within ``timeout``; a refused password outranks the rest
+        (it is the prober's own doing, whatever else went wrong)."""
+        servers = split_servers(await self.bootstrap_servers())[:3]
+        seconds = self.conn.request_timeout if timeout is None else max(0.1, timeout)
+        problems = [
+            p for p in await asyncio.gather(*(self._ask(s, seconds) for s in servers))
+            if p is not None
+        ]
+        refused = [p for p in problems if p.kind is ErrorKind.AUTH]
+        return next(iter(refused or problems), None)
 
     async def admin(self, timeout: float | None = None) -> AIOKafkaAdminClient:
         client: AIOKafkaAdminClient = await self._shared(
@@ -601,19 +659,27 @@ class KafkaClusterClient:
                 if result is True:
                     self.health.answered(suspicion.address)
 
-    async def _blame_bootstrap(self, servers: Sequence[str], waited: float, timeout: float) -> str:
+    async def _blame_bootstrap(
+        self, servers: Sequence[str], waited: float, timeout: float, what: str
+    ) -> str:
         """Why bootstrapping ran out of time: the servers asked directly (with what is left of
-        ``timeout``); a silent one is named, and a suspect."""
+        ``timeout``); a silent one is named, and a suspect. One that refuses the prober's
+        credentials raises an ``auth`` error instead: the time ran out on a refusal."""
         head = f"no Kafka answer within {seconds_text(waited)}"
         answers = await asyncio.gather(
             *(self._ask(s, max(0.0, timeout - waited)) for s in servers)
         )
+        refused = next((p for p in answers if p is not None and p.kind is ErrorKind.AUTH), None)
+        if refused is not None:
+            raise self._refused(refused, what)
         silent = []
         for server, problem in zip(servers, answers, strict=True):
             if problem is None:
                 self.health.answered(server)
             else:
-                silent.append(self._suspect(server, self._node_at(server), problem).describe())
+                silent.append(
+                    self._suspect(server, self._node_at(server), problem.detail).describe()
+                )
         if silent:
             return f"{head}: " + "; ".join(silent)
         return f"{head} (bootstrapping from {', '.join(servers)})"
@@ -766,11 +832,12 @@ class KafkaClusterClient:
         answers = await asyncio.gather(*(self._ask(a, timeout) for _, a in known))
         found: dict[int, Suspicion | None] = {}
         for (node_id, address), problem in zip(known, answers, strict=True):
-            if problem is None:
+            if _alive(problem):  # (refusing the prober's credentials is an answer too)
                 self.health.answered(address)
                 found[node_id] = None
             else:
-                found[node_id] = self._suspect(address, node_id, problem)
+                assert problem is not None
+                found[node_id] = self._suspect(address, node_id, problem.detail)
         return found
 
     async def ask_every_broker(self, timeout: float) -> list[Suspicion]:
@@ -904,6 +971,11 @@ class KafkaClusterClient:
                     kind_for_code(error_code), target=f"topic {topic}", operation=operation,
                     detail=detail, code=error_name(error_code),
                 )
+
+
+def _alive(problem: KafkaPlumbingError | None) -> bool:
+    """Whether a broker asked directly answered: it did, or it refused the credentials."""
+    return problem is None or problem.kind is ErrorKind.AUTH
 
 
 def _is_bootstrap_error(exc: BaseException) -> bool:

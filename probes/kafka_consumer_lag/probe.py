@@ -61,9 +61,9 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing.kafka import RunBudget
-from alivemcp.probe import CheckContext, Observable, Probe, ProbeResult
+from alivemcp.errors import ProbeError
+from alivemcp.plumbing.kafka import RunBudget, cluster_failure
+from alivemcp.probe import CheckContext, Observable, Probe, ProbeResult, Status
 from probes.kafka_consumer_lag.cloudwatch import CloudWatchLagReader, judge_cloudwatch
 from probes.kafka_consumer_lag.evaluate import LagEvaluator
 from probes.kafka_consumer_lag.kafka_source import KafkaLagReader
@@ -130,9 +130,7 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
             )
         except ProbeError as err:
             # Whatever kind: the groups were not read, so nothing is known about them.
-            if err.kind is ErrorKind.AUTH:
-                return ProbeResult.unknown(f"cannot authenticate to the cluster: {err}")
-            return ProbeResult.unknown(f"cannot read consumer lag: {err}")
+            return cluster_failure(err, "cannot read consumer lag", otherwise=Status.UNKNOWN)
         evaluation = self._evaluator.evaluate(snapshot)
         return summarize(
             evaluation,

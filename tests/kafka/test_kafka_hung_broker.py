@@ -12,6 +12,7 @@ runs start from fresh clients, so bootstrapping with a hung broker is covered to
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -94,8 +95,11 @@ async def test_hung_broker_is_named_never_an_engine_timeout(
     for result in results["health"]:
         assert result.duration_seconds < HEALTH_TIMEOUT, result
         # Idle partitions keep the hung broker in their ISR (a follower that has every
-        # message is in sync) and it still leads its own: the broker itself is named.
+        # message is in sync) and it still leads its own: in sync in name only, so they are
+        # under-replicated first, and the broker itself is named after them.
         assert result.status == Status.DEGRADED, result.reason  # not a production cluster
+        assert re.match(rf"\d+ under-replicated \(broker {HUNG} missing from ISR\)",
+                        result.reason), result.reason
         assert f"{hung_at} did not answer" in result.reason
         assert result.observations["brokers_not_answering"] == 1  # no healthy broker blamed
     healthy_at = [

@@ -6,95 +6,27 @@ directly and has SCRAM users created at storage-format time.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
 from tests.kafka.kafka_support import RELAXED
+from tests.kafka.tls_support import make_ca, server_keystore
 from tests.support import run_check
 
 PASSWORD = "scram-pass-8f2e1c"
 
 
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
-def _ca(directory: Path, label: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(f"alivemcp test CA {label}"))
-        .issuer_name(_name(f"alivemcp test CA {label}"))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    path = directory / f"ca-{label}.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return key, cert, path
-
-
-def _server_keystore(directory: Path, ca_key: Any, ca_cert: x509.Certificate) -> Path:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                       critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    path = directory / "broker-keystore.pem"
-    # Kafka's PEM key store: an unencrypted PKCS#8 key followed by the certificate chain.
-    path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                          serialization.NoEncryption())
-        + cert.public_bytes(serialization.Encoding.PEM)
-        + ca_cert.public_bytes(serialization.Encoding.PEM)
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
 async def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("scram-tls")
-    ca_key, ca_cert, ca_file = _ca(directory, "trusted")
-    _k, _c, other_ca = _ca(directory, "other")
+    ca_key, ca_cert, ca_file = make_ca(directory, "trusted")
+    _k, _c, other_ca = make_ca(directory, "other")
     listener = SaslSslListener(
-        keystore_pem=_server_keystore(directory, ca_key, ca_cert),
+        keystore_pem=server_keystore(directory, ca_key, ca_cert),
         users={"prober": PASSWORD},
     )
     cluster = await KafkaCluster(size=1, sasl_ssl=listener).start()

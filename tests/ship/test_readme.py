@@ -56,6 +56,23 @@ def test_readme_mentions_every_builtin_probe_type() -> None:
         assert f"| `{name}` |" in README, name
 
 
+def test_kafka_verdict_table_names_tests_that_exist() -> None:
+    """Every row of the Kafka verdict table names the test that guards it; a renamed or
+    removed test leaves the table promising what nothing checks."""
+    section = README.split("### What the Kafka probes tell apart", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    assert len(rows) >= 10, section
+    named = 0
+    for row in rows:
+        guard = row.rstrip(" |").rsplit("|", 1)[1]
+        for file, test in re.findall(r"`(test_\w+\.py)::(test_\w+)`", guard):
+            source = (REPO / "tests" / "kafka" / file).read_text()
+            assert re.search(rf"^(async )?def {test}\(", source, re.MULTILINE), (file, test)
+            named += 1
+        assert "`" in guard or guard.strip() == "same", row
+    assert named >= 8
+
+
 class _Health(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         status = 200 if self.path == "/ok" else 503
