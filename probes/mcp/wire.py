@@ -467,6 +467,8 @@ class LegacySseChannel:
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._closed_reason: str | None = None
+        #: What the reader died of (the prober's bug), raised to every later request too.
+        self._reader_error: BaseException | None = None
         #: Answers to the server's own requests (``ping``) being sent.
         self._answers: set[asyncio.Task[None]] = set()
         self._answered = 0
@@ -513,6 +515,7 @@ class LegacySseChannel:
         except HttpError as exc:
             raise WireError(_describe(exc)) from exc
         self._reader = asyncio.create_task(self._read(stream, parser))
+        self._reader.add_done_callback(self._reader_died)
 
     def _endpoint_url(self, raw: str) -> str:
         """The absolute URL an ``endpoint`` event names; only a same-origin one is accepted."""
@@ -596,17 +599,27 @@ class LegacySseChannel:
             self._fail_all("the event stream closed")
         except HttpError as exc:
             self._fail_all(_describe(exc))
-        except Exception as exc:  # never let the reader die silently
-            # Whatever the server sent, the waiting request learns of it now (not at its
-            # timeout); the traceback tells a probe bug from a server's novelty.
-            _log.warning("legacy SSE reader: %s on the server's stream", type(exc).__name__,
-                         exc_info=exc)
-            self._fail_all(f"server sent something unexpected on the event stream: "
-                           f"{type(exc).__name__}: {_short(exc)}")
+        # Nothing else the server can send ends up here: its events' bytes become NotMcp in
+        # _deliver, its transport's failures HttpError. Anything else is the prober's own bug,
+        # and _reader_died hands it to the waiting requests.
+
+    def _reader_died(self, task: asyncio.Task[None]) -> None:
+        """A reader that ended on an exception (the prober's bug, see _read) fails every
+        waiting request with it now, not at its timeout: the run reports a probe error
+        (``unknown``), never the server as down."""
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        self._reader_error = exc  # (logged where the request raises it: mcp_endpoint)
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(exc)
+        self._waiting.clear()
 
     async def send(self, message: Mapping[str, Any], *, timeout: float) -> Reply:
         """POST a message to the endpoint; for a request, wait for its response on the stream."""
         assert self.endpoint is not None
+        if self._reader_error is not None:
+            raise self._reader_error
         if self._closed_reason is not None:
             raise WireError(self._closed_reason)
         request_id = message.get("id") if "method" in message else None
@@ -645,7 +658,6 @@ class LegacySseChannel:
         tasks = [*self._answers, *([self._reader] if self._reader is not None else [])]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with suppress(asyncio.CancelledError):
-                await task
+        # (a reader that died has handed its exception to the requests: _reader_died)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._stack.aclose()

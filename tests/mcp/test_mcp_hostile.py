@@ -248,3 +248,26 @@ async def test_an_unforeseen_surprise_is_down_and_logged(
     assert (result.details or {})["unexpected_error"].startswith("KeyError at test_mcp_hostile")
     (record,) = [r for r in caplog.records if "KeyError" in r.getMessage()]
     assert record.exc_info is not None and "probe bug" in record.getMessage()
+
+
+async def test_a_legacy_reader_that_dies_fails_the_request_at_once(
+        lab: ServerProcess, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The legacy stream's reader catches only what the server can cause (its transport's
+    HttpError; its bytes become NotMcp where they are read). Anything else it dies of reaches
+    the waiting request at once, not at its timeout, and goes through the probe's one safety
+    net (logged with its traceback) like any other surprise."""
+    import probes.mcp.wire as wire
+
+    def broken(self: Any, data: str) -> None:
+        raise KeyError("jsonrpc")
+
+    monkeypatch.setattr(wire.LegacySseChannel, "_deliver", broken)
+    url = script_lab(lab, {"initialize": {"body": event(response()), "legacy": True}})
+    with caplog.at_level(logging.WARNING, logger="probes.mcp_endpoint"):
+        result = await run_check("mcp_endpoint", {"url": url, "request_timeout": 6}, timeout=12)
+    assert result.status == "down", result.reason
+    assert result.reason == ("server sent something unexpected during initialize: "
+                             "KeyError: 'jsonrpc'")
+    assert result.duration_seconds < 3, result  # the reader's death, not the request timeout
+    assert [r for r in caplog.records if "KeyError" in r.getMessage() and r.exc_info]
