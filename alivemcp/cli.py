@@ -88,6 +88,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--config", type=Path, default=None,
                       help="demo config (default: config/demo.yaml)")
     demo.add_argument("--no-kafka", action="store_true", help="do not start a Kafka broker")
+    demo.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                      help="where the demo keeps its history and alert state, kept between "
+                           "runs (default: .cache/demo in the current directory); the demo "
+                           "prints the `alivemcp report` command that reads it")
     demo.add_argument("--duration", type=float, default=None,
                       help="stop after this many seconds (default: until Ctrl-C)")
     demo.set_defaults(func=_cmd_demo)

@@ -5,6 +5,12 @@ present, local MCP servers, the S3/Object Lambda/Firehose/Kinesis/Flink stand-in
 create the resources ``config/demo.yaml`` needs and publish their addresses as ``DEMO_*``
 variables.
 Then it runs the real daemon on that config until Ctrl-C (or ``--duration``).
+
+The daemon's data (history, alert state) is kept in ``--data-dir``, ``.cache/demo`` under the
+current directory by default, so the demo's history outlives it: ``alivemcp report`` reads it
+while the demo runs and after it stopped, and the next demo run continues it. The stack's own
+scratch files (moto, brokers) are thrown away. At start-up the demo prints the data dir and
+the exact ``alivemcp report`` command for it.
 """
 
 from __future__ import annotations
@@ -13,16 +19,24 @@ import argparse
 import asyncio
 import importlib
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-from alivemcp.config import load_config
+from alivemcp.config import LoadedConfig, load_config
+from alivemcp.datadir import DataDirInUseError, DataDirLock
 from alivemcp.logging import configure_logging
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.stack import DemoStack
 
-__all__ = ["DEMO_PARTS", "run_demo"]
+__all__ = ["DEFAULT_DATA_DIR", "DEMO_PARTS", "report_command", "run_demo"]
+
+#: Where the demo keeps its history and alert state, relative to the current directory: the
+#: same place ``config/demo.yaml``'s ``data_dir`` names when ``DEMO_DATA_DIR`` is not set, so
+#: ``alivemcp report --config config/demo.yaml`` run where the demo ran reads it too.
+DEFAULT_DATA_DIR = Path(".cache/demo")
 
 #: Demo parts, in start order: each module has ``async def start(stack: DemoStack)``.
 DEMO_PARTS = (
@@ -40,12 +54,30 @@ def default_demo_config() -> Path:
     return Path(__file__).resolve().parent.parent / "config" / "demo.yaml"
 
 
-async def start_stack(workdir: Path, *, kafka: bool = True) -> DemoStack:
-    """Start moto and every demo part; on failure, stop what was started and re-raise."""
+def report_command(config_path: Path, data_dir: Path) -> str:
+    """The ``alivemcp report`` command line, for a shell, that reads ``data_dir``'s history
+    from any directory: this installation's ``alivemcp`` (plain ``alivemcp`` when that is
+    the one on PATH) and absolute paths."""
+    script = Path(sys.executable).parent / "alivemcp"
+    on_path = shutil.which("alivemcp")
+    if on_path and script.exists() and os.path.samefile(on_path, script):
+        program = ["alivemcp"]
+    elif script.exists():
+        program = [str(script.absolute())]
+    else:
+        program = [sys.executable, "-m", "alivemcp"]
+    return shlex.join([*program, "report", "--config", str(config_path.absolute()),
+                       "--data-dir", str(data_dir.absolute())])
+
+
+async def start_stack(workdir: Path, data_dir: Path, *, kafka: bool = True) -> DemoStack:
+    """Start moto and every demo part; on failure, stop what was started and re-raise.
+    ``workdir`` is the stack's scratch space; ``data_dir`` (the daemon's) is published as
+    ``DEMO_DATA_DIR``."""
     stack = DemoStack(workdir=workdir, moto=MotoServer().start())
     stack.add_cleanup(stack.moto.stop)
     stack.set_env("DEMO_MOTO_URL", stack.moto.url)
-    stack.set_env("DEMO_DATA_DIR", str(workdir / "data"))
+    stack.set_env("DEMO_DATA_DIR", str(data_dir))
     try:
         for module_name in DEMO_PARTS:
             if not kafka and module_name.endswith("demo_kafka"):
@@ -67,9 +99,16 @@ async def run_demo(args: argparse.Namespace) -> int:
     if not config_path.exists():  # noqa: ASYNC240 - once, before anything runs
         print(f"demo config not found: {config_path}")
         return 2
+    data_dir = Path(args.data_dir or DEFAULT_DATA_DIR)
+    # Before the stack starts (Kafka alone takes a while): one daemon per data dir, and a
+    # second demo would otherwise find that out only once everything is up.
+    data_dir, problem = _data_dir_problem(data_dir)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="alivemcp-demo-"))
     print("starting the local stack (moto, Kafka, MCP servers, stand-ins)...", flush=True)
-    stack = await start_stack(workdir, kafka=not args.no_kafka)
+    stack = await start_stack(workdir, data_dir, kafka=not args.no_kafka)
     try:
         os.environ.update(stack.env)
         os.environ["DEMO_LISTEN"] = args.listen
@@ -78,6 +117,7 @@ async def run_demo(args: argparse.Namespace) -> int:
 
         daemon = Daemon(loaded, config_path, args.listen)
         base = f"http://{args.listen}"
+        effective, report, history = _history_lines(loaded, config_path)
         print(
             "\n".join(
                 [
@@ -86,6 +126,7 @@ async def run_demo(args: argparse.Namespace) -> int:
                     f"  status page: {base}/",
                     f"  status API:  {base}/status",
                     f"  metrics:     {base}/metrics",
+                    *history,
                     *(f"  {line}" for line in stack.notes),
                     "Ctrl-C to stop.",
                     "",
@@ -95,7 +136,40 @@ async def run_demo(args: argparse.Namespace) -> int:
         )
         if args.duration:
             asyncio.get_running_loop().call_later(args.duration, daemon.request_stop)
-        return await daemon.run()
+        code = await daemon.run()
+        if report and code == 0:
+            print(f"alivemcp demo: history kept in {effective}; report: {report}", flush=True)
+        return code
     finally:
         await stack.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _history_lines(loaded: LoadedConfig, config_path: Path) -> tuple[Path, str, list[str]]:
+    """The daemon's data dir, the report command for it ("" without history) and the lines
+    that tell the user. The config decides: a --config of one's own may name another
+    data_dir than the one the demo published."""
+    effective = Path(loaded.config.data_dir).resolve()
+    if not loaded.config.history.enabled:
+        return effective, "", [f"  data dir:    {effective} (history.enabled is false: no "
+                               "history to report)"]
+    report = report_command(config_path, effective)
+    return effective, report, [f"  data dir:    {effective} (history kept between demo runs)",
+                               f"  SLA report:  {report}"]
+
+
+def _data_dir_problem(data_dir: Path) -> tuple[Path, str | None]:
+    """``data_dir`` made absolute, and why the demo cannot use it (another alivemcp holds
+    it, or it cannot be created) or None."""
+    data_dir = data_dir.resolve()
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirInUseError as exc:
+        return data_dir, (f"the demo's data dir {data_dir} is in use by another alivemcp "
+                          f"({exc.holder}): stop it, or give this demo its own with "
+                          "`alivemcp demo --data-dir DIR`")
+    except OSError as exc:
+        return data_dir, f"the demo's data dir {data_dir} cannot be used: {exc.strerror or exc}"
+    lock.release()
+    return data_dir, None

@@ -489,6 +489,9 @@ def _md(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``alivemcp report`` (also used by ``python -m alivemcp.report``)."""
     parser.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="read the history in this directory instead of the config's "
+                             "data_dir (a copy of it, or `alivemcp demo --data-dir`)")
     parser.add_argument("--since", default="30d",
                         help="start of the period: a duration before now (30d), a date "
                              "(2026-11-01, midnight UTC), an ISO datetime or unix seconds "
@@ -506,14 +509,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     return main(args.config, args.since, args.until, args.fmt, args.output,
-                names=args.names or None)
+                names=args.names or None, data_dir=args.data_dir)
 
 
 def main(config_path: str | Path, since: str, until: str | None = None, fmt: str = "markdown",
          out: TextIO | str | Path | None = None, *, names: Sequence[str] | None = None,
-         now: float | None = None) -> int:
+         now: float | None = None, data_dir: str | Path | None = None) -> int:
     """Load the config (for data_dir and retention), build the report, write it to ``out``
-    (a stream, a file path, or standard output when None)."""
+    (a stream, a file path, or standard output when None). ``data_dir`` replaces the
+    config's."""
     now = time.time() if now is None else now
     if fmt not in FORMATS:
         print(f"alivemcp report: --format must be one of {', '.join(FORMATS)}", file=sys.stderr)
@@ -522,14 +526,16 @@ def main(config_path: str | Path, since: str, until: str | None = None, fmt: str
         # Secrets are not needed for a report (it runs from cron or CI without them), but the
         # settings it reads must not hang on an unset variable.
         loaded = load_config(config_path, allow_missing_env=True)
+        needed = ("history.",) if data_dir is not None else ("data_dir:", "history.")
         for line in loaded.unchecked:
-            if line.startswith(("data_dir:", "history.")):
+            if line.startswith(needed):
                 raise ConfigError([line], str(config_path))
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_USAGE
     config = loaded.config
-    db_path = Path(config.data_dir) / schema.FILE_NAME
+    directory = Path(config.data_dir if data_dir is None else data_dir)
+    db_path = directory / schema.FILE_NAME
     try:
         start = parse_instant(since, now, "--since")
         end = now if until is None else parse_instant(until, now, "--until")
@@ -540,10 +546,10 @@ def main(config_path: str | Path, since: str, until: str | None = None, fmt: str
     try:
         rows = collect_rows(db_path, period, names, now)
     except ReportError as exc:
-        hint = ""
-        if not config.history.enabled:
+        hint = ""  # none for a --data-dir: the command line named the directory
+        if data_dir is None and not config.history.enabled:
             hint = " (history.enabled is false in this config)"
-        elif not Path(config.data_dir).is_absolute():
+        elif data_dir is None and not directory.is_absolute():
             hint = f" (data_dir {config.data_dir!r} is relative to the current directory)"
         print(f"alivemcp report: {exc}{hint}", file=sys.stderr)
         return EXIT_UNREADABLE

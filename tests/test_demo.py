@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import signal
 import subprocess
 import time
 import tomllib
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
-from tests.support import ALIVEMCP, REPO, free_port, subprocess_env
+from alivemcp.datadir import DataDirLock
+from tests.support import ALIVEMCP, REPO, cli, free_port, subprocess_env
+
+T = TypeVar("T")
 
 #: Demo checks that are meant to fail: they show what a caught failure looks like.
 EXPECTED_NOT_UP = {"s3-object-lambda-pii-leaky": "down"}
@@ -37,7 +44,8 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
     log_path = tmp_path / "demo.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--duration", "400"],
+            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--duration", "400",
+             "--data-dir", str(tmp_path / "data")],
             stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO,
         )
     try:
@@ -88,3 +96,102 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert "Traceback" not in log_path.read_text()
+
+
+def _wait_for(what: str, ready: Callable[[], T | None], proc: subprocess.Popen[bytes],
+              log_path: Path, seconds: float) -> T:
+    """Poll ``ready`` until it returns something, while the demo runs; fail at the deadline."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, f"the demo exited ({proc.returncode}) waiting for {what}:\n" + (
+            log_path.read_text()[-4000:])
+        found = ready()
+        if found is not None:
+            return found
+        assert time.monotonic() < deadline, f"no {what} within {seconds:.0f}s:\n" + (
+            log_path.read_text()[-4000:])
+        time.sleep(0.5)
+
+
+def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: Path) -> None:
+    # The demo runs in a directory of its own (as `make demo` runs in the checkout), with the
+    # default data dir, and the printed command is run from elsewhere, as in a second terminal.
+    where = tmp_path / "checkout"
+    where.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    port = free_port()
+    log_path = tmp_path / "demo.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--no-kafka",
+             "--duration", "300"],
+            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=where,
+        )
+    names = demo_check_names()
+
+    def printed(label: str) -> str | None:
+        match = re.search(rf"^  {label}:\s+(.+)$", log_path.read_text(), re.MULTILINE)
+        return match.group(1) if match else None
+
+    def report(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*shlex.split(command), *extra], capture_output=True, text=True,
+                              timeout=60, cwd=elsewhere, env=subprocess_env())
+
+    def runs_by_check() -> dict[str, int] | None:
+        done = report("--format", "json")
+        assert done.returncode in (0, 1), done.stderr  # 1: no database yet
+        if done.returncode:
+            return None
+        runs = {row["check"]: sum(row[f"runs_{s}"] for s in ("up", "degraded", "down", "unknown"))
+                for row in json.loads(done.stdout)["checks"]}
+        return runs if all(runs.get(name, 0) >= 1 for name in names) else None
+
+    try:
+        command = _wait_for("SLA report line", lambda: printed("SLA report"), proc, log_path, 180)
+        data_dir = printed("data dir")
+        assert data_dir is not None
+        # The documented place, kept: not a temporary folder that goes with the demo.
+        kept = where.resolve() / ".cache" / "demo"
+        assert data_dir.split(" (")[0] == str(kept), data_dir
+        assert "--data-dir" in shlex.split(command), command
+        # Every check with at least one run, read while the daemon writes.
+        runs = _wait_for("run of every check in the report", runs_by_check, proc, log_path, 180)
+        assert set(runs) == names, runs
+        shown = report()
+        assert shown.returncode == 0, shown.stderr
+        for name in names:
+            assert f"| {name} " in shown.stdout, (name, shown.stdout)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, log_path.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log_path.read_text()
+    assert "Traceback" not in text
+    assert f"history kept in {kept}; report: {command}" in text
+    # After the demo: the history is still there, and as complete as it was.
+    assert (kept / "history.sqlite").is_file()
+    after = runs_by_check()
+    assert after is not None and all(after[n] >= runs[n] for n in names), (runs, after)
+    # From the directory the demo ran in, the config's own data_dir names the same place.
+    plain = subprocess.run([*ALIVEMCP, "report", "--config", str(REPO / "config" / "demo.yaml"),
+                            "--format", "json"], capture_output=True, text=True, timeout=60,
+                           cwd=where, env=subprocess_env())
+    assert plain.returncode == 0, plain.stderr
+    assert {row["check"] for row in json.loads(plain.stdout)["checks"]} == names
+
+
+def test_a_second_demo_on_the_same_data_dir_starts_nothing(tmp_path: Path) -> None:
+    lock = DataDirLock(tmp_path / "data")
+    lock.acquire()  # as a running demo holds it
+    try:
+        done = cli("demo", "--listen", f"127.0.0.1:{free_port()}",
+                   "--data-dir", str(tmp_path / "data"), timeout=60)
+    finally:
+        lock.release()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "starting the local stack" not in done.stdout
+    assert "is in use by another alivemcp" in done.stderr
+    assert "--data-dir DIR" in done.stderr
