@@ -60,6 +60,7 @@ from alivemcp.cluster._kafka import (
 )
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import ShardMap, shard_of
+from alivemcp.plumbing.kafka_partitions import close_quietly
 
 __all__ = ["AlertStateLog"]
 
@@ -322,8 +323,12 @@ class AlertStateLog:
                     if await consumer.position(tp) >= ends[tp]:
                         remaining.discard(tp)
         finally:
-            with contextlib.suppress(Exception):
-                await consumer.stop()
+            # Not consumer.stop() under suppress(Exception): a read that failed because
+            # Kafka went away leaves a fetch in its back-off, and aiokafka's stop() raises that
+            # task's CancelledError. Let out, it replaced the read's error, went through the
+            # node's listener call into aiokafka's group coordination, ended it, and with it
+            # the replica's group membership (no fence, no rejoin).
+            await close_quietly(consumer)
         records: dict[str, SharedRecord | None] = {}
         logged = 0
         for key, value in latest.items():

@@ -52,6 +52,7 @@ from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.contract import ShardListener
 from alivemcp.cluster.shards import ShardMap
 from alivemcp.plumbing.kafka import KafkaPlumbingError
+from alivemcp.plumbing.kafka_partitions import close_quietly
 
 __all__ = ["ClusterNode"]
 
@@ -67,6 +68,15 @@ POLL_MS = 500
 POLL_ERRORS_BEFORE_REBUILD = 5
 #: End offsets (what the lease commits) are refreshed this often.
 ENDS_EVERY_SECONDS = 30.0
+
+
+def _stray_cancel() -> bool:
+    """Whether a CancelledError caught now is not a cancellation of the current task: one a
+    library raised for a task of its own (aiokafka's stop() does, for a fetch it cancels in
+    its back-off). Such a one is an error like any other: passed on, it would end a task
+    nobody cancelled (aiokafka's group coordination, this node's membership loop)."""
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
 
 
 def _sticky_assignor() -> type[StickyPartitionAssignor]:
@@ -259,13 +269,18 @@ class ClusterNode:
             except (KafkaError, KafkaPlumbingError, OSError) as exc:
                 self._problem("cannot take part in the cluster's consumer group; retrying",
                               exc)
+            except asyncio.CancelledError as exc:
+                if not _stray_cancel():
+                    raise
+                # aiokafka's group coordination ended with a CancelledError of its own (its
+                # poll passes the coordination task's end on): the consumer is dead, and the
+                # loop must go on to rebuild it, or the replica leaves the group for good.
+                self._problem("the group consumer's coordination ended; rebuilding it", exc)
             finally:
                 self._consumer = None
                 if consumer is not None:
                     await self._leave_generation("group consumer closed")
-                    with contextlib.suppress(Exception):
-                        async with asyncio.timeout(5):
-                            await consumer.stop()
+                    await close_quietly(consumer, 5.0)
             if not self._stopping:
                 await asyncio.sleep(RETRY_SECONDS)
 
@@ -432,10 +447,14 @@ class ClusterNode:
                     shards: frozenset[int]) -> None:
         # Bounded: a listener stuck on Kafka must not hold the group (the coordinator drops
         # a member that does not rejoin within the session timeout).
+        # A listener's stray CancelledError (see _stray_cancel) is its failure too: passed on
+        # from a rebalance callback, it would end aiokafka's group coordination.
         try:
             async with asyncio.timeout(self.config.session_timeout):
                 await call(shards)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and not _stray_cancel():
+                raise
             self._listener_errors.labels(listener=listener.name).inc()
             log.error("shard listener failed", listener=listener.name,
                       error=f"{type(exc).__name__}: {exc}", shards=len(shards))

@@ -60,6 +60,25 @@ class Recorder:
         self.events.append(Event(self.replica, "revoked", shards, start, time.monotonic()))
 
 
+@dataclass
+class CancelsOnce(Recorder):
+    """A Recorder whose first ``on_assigned`` ends in a CancelledError nobody sent it: a task
+    of its own cancelled and awaited, as aiokafka's ``consumer.stop()`` does with a fetch in
+    its back-off (the alert-state reader's, when Kafka went away during a handover)."""
+
+    name: str = "cancels-once"
+    raised: bool = False
+
+    async def on_assigned(self, shards: frozenset[int]) -> None:
+        await super().on_assigned(shards)
+        if not self.raised:
+            self.raised = True
+            inner = asyncio.create_task(asyncio.sleep(60))
+            await asyncio.sleep(0)
+            inner.cancel()
+            await inner
+
+
 def holdings(events: list[Event]) -> dict[int, list[tuple[str, float, float]]]:
     """Per shard: (replica, held from, held until) for every stretch a replica held it."""
     open_: dict[tuple[str, int], float] = {}
@@ -93,9 +112,9 @@ class Replica:
     plumbing: Plumbing
     registry: CollectorRegistry
 
-    def metric(self, name: str) -> float:
-        value = self.registry.get_sample_value(name)
-        assert value is not None, name
+    def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
+        value = self.registry.get_sample_value(name, labels)
+        assert value is not None, (name, labels)
         return value
 
     async def close(self) -> None:
@@ -116,12 +135,12 @@ class Group:
         return ClusterConfig.model_validate(
             cluster_section(bootstrap, self.prefix, replica=replica, shards=SHARDS))
 
-    async def start(self, replica: str, *, gated: bool = False,
-                    revoke_delay: float = 0.0) -> Replica:
+    async def start(self, replica: str, *, gated: bool = False, revoke_delay: float = 0.0,
+                    listener: type[Recorder] = Recorder) -> Replica:
         config = self.config(replica, gated=gated)
         plumbing = Plumbing()
         kafka = ClusterKafka(config.kafka, plumbing)
-        recorder = Recorder(replica, self.events, revoke_delay)
+        recorder = listener(replica, self.events, revoke_delay)
         registry = CollectorRegistry()
         node = ClusterNode(config, kafka, [recorder], registry)
         await node.start()
@@ -303,3 +322,33 @@ async def test_a_replica_cut_off_from_kafka_stops_before_the_others_take_its_sha
     await wait_until(lambda: settled([a, c], [6, 6]), 60, "c back with 6 shards")
     assert c.node.member and not c.node.fenced
     assert_never_held_twice(group.events)
+
+
+async def test_a_listeners_stray_cancelled_error_is_its_failure_not_the_end_of_membership(
+        group: Group) -> None:
+    # Passed on from the rebalance callback, it ended aiokafka's group coordination, then the
+    # node's membership loop: its shards released unfenced, and the replica never rejoined.
+    a = await group.start("a", listener=CancelsOnce)
+    await wait_until(lambda: a.recorder.raised and settled([a]), 30, "a holds every shard")
+    errors = {"listener": CancelsOnce.name}
+    assert a.metric("alivemcp_cluster_listener_errors_total", errors) == 1.0
+    b = await group.start("b")
+    await wait_until(lambda: settled([a, b], [6, 6]), 40, "a and b share the shards")
+    assert a.node.member and a.node.held == frozenset(a.recorder.held)
+    assert a.metric("alivemcp_cluster_listener_errors_total", errors) == 1.0
+    assert_never_held_twice(group.events)
+
+
+async def test_the_membership_loop_rebuilds_a_consumer_whose_coordination_ended(
+        group: Group) -> None:
+    a = await group.start("a")
+    await wait_until(lambda: settled([a]), 30, "a holds every shard")
+    first = a.node._consumer
+    assert first is not None
+    # How aiokafka's coordination ends when a CancelledError escapes into it: its poll then
+    # raises that CancelledError, which is no cancellation of the node.
+    first._coordinator._coordination_task.cancel()
+    await wait_until(lambda: a.node._consumer not in (None, first) and a.node.member
+                     and settled([a]), 30, "a back in the group on a new consumer")
+    assert a.node._task is not None and not a.node._task.done()
+    assert [e.kind for e in group.events][-2:] == ["revoked", "assigned"]
