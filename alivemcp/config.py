@@ -41,7 +41,7 @@ from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.durations import Duration, parse_duration
 from alivemcp.history.config import HistoryConfig
-from alivemcp.metrics import OBSERVATION_PREFIX, engine_label_owners
+from alivemcp.outcome import OBSERVATION_PREFIX, engine_label_owners
 from alivemcp.probe import ProbeParams
 from alivemcp.registry import ProbeTypeError, Registry, registry
 from alivemcp.resultsview import ReadableCheck, ReadsChecks, Reference

@@ -30,6 +30,12 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from alivemcp import __version__
+from alivemcp.outcome import (
+    CHECK_IDENTITY_LABELS,
+    CHECK_SERIES_LABELS,
+    OBSERVATION_PREFIX,
+    engine_label_owners,
+)
 from alivemcp.probe import Status
 from alivemcp.results import CheckInfo
 from alivemcp.status import CheckState, StatusStore
@@ -45,7 +51,6 @@ __all__ = [
 
 prometheus_client.disable_created_metrics()
 
-OBSERVATION_PREFIX = "alivemcp_probe_"
 _STATUSES = tuple(Status)
 
 #: Every metric family the engine itself exports (alerting adds its own).
@@ -85,24 +90,8 @@ _CHECK_FAMILIES = (
 )
 
 
-#: Labels on every per-check series, before the check's own labels.
-CHECK_IDENTITY_LABELS = ("check", "probe")
-#: The extra label each multi-series family adds; the renderer below writes exactly these, and
-#: config validation refuses user labels of the same names (see :func:`engine_label_owners`).
-CHECK_SERIES_LABELS = {
-    "alivemcp_check_status": "status",
-    "alivemcp_check_runs_total": "result",
-    "alivemcp_check_uptime_ratio": "window",
-}
 _STATUS_LABEL = CHECK_SERIES_LABELS["alivemcp_check_status"]
 _RESULT_LABEL = CHECK_SERIES_LABELS["alivemcp_check_runs_total"]
-
-
-def engine_label_owners() -> dict[str, str]:
-    """Label name → a per-check series of the engine that already carries it."""
-    owners = {label: "every alivemcp_check_* series" for label in CHECK_IDENTITY_LABELS}
-    owners.update({label: family for family, label in CHECK_SERIES_LABELS.items()})
-    return owners
 
 
 def _escape(value: str) -> str:

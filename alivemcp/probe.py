@@ -12,24 +12,20 @@ engine's job: a probe only observes its target and says what it saw.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from alivemcp.durations import Duration
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.outcome import OBSERVATION_NAME, LabeledObservation, ProbeResult, Status
 from alivemcp.resultsview import NO_RESULTS, MemberResult, ResultsView
-
-if TYPE_CHECKING:
-    from alivemcp.plumbing import Plumbing
-    from alivemcp.verdict import SEVERITY, Findings, status_for, worst
+from alivemcp.verdict import SEVERITY, Findings, status_for, worst
 
 __all__ = [
+    "OBSERVATION_NAME",
     "SEVERITY",
     "CheckContext",
     "Duration",
@@ -47,118 +43,6 @@ __all__ = [
     "status_for",
     "worst",
 ]
-
-#: Names this contract re-exports from :mod:`alivemcp.verdict`, which itself builds on the
-#: classes below; they are loaded on first access (PEP 562) so neither import order cycles.
-_VERDICT_EXPORTS = frozenset({"SEVERITY", "Findings", "status_for", "worst"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _VERDICT_EXPORTS:
-        from alivemcp import verdict
-
-        return getattr(verdict, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-OBSERVATION_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-
-class Status(StrEnum):
-    """The four verdicts. ``unknown`` means the prober could not decide, never "target down"."""
-
-    UP = "up"
-    DEGRADED = "degraded"
-    DOWN = "down"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class LabeledObservation:
-    """A named number with extra labels (e.g. per consumer group), exported as a gauge.
-
-    Keep label values bounded: they multiply series for every check.
-    """
-
-    name: str
-    value: float
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeResult:
-    """What one probe run saw.
-
-    ``observations`` become gauges named ``alivemcp_probe_<name>``; names must match
-    ``[a-z_][a-z0-9_]*`` and carry their unit (``_seconds``, ``_bytes``, ``_total``...).
-    ``details`` is free-form JSON-able data for the status API and ``check --json``.
-    """
-
-    status: Status
-    reason: str
-    observations: Mapping[str, float] = field(default_factory=dict)
-    labeled_observations: Sequence[LabeledObservation] = ()
-    details: Mapping[str, Any] | None = None
-
-    @classmethod
-    def up(cls, reason: str = "ok", **kwargs: Any) -> ProbeResult:
-        return cls(Status.UP, reason, **kwargs)
-
-    @classmethod
-    def degraded(cls, reason: str, **kwargs: Any) -> ProbeResult:
-        return cls(Status.DEGRADED, reason, **kwargs)
-
-    @classmethod
-    def down(cls, reason: str, **kwargs: Any) -> ProbeResult:
-        return cls(Status.DOWN, reason, **kwargs)
-
-    @classmethod
-    def unknown(cls, reason: str, **kwargs: Any) -> ProbeResult:
-        return cls(Status.UNKNOWN, reason, **kwargs)
-
-    def problems(self) -> list[str]:
-        """Why this result is malformed (empty when it is well-formed).
-
-        The engine calls this on whatever a probe returned, so a buggy or third-party probe
-        that returns garbage is reported as ``unknown`` instead of poisoning metrics.
-        """
-        found: list[str] = []
-        if not isinstance(self.status, Status):
-            found.append(f"status {self.status!r} is not one of {[s.value for s in Status]}")
-        if not isinstance(self.reason, str):
-            found.append(f"reason is {type(self.reason).__name__}, not str")
-        if not isinstance(self.observations, Mapping):
-            found.append("observations is not a mapping")
-        else:
-            for name, value in self.observations.items():
-                found.extend(_observation_problems(name, value))
-        if not isinstance(self.labeled_observations, Sequence):
-            found.append("labeled_observations is not a sequence")
-        else:
-            for item in self.labeled_observations:
-                if not isinstance(item, LabeledObservation):
-                    found.append(f"labeled observation {item!r} is not a LabeledObservation")
-                    continue
-                found.extend(_observation_problems(item.name, item.value))
-                if not all(
-                    isinstance(k, str) and OBSERVATION_NAME.match(k) and isinstance(v, str)
-                    for k, v in item.labels.items()
-                ):
-                    found.append(f"labeled observation {item.name!r} has invalid labels")
-        if self.details is not None and not isinstance(self.details, Mapping):
-            found.append("details is not a mapping")
-        return found
-
-
-def _observation_problems(name: object, value: object) -> list[str]:
-    if not isinstance(name, str) or not OBSERVATION_NAME.match(name):
-        return [f"observation name {name!r} is not [a-z_][a-z0-9_]*"]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return [f"observation {name} is {type(value).__name__}, not a number"]
-    if math.isnan(value):
-        return [f"observation {name} is NaN"]
-    return []
-
 
 @dataclass(frozen=True, slots=True)
 class Observable:
@@ -190,7 +74,9 @@ class CheckContext:
     interval: float
     timeout: float
     labels: Mapping[str, str]
-    plumbing: Plumbing
+    #: The shared clients (an :class:`alivemcp.plumbing.Plumbing`; the contract cannot name
+    #: the layer above it: ``alivemcp.plumbing.plumbing_of(context)`` gives it typed).
+    plumbing: Any
     #: The latest results of the checks the params declared (``referenced_checks()``); see
     #: :mod:`alivemcp.resultsview`. Read-only: a probe never runs another check.
     results: ResultsView = NO_RESULTS

@@ -13,18 +13,18 @@ checks, and records what each name stands for (:class:`Reference`), with each ch
 so a reader can tell a fresh result from a stale one.
 
 This module is part of the probe contract (``alivemcp.probe`` re-exports its public names), so it
-imports nothing from the engine at run time.
+imports nothing from the engine; the engine's view of its status store is
+:class:`alivemcp.checks.StoreResultsView`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from alivemcp.probe import Status
-    from alivemcp.status import CheckState
+    from alivemcp.outcome import Status
 
 __all__ = [
     "NO_RESULTS",
@@ -33,8 +33,6 @@ __all__ = [
     "ReadsChecks",
     "Reference",
     "ResultsView",
-    "StateSource",
-    "StoreResultsView",
 ]
 
 
@@ -93,12 +91,6 @@ class ResultsView(Protocol):
         ...
 
 
-class StateSource(Protocol):
-    """Where the latest results live: the status store (``StatusStore.get``)."""
-
-    def get(self, name: str) -> CheckState | None: ...
-
-
 class _NoResults:
     """The view of a probe that declared nothing: every name is unknown to it."""
 
@@ -111,36 +103,3 @@ class _NoResults:
 
 #: The default view: nothing declared, nothing visible.
 NO_RESULTS: ResultsView = _NoResults()
-
-
-class StoreResultsView:
-    """A probe's view of the status store, limited to the checks its params declared.
-
-    It keeps no state of its own: every ``latest`` reads the store's current entry, which the
-    store replaces whole on each result. Without a store (``alivemcp check`` runs checks one by
-    one, outside the daemon) every declared check reads as not run yet.
-    """
-
-    __slots__ = ("_intervals", "_names", "_source")
-
-    def __init__(self, references: Sequence[Reference], source: StateSource | None) -> None:
-        self._source = source
-        self._names: Mapping[str, tuple[str, ...]] = {
-            ref.name: tuple(c.name for c in ref.checks) for ref in references
-        }
-        self._intervals: Mapping[str, float] = {
-            c.name: c.interval for ref in references for c in ref.checks
-        }
-
-    def checks_named(self, name: str) -> tuple[str, ...]:
-        return self._names.get(name, ())
-
-    def latest(self, name: str) -> MemberResult | None:
-        interval = self._intervals.get(name)
-        if interval is None or self._source is None:
-            return None
-        state = self._source.get(name)
-        last = state.last if state is not None else None
-        if last is None:
-            return None
-        return MemberResult(name, last.status, last.reason, last.finished_at, interval)

@@ -58,11 +58,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
 from alivemcp.config import SchedulerConfig
-from alivemcp.metrics import Metrics
 from alivemcp.results import CheckResult
 from alivemcp.runner import ProbeHandle, ProbeRun
 from alivemcp.status import StatusStore
@@ -189,11 +189,47 @@ def plan_first_runs(entries: list[ScheduledCheck], now: float,
     return plan
 
 
+class _Observes(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
+class _Counts(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class _CountsByLabel(Protocol):
+    def labels(self, *values: str, **labels: str) -> _Counts: ...
+
+
+class _Reads(Protocol):
+    def set_function(self, f: Callable[[], float]) -> None: ...
+
+
+class SchedulerInstruments(Protocol):
+    """What the scheduler reports, by what it does with each (the daemon's ``Metrics``
+    registers them; the engine names no exposition)."""
+
+    @property
+    def lateness(self) -> _Observes:
+        """Seconds each run started after it was due."""
+        ...
+
+    @property
+    def skipped(self) -> _CountsByLabel:
+        """Runs skipped, by ``reason`` (missed, overlap)."""
+        ...
+
+    @property
+    def in_flight(self) -> _Reads:
+        """Runs probing right now (read when scraped)."""
+        ...
+
+
 class Scheduler:
     def __init__(
         self,
         store: StatusStore,
-        metrics: Metrics,
+        metrics: SchedulerInstruments,
         on_result: Callable[[CheckResult], None],
         config: SchedulerConfig,
     ) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.probe import LabeledObservation, ProbeResult, Status
+from alivemcp.outcome import LabeledObservation, ProbeResult, Status
 
 __all__ = ["DEFAULT_STATUS", "SEVERITY", "Finding", "Findings", "status_for", "worst"]
 

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
 from alivemcp.plumbing.cloudwatch import (
     MetricQuery,
@@ -183,7 +184,7 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
     @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
         p = self.params
-        aws = self.context.plumbing.aws
+        aws = plumbing_of(self.context).aws
         findings = Findings()
         name = p.application_name
         findings.details["application"] = name

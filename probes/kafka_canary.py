@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.kafka import (
     ClusterMetadata,
     KafkaClusterClient,
@@ -149,7 +150,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
 
     async def probe(self) -> ProbeResult:
         p = self.params
-        cluster = self.context.plumbing.kafka.cluster(p.cluster)
+        cluster = plumbing_of(self.context).kafka.cluster(p.cluster)
         budget = RunBudget.for_check(self.context.timeout)
         request = p.cluster.request_timeout
         try:

@@ -42,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import AwsSettings
 from alivemcp.plumbing.kafka import (
     KafkaConnection,
@@ -216,7 +217,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
 
     async def _from_brokers(self, conn: KafkaConnection) -> ProbeResult:
         p = self.params
-        cluster = self.context.plumbing.kafka.cluster(conn)
+        cluster = plumbing_of(self.context).kafka.cluster(conn)
         budget = RunBudget.for_check(self.context.timeout)
         found = _Findings()
         try:
@@ -406,7 +407,7 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         now = datetime.now(UTC)
         start = now - timedelta(seconds=source.lookback)
         try:
-            client = await self.context.plumbing.aws.client("cloudwatch", source.aws)
+            client = await plumbing_of(self.context).aws.client("cloudwatch", source.aws)
             series = [
                 found for metric in _CLOUDWATCH_METRICS
                 for found in await list_series(client, source.cluster_name, metric)

@@ -51,7 +51,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing import canary
+from alivemcp.plumbing import canary, plumbing_of
 from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
 from alivemcp.plumbing.cloudwatch import MetricQuery, aligned_window, read_metrics
 from alivemcp.plumbing.kinesis import Shard, StreamTail, list_shards, open_shards, read_record_at
@@ -229,7 +229,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
     @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
         p = self.params
-        aws = self.context.plumbing.aws
+        aws = plumbing_of(self.context).aws
         kinesis = await aws.client("kinesis", p.aws)
         run = _Run(p.stream_name, Findings())
         findings = run.findings
@@ -397,7 +397,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         consumer = self.params.consumer
         if consumer is None or not isinstance(consumer.marker, OutputStreamMarker):
             return None
-        client = await self.context.plumbing.aws.client("kinesis", self.params.aws)
+        client = await plumbing_of(self.context).aws.client("kinesis", self.params.aws)
         return StreamTail(client, consumer.marker.stream_name, datetime.now(UTC) - _TAIL_SKEW,
                           consumer.marker.max_shards)
 
@@ -473,7 +473,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
 
     async def _markers_seen(self, ids: Sequence[str], tail: StreamTail | None) -> set[str]:
         marker = self.params.consumer.marker  # type: ignore[union-attr]
-        aws = self.context.plumbing.aws
+        aws = plumbing_of(self.context).aws
         if isinstance(marker, OutputStreamMarker):
             assert tail is not None
             arrived = await tail.poll()
@@ -512,7 +512,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         marker = consumer.marker
         if not marker.delete:
             return
-        aws = self.context.plumbing.aws
+        aws = plumbing_of(self.context).aws
         if isinstance(marker, S3Marker):
             s3 = await aws.client("s3", self.params.aws)
             calls = [s3.delete_object(Bucket=marker.bucket,
@@ -562,7 +562,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
     async def _check_metrics(self, run: _Run) -> None:
         p = self.params
         findings = run.findings
-        cloudwatch = await self.context.plumbing.aws.client("cloudwatch", p.aws)
+        cloudwatch = await plumbing_of(self.context).aws.client("cloudwatch", p.aws)
         window = aligned_window(p.metric_period, p.metric_periods)
         stream = {"StreamName": run.stream}
         queries = [

@@ -85,6 +85,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, ClientConfigError, idna_host
 from alivemcp.probe import (
     CheckContext,
@@ -366,12 +367,12 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             if self._credentials is not None:
                 try:
                     token = await self._credentials.token(
-                        self.context.plumbing.http, timeout=deadline - loop.time())
+                        plumbing_of(self.context).http, timeout=deadline - loop.time())
                 except TokenUnavailable as exc:
                     return ProbeResult.unknown(f"cannot authenticate: {exc}")
                 headers["Authorization"] = f"Bearer {token}"
             try:
-                session = self.context.plumbing.http.probe_session(
+                session = plumbing_of(self.context).http.probe_session(
                     verify=p.tls_verify, ca_file=p.ca_file, cert_file=p.tls_cert_file,
                     key_file=p.tls_key_file, proxy=p.proxy_setting,
                     max_body_bytes=p.max_response_bytes,

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_settings_field,
@@ -77,7 +78,7 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
     @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
         p = self.params
-        s3 = await self.context.plumbing.aws.client("s3", p.aws)
+        s3 = await plumbing_of(self.context).aws.client("s3", p.aws)
         where = f"{p.access_point_arn} key {p.key!r}"
         findings = Findings()
         findings.details.update(access_point_arn=p.access_point_arn, key=p.key)

@@ -52,7 +52,7 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing import canary
+from alivemcp.plumbing import canary, plumbing_of
 from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
 from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
@@ -316,10 +316,10 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         await self._canaries.delete_deferred()
 
     async def _s3(self) -> Any:
-        return await self.context.plumbing.aws.client("s3", self.params.aws)
+        return await plumbing_of(self.context).aws.client("s3", self.params.aws)
 
     async def _sqs(self) -> Any:
-        return await self.context.plumbing.aws.client("sqs", self.params.queue_settings())
+        return await plumbing_of(self.context).aws.client("sqs", self.params.queue_settings())
 
     # -- one run ---------------------------------------------------------------------------
 

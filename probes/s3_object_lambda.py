@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing import canary
+from alivemcp.plumbing import canary, plumbing_of
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_settings_field,
@@ -156,7 +156,7 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         seed_note = await self._seed_if_due()
         if isinstance(seed_note, ProbeResult):
             return seed_note
-        s3 = await self.context.plumbing.aws.client("s3", p.aws)
+        s3 = await plumbing_of(self.context).aws.client("s3", p.aws)
         started = time.perf_counter()
         try:
             async with aws_time_limit(p.limit):
@@ -234,7 +234,7 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         now = time.monotonic()
         if self._seeded_at is not None and now - self._seeded_at < seed.every:
             return None
-        s3 = await self.context.plumbing.aws.client("s3", seed.aws or self.params.aws)
+        s3 = await plumbing_of(self.context).aws.client("s3", seed.aws or self.params.aws)
         kwargs: dict[str, Any] = {
             "Bucket": seed.bucket,
             "Key": seed.key or self.params.key,

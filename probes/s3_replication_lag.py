@@ -44,7 +44,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
-from alivemcp.plumbing import canary
+from alivemcp.plumbing import canary, plumbing_of
 from alivemcp.plumbing.aws import (
     AwsSettings,
     aws_settings_field,
@@ -167,10 +167,10 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             await self._canaries.delete_deferred()
 
     async def _source(self) -> Any:
-        return await self.context.plumbing.aws.client("s3", self.params.source_settings())
+        return await plumbing_of(self.context).aws.client("s3", self.params.source_settings())
 
     async def _destination(self) -> Any:
-        return await self.context.plumbing.aws.client("s3", self.params.destination_settings())
+        return await plumbing_of(self.context).aws.client("s3", self.params.destination_settings())
 
     # -- one run ---------------------------------------------------------------------------
 

@@ -7,12 +7,17 @@ account share one set of clients.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+from alivemcp.probe import CheckContext
 
 if TYPE_CHECKING:
     from alivemcp.plumbing.aws import AwsClients
     from alivemcp.plumbing.http import HttpClients
     from alivemcp.plumbing.kafka import KafkaClients
+
+
+__all__ = ["Plumbing", "plumbing_of"]
 
 
 class Plumbing:
@@ -51,3 +56,9 @@ class Plumbing:
             if area is not None:
                 await area.aclose()
         self._aws = self._kafka = self._http = None
+
+
+def plumbing_of(context: CheckContext) -> Plumbing:
+    """A probe's ``context.plumbing``, typed: the probe contract sits below the plumbing and
+    cannot name this class (its ``CheckContext.plumbing`` is ``Any``)."""
+    return cast(Plumbing, context.plumbing)

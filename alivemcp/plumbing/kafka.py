@@ -25,7 +25,7 @@ import contextlib
 import ssl
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiokafka.client
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -43,6 +43,7 @@ from aiokafka.protocol.admin import DescribeConfigsRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.outcome import ProbeResult, Status
 from alivemcp.plumbing.aws import aws_error_summary
 from alivemcp.plumbing.kafka_brokers import (
     BrokerHealth,
@@ -70,11 +71,18 @@ from alivemcp.plumbing.kafka_metadata import (
 )
 from alivemcp.plumbing.kafka_partitions import PartitionReader, PartitionWriter, close_quietly
 from alivemcp.plumbing.kafka_settings import KafkaConnection, split_servers
-from alivemcp.probe import ProbeResult, Status
 from alivemcp.verdict import status_for
 
 if TYPE_CHECKING:
-    from alivemcp.plumbing import Plumbing
+    from alivemcp.plumbing.aws import AwsClients
+
+
+class AwsSource(Protocol):
+    """Where the Kafka clients get AWS clients (MSK ARNs, IAM tokens): the plumbing itself,
+    named by what is used of it, so this module needs nothing above it."""
+
+    @property
+    def aws(self) -> AwsClients: ...
 
 __all__ = [
     "BrokerHealth",
@@ -178,7 +186,7 @@ class KafkaClusterClient:
     background re-test. Every other failure is a :class:`KafkaPlumbingError` too.
     """
 
-    def __init__(self, conn: KafkaConnection, plumbing: Plumbing) -> None:
+    def __init__(self, conn: KafkaConnection, plumbing: AwsSource) -> None:
         self.conn = conn
         self._plumbing = plumbing
         self._lock = asyncio.Lock()
@@ -985,7 +993,7 @@ def _is_bootstrap_error(exc: BaseException) -> bool:
 class KafkaClients:
     """Every cluster's clients in this process, keyed by connection settings."""
 
-    def __init__(self, plumbing: Plumbing) -> None:
+    def __init__(self, plumbing: AwsSource) -> None:
         self._plumbing = plumbing
         self._clusters: dict[tuple[Any, ...], KafkaClusterClient] = {}
 

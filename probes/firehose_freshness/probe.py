@@ -58,6 +58,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import within_aws_check_deadline
 from alivemcp.plumbing.canary import check_slug
 from alivemcp.plumbing.cloudwatch import MetricQuery, aligned_window, read_metrics
@@ -157,7 +158,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     @within_aws_check_deadline
     async def probe(self) -> ProbeResult:
         p = self.params
-        aws = self.context.plumbing.aws
+        aws = plumbing_of(self.context).aws
         firehose = await aws.client("firehose", p.aws)
         findings = Findings()
         try:
@@ -363,7 +364,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             # The client first: its first creation loads the service model, and that time is
             # the prober's, not the stream's, so it must not count in the canary's age.
             try:
-                kinesis = await self.context.plumbing.aws.client(
+                kinesis = await plumbing_of(self.context).aws.client(
                     "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region)
             except ProbeError as err:
                 findings.add_error(err, _OVERRIDES, reason=_kinesis_put_failure(

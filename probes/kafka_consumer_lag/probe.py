@@ -62,6 +62,7 @@ import time
 from typing import ClassVar
 
 from alivemcp.errors import ProbeError
+from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.kafka import RunBudget, cluster_failure
 from alivemcp.probe import CheckContext, Observable, Probe, ProbeResult, Status
 from probes.kafka_consumer_lag.cloudwatch import CloudWatchLagReader, judge_cloudwatch
@@ -121,7 +122,7 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
     async def _probe_kafka(self) -> ProbeResult:
         conn = self.params.cluster
         assert conn is not None  # the params validator guarantees it
-        cluster = self.context.plumbing.kafka.cluster(conn)
+        cluster = plumbing_of(self.context).kafka.cluster(conn)
         if self._reader is None or self._reader.cluster is not cluster:
             self._reader = KafkaLagReader(cluster)  # it remembers group coordinators
         try:
@@ -143,7 +144,7 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
         source = self.params.cloudwatch
         assert source is not None
         try:
-            client = await self.context.plumbing.aws.client("cloudwatch", source.aws)
+            client = await plumbing_of(self.context).aws.client("cloudwatch", source.aws)
             series = await self._cloudwatch.read(client, source, self.params, time.time())
         except ProbeError as err:  # CloudWatch failing says nothing about the groups
             return ProbeResult.unknown(

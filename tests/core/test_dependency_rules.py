@@ -177,3 +177,143 @@ def test_the_rules_see_every_kind_of_import_and_name_each_violation(tmp_path: Pa
         "alivemcp/alerting/leak.py:3 imports probes.mcp",
         "alivemcp/alerting/leak.py:3 imports probes.mcp.wire",
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# The layers of alivemcp/ (docs/architecture.md draws them)
+
+#: Lowest first. A module may import modules of its own layer and of the layers below, never
+#: one above (also lazily, also for type checking only). A module is in the layer of the
+#: longest name here that is it or its package; "alivemcp" names the package's face alone.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("contract", ("alivemcp", "alivemcp.errors", "alivemcp.durations", "alivemcp.outcome",
+                  "alivemcp.verdict", "alivemcp.resultsview", "alivemcp.probe")),
+    ("hygiene", ("alivemcp.redact", "alivemcp.untrusted", "alivemcp.logging", "alivemcp.heap")),
+    ("plumbing", ("alivemcp.plumbing",)),
+    ("config", ("alivemcp.yamlfile", "alivemcp.secrets", "alivemcp.registry",
+                "alivemcp.alerting.config", "alivemcp.alerting.matchers",
+                "alivemcp.history.config", "alivemcp.cluster.config", "alivemcp.config",
+                "alivemcp.schema")),
+    ("engine", ("alivemcp.results", "alivemcp.runner", "alivemcp.status", "alivemcp.checks",
+                "alivemcp.pipeline", "alivemcp.scheduler")),
+    ("consumers", ("alivemcp.alerting", "alivemcp.history", "alivemcp.metrics",
+                   "alivemcp.cluster")),
+    ("web", ("alivemcp.server", "alivemcp.api", "alivemcp.badges", "alivemcp.statuspage")),
+    ("app", ("alivemcp.daemon", "alivemcp.configload", "alivemcp.datadir",
+             "alivemcp.lifecycle", "alivemcp.listen")),
+    ("cli", ("alivemcp.cli", "alivemcp.report", "alivemcp.demo", "alivemcp.scaffold",
+             "alivemcp.__main__", "alivemcp.testbed")),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module``'s layer (None: in no layer)."""
+    best: tuple[int, int] | None = None  # (length of the matching name, layer)
+    for index, (_name, names) in enumerate(LAYERS):
+        for name in names:
+            matches = module == name if name == "alivemcp" else within(module, (name,))
+            if matches and (best is None or len(name) > best[0]):
+                best = (len(name), index)
+    return None if best is None else best[1]
+
+
+def _alivemcp_targets(imp: Import, known: set[str]) -> list[str]:
+    """The alivemcp modules an import loads: ``from a import b`` loads ``a.b`` when that is a
+    module, and ``a`` otherwise."""
+    if not within(imp.module, ("alivemcp",)):
+        return []
+    targets = [n for n in imp.names if n in known]
+    return targets if targets and len(targets) == len(imp.names) else [imp.module, *targets]
+
+
+def module_graph(root: Path = REPO) -> tuple[dict[str, set[str]], list[str]]:
+    """Every alivemcp module's imports of alivemcp modules, and the layer violations."""
+    files = python_files(root, "alivemcp")
+    known = {_module_name(p, root) for p in files}
+    graph: dict[str, set[str]] = {m: set() for m in known}
+    violations: list[str] = []
+    for path in files:
+        module = _module_name(path, root)
+        own = layer_of(module)
+        if own is None:
+            violations.append(f"{path.relative_to(root)} is in no layer: add it to LAYERS")
+            continue
+        for imp in imports(path, root):
+            for target in _alivemcp_targets(imp, known):
+                graph[module].add(target)
+                theirs = layer_of(target)
+                if theirs is not None and theirs > own:
+                    violations.append(f"{imp.show(target, root)} ({LAYERS[own][0]} -> "
+                                      f"{LAYERS[theirs][0]}, a layer above)")
+    return graph, violations
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph`` (its strongly connected components of two or more
+    modules, or a module importing itself), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    _graph, violations = module_graph()
+    assert not violations, "imports against the layer order (docs/architecture.md):\n" + (
+        "\n".join(violations))
+
+
+def test_no_import_cycles_lazy_ones_included() -> None:
+    graph, _violations = module_graph()
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_layer_rules_see_back_edges_and_cycles(tmp_path: Path) -> None:
+    """On a throw-away tree: an engine module importing the web layer for type checking only,
+    and two contract modules importing each other lazily."""
+    pkg = tmp_path / "alivemcp"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "scheduler.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from alivemcp.server import Server\n", encoding="utf-8")
+    (pkg / "server.py").write_text("from alivemcp import scheduler\n", encoding="utf-8")
+    (pkg / "probe.py").write_text("def f() -> None:\n    from alivemcp import verdict\n",
+                                  encoding="utf-8")
+    (pkg / "verdict.py").write_text("from alivemcp.probe import f\n", encoding="utf-8")
+    (pkg / "stray.py").write_text("", encoding="utf-8")
+    graph, violations = module_graph(tmp_path)
+    assert violations == [
+        "alivemcp/scheduler.py:3 imports alivemcp.server (engine -> web, a layer above)",
+        "alivemcp/stray.py is in no layer: add it to LAYERS",
+    ]
+    assert cycles(graph) == [["alivemcp.probe", "alivemcp.verdict"],
+                             ["alivemcp.scheduler", "alivemcp.server"]]
