@@ -14,7 +14,7 @@ so a reader can tell a fresh result from a stale one.
 
 This module is part of the probe contract (``alivemcp.probe`` re-exports its public names), so it
 imports nothing from the engine; the engine's view of its status store is
-:class:`alivemcp.checks.StoreResultsView`.
+:class:`alivemcp.engine.checks.StoreResultsView`.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from alivemcp.alerting.config import AlertingConfig  # noqa: E402
 from alivemcp.alerting.manager import AlertManager  # noqa: E402
+from alivemcp.engine.results import CheckInfo, CheckResult  # noqa: E402
 from alivemcp.probe import Status  # noqa: E402
-from alivemcp.results import CheckInfo, CheckResult  # noqa: E402
 
 
 async def main(checks: int, storm: int) -> None:

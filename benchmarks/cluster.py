@@ -63,12 +63,12 @@ from alivemcp.cluster.config import ClusterConfig  # noqa: E402
 from alivemcp.cluster.shards import shard_of  # noqa: E402
 from alivemcp.cluster.stream import ResultsStream, result_record  # noqa: E402
 from alivemcp.cluster.view import ResultsView  # noqa: E402
+from alivemcp.engine.results import CheckInfo, CheckResult  # noqa: E402
+from alivemcp.engine.status import StatusStore  # noqa: E402
 from alivemcp.history.config import HistoryConfig  # noqa: E402
 from alivemcp.history.store import HistoryStore  # noqa: E402
 from alivemcp.plumbing import Plumbing  # noqa: E402
 from alivemcp.probe import Status  # noqa: E402
-from alivemcp.results import CheckInfo, CheckResult  # noqa: E402
-from alivemcp.status import StatusStore  # noqa: E402
 from alivemcp.testbed.kafka import KafkaCluster  # noqa: E402
 
 TARGET_CHECKS = 1_000_000

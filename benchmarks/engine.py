@@ -12,7 +12,7 @@ this tree, and, with ``--anchor REV``, the engine of revision REV (``git archive
 Both children run this file's own child code, so they measure the same things the same way.
 The child:
 
-1. starts a real :class:`~alivemcp.daemon.Daemon` on a config file of N ``test_noop`` checks
+1. starts a real :class:`~alivemcp.app.daemon.Daemon` on a config file of N ``test_noop`` checks
    (interval 60 s), alerting with a webhook receiver on a loopback stand-in, history on;
    start-up is ``load_config`` plus the daemon's start, until the scheduler runs;
 2. waits out the first-run window, then measures a steady window: engine CPU per run (process
@@ -220,9 +220,9 @@ def config_text(checks: int, interval: float, data_dir: Path, hook_port: int,
 
 
 async def child(args: argparse.Namespace) -> dict[str, Any]:
+    from alivemcp.app.daemon import Daemon
     from alivemcp.config import load_config
-    from alivemcp.daemon import Daemon
-    from alivemcp.logging import configure_logging
+    from alivemcp.hygiene.logging import configure_logging
 
     work = Path(tempfile.mkdtemp(prefix="alivemcp-bench-engine-child-"))
     sink = HTTPServer(("127.0.0.1", 0), Sink)

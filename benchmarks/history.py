@@ -66,15 +66,15 @@ def rss_mb() -> float:
 # -- steady: the write path under the real scheduler ------------------------------------------
 
 async def steady_child(checks: int, interval: float, seconds: float, history_on: bool) -> dict:
-    from alivemcp.checks import build_handle
+    from alivemcp.app.daemon import settle_heap
     from alivemcp.config import SchedulerConfig, load_config_text
-    from alivemcp.daemon import settle_heap
+    from alivemcp.engine.checks import build_handle
+    from alivemcp.engine.pipeline import ResultPipeline
+    from alivemcp.engine.scheduler import Scheduler
+    from alivemcp.engine.status import StatusStore
     from alivemcp.history import HistoryStore
-    from alivemcp.metrics import Metrics
-    from alivemcp.pipeline import ResultPipeline
     from alivemcp.plumbing import Plumbing
-    from alivemcp.scheduler import Scheduler
-    from alivemcp.status import StatusStore
+    from alivemcp.web.metrics import Metrics
 
     text = "checks:\n" + "".join(
         f"  - {{name: c{i}, probe: test_noop, interval: {interval}}}\n" for i in range(checks))
@@ -199,9 +199,9 @@ def generate(path: Path, checks: int, days: int, now: float) -> None:
 
 
 def reads(args: argparse.Namespace) -> None:
+    from alivemcp.engine.results import CheckInfo
+    from alivemcp.engine.status import StatusStore
     from alivemcp.history import HistoryStore
-    from alivemcp.results import CheckInfo
-    from alivemcp.status import StatusStore
 
     now = time.time()
     tmp = Path(tempfile.mkdtemp(prefix="alivemcp-bench-history-"))
@@ -218,8 +218,8 @@ def reads(args: argparse.Namespace) -> None:
     print(f"database: {size / 1e9:.2f} GB  rows: {rows}")
 
     async def run() -> None:
-        from alivemcp.metrics import Metrics
-        from alivemcp.server import HttpServer
+        from alivemcp.web.metrics import Metrics
+        from alivemcp.web.server import HttpServer
 
         store = StatusStore()
         infos = [CheckInfo(f"team-{i % 50}/mcp-{i}", "mcp_endpoint", {"team": f"t{i % 50}"})

@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
-from alivemcp.checks import build_handle  # noqa: E402
 from alivemcp.config import load_config_text  # noqa: E402
+from alivemcp.engine.checks import build_handle  # noqa: E402
 from alivemcp.plumbing import Plumbing  # noqa: E402
 from alivemcp.plumbing.kafka import KafkaConnection  # noqa: E402
 from alivemcp.testbed.kafka import KafkaCluster  # noqa: E402

@@ -42,11 +42,11 @@ async def trace(args: argparse.Namespace) -> None:
     from engine import Sink, config_text  # type: ignore[import-not-found]
 
     from alivemcp.alerting.persistence import LocalStateFile
+    from alivemcp.app.daemon import Daemon
     from alivemcp.config import load_config
-    from alivemcp.daemon import Daemon
+    from alivemcp.engine.scheduler import Scheduler
     from alivemcp.history.writer import HistoryWriter
-    from alivemcp.logging import configure_logging
-    from alivemcp.scheduler import Scheduler
+    from alivemcp.hygiene.logging import configure_logging
 
     spans: list[Span] = []
     gc_start = [0.0, 0.0]

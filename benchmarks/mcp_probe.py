@@ -99,9 +99,9 @@ async def _client(url: str, probes: int, concurrency: int, targets: int,
                   ca_file: str | None = None, resume: bool = True) -> dict[str, Any]:
     import yaml
 
-    from alivemcp.checks import build_handle
+    from alivemcp.app.daemon import settle_heap
     from alivemcp.config import load_config_text
-    from alivemcp.daemon import settle_heap
+    from alivemcp.engine.checks import build_handle
     from alivemcp.plumbing import Plumbing
     from alivemcp.plumbing.http import HttpClients
 

@@ -18,10 +18,10 @@ import pstats
 import random
 import time
 
-from alivemcp.metrics import CheckExposition
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
-from alivemcp.status import StatusStore
+from alivemcp.web.metrics import CheckExposition
 
 
 def result(info: CheckInfo, now: float, status: Status = Status.UP) -> CheckResult:

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from metrics_render import filled_store, result
 
-from alivemcp.metrics import Metrics
-from alivemcp.server import HttpServer
+from alivemcp.web.metrics import Metrics
+from alivemcp.web.server import HttpServer
 
 TICK = 0.01
 

@@ -2,7 +2,7 @@
 
 Every probe run ends in the runner: its result is validated against the probe type's declared
 observations, and its reason, labeled observations and details are redacted and cleaned
-(``alivemcp/runner.py``, ``redact.py``, ``untrusted.py``). This times each part on the result
+(``alivemcp/engine/runner.py``, ``redact.py``, ``untrusted.py``). This times each part on the result
 an ``mcp_endpoint`` run against the SDK's stateful server returns (server name and version,
 five label values, six details), with fresh string objects on every iteration (as a real run
 has: its strings come from a JSON parse), so no part benefits from cached string hashes.
@@ -31,10 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from alivemcp.engine.runner import _clean_labeled, _validated
+from alivemcp.hygiene.redact import redact_text
+from alivemcp.hygiene.untrusted import clean_details, clean_text
 from alivemcp.probe import LabeledObservation, ProbeResult, Status
-from alivemcp.redact import redact_text
-from alivemcp.runner import _clean_labeled, _validated
-from alivemcp.untrusted import clean_details, clean_text
 from probes.mcp_endpoint import McpEndpointProbe
 
 _FACTS = {"transport": "streamable_http", "protocol_version": "2025-11-25",

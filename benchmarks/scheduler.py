@@ -21,14 +21,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "plugins"))  # the test plugin's no-op probe type
 
-from alivemcp.checks import build_handle  # noqa: E402
+from alivemcp.app.daemon import settle_heap  # noqa: E402
 from alivemcp.config import SchedulerConfig, load_config_text  # noqa: E402
-from alivemcp.daemon import settle_heap  # noqa: E402
-from alivemcp.metrics import Metrics  # noqa: E402
+from alivemcp.engine.checks import build_handle  # noqa: E402
+from alivemcp.engine.results import CheckResult  # noqa: E402
+from alivemcp.engine.scheduler import Scheduler  # noqa: E402
+from alivemcp.engine.status import StatusStore  # noqa: E402
 from alivemcp.plumbing import Plumbing  # noqa: E402
-from alivemcp.results import CheckResult  # noqa: E402
-from alivemcp.scheduler import Scheduler  # noqa: E402
-from alivemcp.status import StatusStore  # noqa: E402
+from alivemcp.web.metrics import Metrics  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -23,7 +23,7 @@ from typing import Any
 import generated_file
 from probe_observables import declared_observables, unit_of
 
-from alivemcp.metrics import OBSERVATION_PREFIX
+from alivemcp.web.metrics import OBSERVATION_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "deploy" / "grafana" / "alivemcp-dashboard.json"

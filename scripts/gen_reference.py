@@ -223,9 +223,9 @@ def _iam_actions(probe_type: str) -> list[str] | None:
 
 
 def probes_section() -> list[str]:
+    from alivemcp.config.registry import registry
     from alivemcp.plumbing.aws import AwsSettings
     from alivemcp.plumbing.kafka import KafkaConnection
-    from alivemcp.registry import registry
 
     reg = registry()
     lines = ["## Probe types", ""]
@@ -280,8 +280,8 @@ def metrics_section() -> list[str]:
     from prometheus_client import CollectorRegistry
 
     from alivemcp.alerting.metrics import AlertingMetrics
-    from alivemcp.metrics import OBSERVATION_PREFIX, Metrics
-    from alivemcp.status import StatusStore
+    from alivemcp.engine.status import StatusStore
+    from alivemcp.web.metrics import OBSERVATION_PREFIX, Metrics
 
     metrics = Metrics(StatusStore())
     AlertingMetrics(metrics.registry)

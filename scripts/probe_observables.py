@@ -48,7 +48,7 @@ def declared_observables() -> dict[str, Sequence[Observable]]:
     Raises when a built-in does not load or declares nothing: the reference, the dashboard
     and the metrics' help text all rest on the declaration.
     """
-    from alivemcp.registry import registry
+    from alivemcp.config.registry import registry
 
     reg = registry()
     out: dict[str, Sequence[Observable]] = {}

@@ -22,7 +22,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests" / "ship")]
 
 from chromium_cdp import Browser  # noqa: E402
 
-from alivemcp.statuspage import PAGE_HTML  # noqa: E402
+from alivemcp.web.statuspage import PAGE_HTML  # noqa: E402
 
 OUTPUT = REPO / "docs" / "statuspage.png"
 

@@ -38,7 +38,7 @@ def moto(moto_server: MotoServer) -> Iterator[MotoServer]:
 def _registered_secrets_per_test() -> Iterator[None]:
     """Secrets a config registers live as long as the process: in a daemon that is right, but
     in one pytest process a secret from one test would redact text in the next."""
-    from alivemcp import redact
+    from alivemcp.hygiene import redact
 
     known, by_prefix = set(redact._known), {k: list(v) for k, v in redact._by_prefix.items()}
     yield

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
 
 REPO = Path(__file__).resolve().parent.parent
 ALIVEMCP = [sys.executable, "-m", "alivemcp"]

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import yaml
 
-from alivemcp.datadir import DataDirLock
+from alivemcp.app.datadir import DataDirLock
 from tests.support import ALIVEMCP, REPO, cli, free_port, subprocess_env
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import structlog
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicy, AlertPolicyOverride
 from alivemcp.alerting.routing import Router
-from alivemcp.results import CheckInfo
+from alivemcp.engine.results import CheckInfo
 
 __all__ = ["AlertedCheck", "CheckCatalog"]
 

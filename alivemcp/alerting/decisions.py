@@ -26,8 +26,8 @@ from alivemcp.alerting.policy import (
     update_flapping,
 )
 from alivemcp.alerting.routing import Router
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 
 __all__ = ["Decider"]
 

@@ -41,8 +41,8 @@ from alivemcp.alerting.shared import AdoptReport, Ownership, SharedAlertState, s
 from alivemcp.alerting.shared_journal import SharedJournal
 from alivemcp.alerting.state import StateStore
 from alivemcp.alerting.workers import ReceiverWorkers
-from alivemcp.heap import dropping
-from alivemcp.results import CheckInfo, CheckResult
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.hygiene.heap import dropping
 
 __all__ = ["AdoptReport", "AlertManager", "send_test_notification"]
 

@@ -21,7 +21,7 @@ from alivemcp.alerting.ledger import AlertLedger
 from alivemcp.alerting.model import Notification
 from alivemcp.alerting.state import RestoredCheck, SavedState, StateStore
 from alivemcp.alerting.workers import ReceiverWorkers
-from alivemcp.results import CheckInfo
+from alivemcp.engine.results import CheckInfo
 
 __all__ = ["FileJournal", "LocalStateFile"]
 

@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pydantic import SecretStr
 
-from alivemcp.redact import register_secret
+from alivemcp.hygiene.redact import register_secret
 
 __all__ = ["looks_secret", "register_receiver_secrets", "secret_parts_of_url"]
 

@@ -23,7 +23,7 @@ from alivemcp.alerting.ledger import AlertLedger
 from alivemcp.alerting.metrics import AlertingMetrics
 from alivemcp.alerting.records import Outbox, RecordSink, SharedRecord, encode_record
 from alivemcp.alerting.workers import ReceiverWorkers
-from alivemcp.results import CheckInfo
+from alivemcp.engine.results import CheckInfo
 
 __all__ = ["AdoptReport", "Ownership", "SharedAlertState", "shared_id_base"]
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from alivemcp.config import ResolvedCheck
-from alivemcp.runner import ProbeHandle
-from alivemcp.scheduler import Scheduler
+from alivemcp.engine.runner import ProbeHandle
+from alivemcp.engine.scheduler import Scheduler
 
 __all__ = ["ProbingListener"]
 

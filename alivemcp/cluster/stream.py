@@ -40,9 +40,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from alivemcp.cluster._kafka import AIOKafkaProducer, ClusterKafka, KafkaError
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import ShardMap
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing.kafka_partitions import close_quietly
-from alivemcp.results import CheckResult
-from alivemcp.status import StatusStore
 
 __all__ = ["FLUSH_ON_REVOKE_SECONDS", "ResultsStream", "change_record", "result_record"]
 

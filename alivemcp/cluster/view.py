@@ -42,11 +42,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from alivemcp.cluster._kafka import AIOKafkaConsumer, ClusterKafka, TopicPartition
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import ShardMap
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.history.store import HistoryStore
 from alivemcp.plumbing.kafka_partitions import close_quietly
 from alivemcp.probe import OBSERVATION_NAME, LabeledObservation, Status
-from alivemcp.results import CheckResult
-from alivemcp.status import StatusStore
 
 __all__ = ["POSITION_FILE", "ResultsView", "decode_result"]
 

@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.history import queries, schema
 from alivemcp.history.config import HistoryConfig
 from alivemcp.history.live import LIVE_WINDOWS
 from alivemcp.history.writer import FAULT_REASONS, HistoryWriter
-from alivemcp.results import CheckInfo, CheckResult
 
 __all__ = ["FLUSH_WAIT_SECONDS", "HistoryStore", "HistoryUnavailable"]
 

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import structlog
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.history import rollup, schema
 from alivemcp.history.config import Retention
 from alivemcp.history.live import LiveWindows
 from alivemcp.history.rollup import Incident, Pending
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 
 __all__ = ["BATCH_SECONDS", "MAX_PENDING_RESULTS", "HistoryWriter", "WriterStats"]
 

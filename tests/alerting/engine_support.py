@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
 from alivemcp.alerting.manager import AlertManager
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 
 
 class FakeClock:

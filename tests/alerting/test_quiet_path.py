@@ -25,8 +25,8 @@ from alivemcp.alerting.metrics import AlertingMetrics
 from alivemcp.alerting.model import Notification
 from alivemcp.alerting.policy import CheckState
 from alivemcp.alerting.routing import Router
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 
 Step = tuple[str, str, str] | tuple[str, float]  # ("run", check, status) or ("tick", seconds)
 

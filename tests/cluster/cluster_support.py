@@ -201,8 +201,8 @@ def cluster_metric_names() -> set[str]:
     from alivemcp.cluster.node import ClusterNode
     from alivemcp.cluster.stream import ResultsStream
     from alivemcp.cluster.view import ResultsView
+    from alivemcp.engine.status import StatusStore
     from alivemcp.plumbing import Plumbing
-    from alivemcp.status import StatusStore
     from tests.ship.metric_names import sample_names_from_exposition
 
     config = ClusterConfig.model_validate(

@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 
 from alivemcp.cluster._kafka import ClusterKafka
 from alivemcp.cluster.config import ClusterConfig
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 
 _names = itertools.count(1)

@@ -35,7 +35,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from alivemcp.cluster.shards import shard_of
-from alivemcp.scheduler import stable_offset
+from alivemcp.engine.scheduler import stable_offset
 from tests.cluster.cluster_support import GatedKafkaCluster, cluster_section, unique_prefix
 from tests.ship.metric_names import promql_metric_names, sample_names_from_exposition
 from tests.support import REPO, DaemonProcess

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from kubernetes_validate.utils import all_versions
 
+from alivemcp.app.daemon import CLUSTER_STOP_SECONDS, STOP_OVERHEAD_SECONDS
 from alivemcp.config import load_config_text, split_listen
-from alivemcp.daemon import CLUSTER_STOP_SECONDS, STOP_OVERHEAD_SECONDS
 from tests.support import kustomize
 
 REPO = Path(__file__).resolve().parents[2]

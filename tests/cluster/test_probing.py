@@ -10,16 +10,16 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.cluster.probing import ProbingListener
 from alivemcp.cluster.shards import ShardMap
 from alivemcp.config import load_config_text
-from alivemcp.metrics import Metrics
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.runner import ProbeHandle
+from alivemcp.engine.scheduler import Scheduler
+from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
-from alivemcp.runner import ProbeHandle
-from alivemcp.scheduler import Scheduler
-from alivemcp.status import StatusStore
+from alivemcp.web.metrics import Metrics
 
 SHARDS = 4
 

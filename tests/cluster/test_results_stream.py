@@ -15,8 +15,8 @@ import structlog
 
 from alivemcp.cluster.shards import shard_of
 from alivemcp.cluster.stream import ResultsStream, result_record
+from alivemcp.engine.status import StatusStore
 from alivemcp.probe import Status
-from alivemcp.status import StatusStore
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.cluster.stream_support import (
     Parts,

@@ -19,11 +19,11 @@ from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import shard_of
 from alivemcp.cluster.stream import ResultsStream, result_record
 from alivemcp.cluster.view import POSITION_FILE, ResultsView
+from alivemcp.engine.results import CheckInfo
+from alivemcp.engine.status import StatusStore
 from alivemcp.history.config import HistoryConfig
 from alivemcp.history.store import HistoryStore
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo
-from alivemcp.status import StatusStore
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.cluster.cluster_support import cluster_section, unique_prefix
 from tests.cluster.stream_support import (

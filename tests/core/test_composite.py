@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.config import ConfigError, load_config_text
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.scheduler import MIN_START_WINDOW
+from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
-from alivemcp.scheduler import MIN_START_WINDOW
-from alivemcp.status import StatusStore
 from tests.support import DaemonProcess, cli, run_times, write_daemon_config
 
 # How late a run may be on this shared 2-core machine without the test calling it a bug.

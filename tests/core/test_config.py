@@ -196,7 +196,7 @@ def test_a_loaded_config_holds_no_check_specs_besides_its_resolved_checks() -> N
 def test_checks_of_one_load_share_their_equal_label_sets_and_durations() -> None:
     """A generated config repeats a few label sets and intervals over 100,000 checks: one
     object each, not a copy per check (and a check's info holds the same labels)."""
-    from alivemcp.checks import check_info
+    from alivemcp.engine.checks import check_info
 
     text = (
         "defaults: {labels: {team: core}, interval: 30s}\n"

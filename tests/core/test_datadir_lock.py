@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alivemcp.datadir import DataDirInUseError, DataDirLock
+from alivemcp.app.datadir import DataDirInUseError, DataDirLock
 from tests.support import ALIVEMCP, REPO, DaemonProcess, free_port, subprocess_env
 
 

@@ -7,7 +7,7 @@
   httpx, aiohttp) are plumbing's business: it translates their errors once, into ``ProbeError``.
 - the engine (``alivemcp/``) never imports ``probes``: probe types reach it through the
   ``alivemcp.probes`` entry points only, as a third-party plugin does.
-- the consumers of results (``alivemcp/alerting/``, ``alivemcp/metrics.py``,
+- the consumers of results (``alivemcp/alerting/``, ``alivemcp/web/metrics.py``,
   ``alivemcp/history/``) never import probe internals: no ``probes`` module, no probe plumbing
   (``alivemcp.plumbing``) and no client library a probe target is reached with; they see
   ``ProbeResult`` and the declarations in the contract. (The alerting receivers' own httpx
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENT_LIBRARIES = ("botocore", "aiobotocore", "boto3", "aiokafka", "httpx", "aiohttp")
 PROBE_MAY_IMPORT = ("alivemcp.probe", "alivemcp.errors", "alivemcp.verdict", "alivemcp.plumbing",
                     "pydantic", "probes")
-RESULT_CONSUMERS = ("alivemcp/alerting", "alivemcp/metrics.py", "alivemcp/history")
+RESULT_CONSUMERS = ("alivemcp/alerting", "alivemcp/web/metrics.py", "alivemcp/history")
 PROBE_INTERNALS = ("probes", "alivemcp.plumbing", "botocore", "aiobotocore", "boto3", "aiokafka")
 
 
@@ -186,23 +186,20 @@ def test_the_rules_see_every_kind_of_import_and_name_each_violation(tmp_path: Pa
 #: one above (also lazily, also for type checking only). A module is in the layer of the
 #: longest name here that is it or its package; "alivemcp" names the package's face alone.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("contract", ("alivemcp", "alivemcp.errors", "alivemcp.durations", "alivemcp.outcome",
-                  "alivemcp.verdict", "alivemcp.resultsview", "alivemcp.probe")),
-    ("hygiene", ("alivemcp.redact", "alivemcp.untrusted", "alivemcp.logging", "alivemcp.heap")),
+    # The probe contract: the package's face (alivemcp.probe is what plugins import).
+    ("contract", ("alivemcp", "alivemcp._moved", "alivemcp.errors", "alivemcp.durations",
+                  "alivemcp.outcome", "alivemcp.verdict", "alivemcp.resultsview",
+                  "alivemcp.probe")),
+    ("hygiene", ("alivemcp.hygiene",)),
     ("plumbing", ("alivemcp.plumbing",)),
-    ("config", ("alivemcp.yamlfile", "alivemcp.secrets", "alivemcp.registry",
-                "alivemcp.alerting.config", "alivemcp.alerting.matchers",
-                "alivemcp.history.config", "alivemcp.cluster.config", "alivemcp.config",
-                "alivemcp.schema")),
-    ("engine", ("alivemcp.results", "alivemcp.runner", "alivemcp.status", "alivemcp.checks",
-                "alivemcp.pipeline", "alivemcp.scheduler")),
-    ("consumers", ("alivemcp.alerting", "alivemcp.history", "alivemcp.metrics",
-                   "alivemcp.cluster")),
-    ("web", ("alivemcp.server", "alivemcp.api", "alivemcp.badges", "alivemcp.statuspage")),
-    ("app", ("alivemcp.daemon", "alivemcp.configload", "alivemcp.datadir",
-             "alivemcp.lifecycle", "alivemcp.listen")),
-    ("cli", ("alivemcp.cli", "alivemcp.report", "alivemcp.demo", "alivemcp.scaffold",
-             "alivemcp.__main__", "alivemcp.testbed")),
+    # Each consumer package owns its section of the config: those modules are config.
+    ("config", ("alivemcp.config", "alivemcp.alerting.config", "alivemcp.alerting.matchers",
+                "alivemcp.history.config", "alivemcp.cluster.config")),
+    ("engine", ("alivemcp.engine",)),
+    ("consumers", ("alivemcp.alerting", "alivemcp.history", "alivemcp.cluster")),
+    ("web", ("alivemcp.web",)),
+    ("app", ("alivemcp.app",)),
+    ("cli", ("alivemcp.__main__", "alivemcp.cli", "alivemcp.testbed")),
 )
 
 
@@ -240,6 +237,10 @@ def module_graph(root: Path = REPO) -> tuple[dict[str, set[str]], list[str]]:
             continue
         for imp in imports(path, root):
             for target in _alivemcp_targets(imp, known):
+                if target not in known:
+                    violations.append(f"{imp.show(target, root)}, a module that does not "
+                                      "exist (moved? see alivemcp/_moved.py)")
+                    continue
                 graph[module].add(target)
                 theirs = layer_of(target)
                 if theirs is not None and theirs > own:
@@ -300,20 +301,48 @@ def test_the_layer_rules_see_back_edges_and_cycles(tmp_path: Path) -> None:
     """On a throw-away tree: an engine module importing the web layer for type checking only,
     and two contract modules importing each other lazily."""
     pkg = tmp_path / "alivemcp"
-    pkg.mkdir()
+    for sub in ("engine", "web"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("", encoding="utf-8")
     (pkg / "__init__.py").write_text("", encoding="utf-8")
-    (pkg / "scheduler.py").write_text(
+    (pkg / "engine" / "scheduler.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-        "    from alivemcp.server import Server\n", encoding="utf-8")
-    (pkg / "server.py").write_text("from alivemcp import scheduler\n", encoding="utf-8")
+        "    from alivemcp.web.server import Server\n", encoding="utf-8")
+    (pkg / "web" / "server.py").write_text("from alivemcp.engine import scheduler\n",
+                                           encoding="utf-8")
     (pkg / "probe.py").write_text("def f() -> None:\n    from alivemcp import verdict\n",
                                   encoding="utf-8")
     (pkg / "verdict.py").write_text("from alivemcp.probe import f\n", encoding="utf-8")
     (pkg / "stray.py").write_text("", encoding="utf-8")
     graph, violations = module_graph(tmp_path)
     assert violations == [
-        "alivemcp/scheduler.py:3 imports alivemcp.server (engine -> web, a layer above)",
+        "alivemcp/engine/scheduler.py:3 imports alivemcp.web.server (engine -> web, a layer "
+        "above)",
         "alivemcp/stray.py is in no layer: add it to LAYERS",
     ]
-    assert cycles(graph) == [["alivemcp.probe", "alivemcp.verdict"],
-                             ["alivemcp.scheduler", "alivemcp.server"]]
+    assert cycles(graph) == [["alivemcp.engine.scheduler", "alivemcp.web.server"],
+                             ["alivemcp.probe", "alivemcp.verdict"]]
+
+
+def test_the_old_module_paths_are_the_moved_modules_and_nothing_here_uses_them() -> None:
+    """0.1's paths still import (the same module object, with a DeprecationWarning); the
+    project's own code, tests and tools use the new ones."""
+    import importlib
+    import warnings
+
+    from alivemcp._moved import MOVED
+
+    for old, new in MOVED.items():
+        assert (REPO / (new.replace(".", "/") + ".py")).is_file(), new
+        assert not (REPO / (old.replace(".", "/") + ".py")).exists(), old
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sys.modules.pop(old, None)
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new)
+        assert module.__name__ == new
+        assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message)
+                   for w in caught), old
+    users = forbidden_imports(REPO, ("alivemcp", "probes", "tests", "benchmarks", "scripts"),
+                              tuple(MOVED))
+    assert not users, "use the new module paths:\n" + "\n".join(users)

@@ -18,7 +18,7 @@ from tests.support import subprocess_env
 
 CHILD = textwrap.dedent("""
     import sys
-    from alivemcp.heap import tune_allocator
+    from alivemcp.hygiene.heap import tune_allocator
 
     def rss_mb():
         return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20

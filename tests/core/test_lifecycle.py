@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
-from alivemcp.checks import build_handle
+from alivemcp.app.daemon import STOP_OVERHEAD_SECONDS
 from alivemcp.config import SchedulerConfig, load_config_text
-from alivemcp.daemon import STOP_OVERHEAD_SECONDS
-from alivemcp.metrics import Metrics
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.scheduler import MIN_START_WINDOW, Scheduler, stable_offset, start_fraction
+from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
-from alivemcp.scheduler import MIN_START_WINDOW, Scheduler, stable_offset, start_fraction
-from alivemcp.status import StatusStore
+from alivemcp.web.metrics import Metrics
 from tests.support import ALIVEMCP, REPO, DaemonProcess, Webhook, free_port, subprocess_env
 
 # -- helpers ---------------------------------------------------------------------------------

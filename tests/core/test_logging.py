@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from alivemcp.logging import configure_logging
-from alivemcp.redact import register_secret
+from alivemcp.hygiene.logging import configure_logging
+from alivemcp.hygiene.redact import register_secret
 
 
 @pytest.fixture

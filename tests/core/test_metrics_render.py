@@ -10,11 +10,11 @@ import sys
 import threading
 import time
 
-from alivemcp import metrics as metrics_module
-from alivemcp.metrics import RENDER_CHUNK, Metrics
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
-from alivemcp.status import StatusStore
+from alivemcp.web import metrics as metrics_module
+from alivemcp.web.metrics import RENDER_CHUNK, Metrics
 
 
 def result(info: CheckInfo, status: Status, started: float, duration: float,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import aiohttp
 
-from alivemcp.metrics import RENDER_CHUNK, Metrics
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
-from alivemcp.server import HttpServer
-from alivemcp.status import StatusStore
+from alivemcp.web.metrics import RENDER_CHUNK, Metrics
+from alivemcp.web.server import HttpServer
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 

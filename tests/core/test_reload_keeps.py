@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
+from alivemcp.app.daemon import Daemon
 from alivemcp.config import load_config
-from alivemcp.daemon import Daemon
-from alivemcp.logging import configure_logging
+from alivemcp.hygiene.logging import configure_logging
 
 
 def write(path: Path, *, label: str = "x", delay: float = 0.0, token: str = "t1",

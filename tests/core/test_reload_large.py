@@ -1,4 +1,4 @@
-"""A large config is loaded for a reload in a child process (alivemcp.configload), and the
+"""A large config is loaded for a reload in a child process (alivemcp.app.configload), and the
 reload behaves exactly as one loaded in the daemon: an invalid file is refused with its
 errors named and the old config keeps running; a good one is applied, ``${VAR}`` references
 resolve from the daemon's environment, and the new config's secrets are redacted by the
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.configload import load_in_child
-from alivemcp.daemon import LOAD_IN_CHILD_BYTES
+from alivemcp.app.configload import load_in_child
+from alivemcp.app.daemon import LOAD_IN_CHILD_BYTES
 from tests.support import DaemonProcess
 
 SECRET = "s3cr3t-token-value-4242"
@@ -73,7 +73,7 @@ def _loader_pids(path: Path) -> list[int]:
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"alivemcp.configload" in cmdline and str(path).encode() in cmdline:
+        if b"alivemcp.app.configload" in cmdline and str(path).encode() in cmdline:
             pids.append(int(proc.name))
     return pids
 
@@ -137,7 +137,7 @@ async def test_checks_from_the_child_share_their_equal_label_sets_across_frames(
     tmp_path: Path,
 ) -> None:
     # Pickle shares an object within a frame only: the daemon shares what the frames repeat.
-    from alivemcp.configload import CHECKS_PER_FRAME
+    from alivemcp.app.configload import CHECKS_PER_FRAME
 
     config = tmp_path / "c.yaml"
     count = 2 * CHECKS_PER_FRAME + 5

@@ -22,8 +22,8 @@ CHILD = textwrap.dedent("""
     import asyncio, collections, gc, json, sys
     from pathlib import Path
     from alivemcp.config import load_config
-    from alivemcp.daemon import Daemon
-    from alivemcp.logging import configure_logging
+    from alivemcp.app.daemon import Daemon
+    from alivemcp.hygiene.logging import configure_logging
 
     path = Path(sys.argv[1])
 

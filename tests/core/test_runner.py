@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from alivemcp.engine.runner import abandoned_probes
+from alivemcp.hygiene.redact import REDACTED, register_secret
 from alivemcp.probe import Status
-from alivemcp.redact import REDACTED, register_secret
-from alivemcp.runner import abandoned_probes
 from tests.support import run_check
 
 
@@ -77,8 +77,8 @@ async def test_only_a_probe_with_a_teardown_of_its_own_needs_one_after_setup(
         tmp_path: Path) -> None:
     import yaml
 
-    from alivemcp.checks import build_handle
     from alivemcp.config import load_config_text
+    from alivemcp.engine.checks import build_handle
     from alivemcp.plumbing import Plumbing
 
     loaded = load_config_text(yaml.safe_dump({"checks": [

@@ -11,11 +11,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from alivemcp import redact as redaction
+from alivemcp.engine.runner import _validated
+from alivemcp.hygiene import redact as redaction
+from alivemcp.hygiene.redact import REDACTED, redact, redact_text, register_secret
+from alivemcp.hygiene.untrusted import clean_details, clean_label, clean_text
 from alivemcp.probe import LabeledObservation, Observable, ProbeResult, Status
-from alivemcp.redact import REDACTED, redact, redact_text, register_secret
-from alivemcp.runner import _validated
-from alivemcp.untrusted import clean_details, clean_label, clean_text
 
 #: Fragments every redaction pattern is made of, in varied case, to build texts that match.
 _FRAGMENTS = (

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from alivemcp.scaffold import ProjectNames, new_probe, run_new_probe
+from alivemcp.cli.scaffold import ProjectNames, new_probe, run_new_probe
 from tests.support import serve_http, subprocess_env
 
 #: As long as a name may be (32 characters), so that line lengths are tested at their worst.

@@ -14,13 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alivemcp import scheduler as scheduler_module
-from alivemcp.checks import build_handle
 from alivemcp.config import SchedulerConfig, load_config_text
-from alivemcp.metrics import Metrics
-from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
-from alivemcp.scheduler import (
+from alivemcp.engine import scheduler as scheduler_module
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.scheduler import (
     FIRST_RUNS_PER_SECOND,
     MIN_START_WINDOW,
     ScheduledCheck,
@@ -29,7 +27,9 @@ from alivemcp.scheduler import (
     stable_offset,
     start_window,
 )
-from alivemcp.status import StatusStore
+from alivemcp.engine.status import StatusStore
+from alivemcp.plumbing import Plumbing
+from alivemcp.web.metrics import Metrics
 
 
 def test_offsets_are_stable_and_spread() -> None:

@@ -1,6 +1,6 @@
 """The config's YAML loader builds exactly what PyYAML's safe loader builds.
 
-``alivemcp.yamlfile`` resolves tags and builds common values by its own shortcuts (a 100,000
+``alivemcp.config.yamlfile`` resolves tags and builds common values by its own shortcuts (a 100,000
 check file loads in a fraction of the time); these tests hold it to PyYAML's results, types
 included, on every YAML file the project ships and on documents made of the corners of YAML 1.1
 that a shortcut could get wrong.
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from alivemcp.yamlfile import YamlFileError, load_yaml
+from alivemcp.config.yamlfile import YamlFileError, load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 

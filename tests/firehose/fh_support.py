@@ -19,10 +19,10 @@ from typing import Any
 import boto3
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.runner import ProbeHandle
 from alivemcp.plumbing import Plumbing
-from alivemcp.runner import ProbeHandle
 from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
 from tests.support import this_minute
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from alivemcp.api import ChecksEncoder, checks_document, parse_since
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.history import HistoryConfig, HistoryStore
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
-from alivemcp.status import StatusStore
+from alivemcp.web.api import ChecksEncoder, checks_document, parse_since
 from tests.support import DaemonProcess, write_daemon_config
 
 #: Names a path must carry intact: slashes (multi-target checks), a literal '%', spaces,

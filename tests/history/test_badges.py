@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
-from alivemcp import badges
-from alivemcp.badges import Badge, format_latency, format_uptime, render, text_width, uptime_colour
+from alivemcp.web import badges
+from alivemcp.web.badges import (
+    Badge,
+    format_latency,
+    format_uptime,
+    render,
+    text_width,
+    uptime_colour,
+)
 from tests.support import DaemonProcess, write_daemon_config
 
 SVG = "{http://www.w3.org/2000/svg}"

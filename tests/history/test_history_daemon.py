@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.history import queries
 from alivemcp.history.config import Retention
 from alivemcp.history.writer import BATCH_SECONDS, HistoryWriter
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 from tests.history.history_support import (
     RunLog,
     db_counts,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.history import HistoryConfig, HistoryStore, latency, queries, schema
 from alivemcp.history.config import Retention
 from alivemcp.history.live import LiveWindows
 from alivemcp.history.writer import HistoryWriter
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 
 DAY = 86400
 # "Now" for the windows: real time (retention prunes by the clock), fixed for the module.

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from alivemcp import report
+from alivemcp.cli import report
+from alivemcp.cli.report import ReportError, build_report, parse_instant, plan_period
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.history.config import Retention
 from alivemcp.history.schema import FILE_NAME
 from alivemcp.history.writer import HistoryWriter
 from alivemcp.probe import Status
-from alivemcp.report import ReportError, build_report, parse_instant, plan_period
-from alivemcp.results import CheckInfo, CheckResult
 from tests.support import REPO, DaemonProcess, subprocess_env, write_daemon_config
 
 MIN, HOUR, DAY = 60, 3600, 86400
@@ -310,7 +310,7 @@ def test_report_of_a_real_daemon_run(tmp_path: Path) -> None:
 
         # While the daemon writes: the read-only report through the module's own entry point.
         proc = subprocess.run(
-            [sys.executable, "-m", "alivemcp.report", "--config", str(config), "--since", "1h",
+            [sys.executable, "-m", "alivemcp.cli.report", "--config", str(config), "--since", "1h",
              "--format", "json"], capture_output=True, text=True, env=subprocess_env(),
             cwd=REPO, timeout=60)
         assert proc.returncode == 0, proc.stderr

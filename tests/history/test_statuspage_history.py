@@ -27,7 +27,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from alivemcp.statuspage import PAGE_HEADERS, PAGE_HTML
+from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
 from tests.ship.chromium_cdp import Browser, ChromiumMissingError
 from tests.support import DaemonProcess
 

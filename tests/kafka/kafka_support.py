@@ -11,11 +11,11 @@ from typing import Any
 
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.runner import ProbeHandle
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckResult
-from alivemcp.runner import ProbeHandle
 from alivemcp.testbed.kafka import KafkaCluster
 
 #: Canary latency thresholds a busy 2-core machine always meets: latency is not under test.

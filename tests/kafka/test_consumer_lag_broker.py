@@ -17,8 +17,8 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.kafka.kafka_support import Check, unique
 from tests.support import check_json, run_check

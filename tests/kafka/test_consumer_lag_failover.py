@@ -13,10 +13,10 @@ import time
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.kafka.kafka_support import Check, unique
 from tests.support import run_until as until

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.support import check_json, run_check
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.kafka.kafka_support import RELAXED
 from tests.support import run_check

@@ -17,10 +17,10 @@ import re
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.kafka.kafka_support import RELAXED, Check, conn, unique
 from tests.support import run_until as until

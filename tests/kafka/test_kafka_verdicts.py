@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import ClusterMetadata, KafkaConnection
 from alivemcp.probe import Status
-from alivemcp.results import CheckResult
 from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
 from tests.kafka.kafka_support import RELAXED, Check, unique
 from tests.kafka.tls_support import make_ca, server_keystore

@@ -29,10 +29,10 @@ import boto3
 import yaml
 from aiohttp import web
 
-from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.runner import ProbeHandle
 from alivemcp.plumbing import Plumbing
-from alivemcp.runner import ProbeHandle
 from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
 from tests.support import this_minute
 

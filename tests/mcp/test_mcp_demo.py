@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
 from alivemcp.plumbing import Plumbing
 from alivemcp.testbed import demo_mcp
 from alivemcp.testbed.moto import MotoServer

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from alivemcp.checks import build_handle
 from alivemcp.config import ConfigError, load_config_text
+from alivemcp.engine.checks import build_handle
 from alivemcp.plumbing import Plumbing
 from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support import run_check, run_check_series

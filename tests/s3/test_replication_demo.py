@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.demo import default_demo_config
+from alivemcp.cli.demo import default_demo_config
 from alivemcp.testbed import demo_s3
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.stack import DemoStack

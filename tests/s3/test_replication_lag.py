@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from alivemcp.checks import build_handle
 from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
 from alivemcp.plumbing import Plumbing
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.s3_replicator import allow_reads, deny_head_object

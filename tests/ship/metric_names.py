@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from gen_reference import probe_observations  # noqa: E402
 
-from alivemcp.metrics import OBSERVATION_PREFIX  # noqa: E402
+from alivemcp.web.metrics import OBSERVATION_PREFIX  # noqa: E402
 from tests.support import DaemonProcess  # noqa: E402
 
 _PROMQL_KEYWORDS = frozenset({

@@ -200,12 +200,12 @@ def test_build_stage_installs_into_a_fresh_virtualenv_that_runs_the_daemon(
     python = opt / "bin" / "python"
     # A regular install (not editable, not this checkout): the page ships inside the wheel.
     out = subprocess.run(
-        [str(python), "-c", "import alivemcp, alivemcp.statuspage as s, sys;"
+        [str(python), "-c", "import alivemcp, alivemcp.web.statuspage as s, sys;"
          "sys.stdout.write(alivemcp.__file__ + '\\n' + str(len(s.PAGE_HTML)))"],
         capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
     ).stdout.split("\n")
     assert out[0].startswith(str(opt)), out
-    assert int(out[1]) == len((REPO / "alivemcp" / "statuspage.html").read_bytes())
+    assert int(out[1]) == len((REPO / "alivemcp" / "web" / "statuspage.html").read_bytes())
     # Every built-in probe module that exists in the tree loads from the installed package.
     listing = subprocess.run([str(opt / "bin" / "alivemcp"), "probes"], capture_output=True,
                              text=True, cwd=tmp_path, env=env, timeout=120)

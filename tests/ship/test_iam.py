@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from gen_reference import builtin_entry_points  # noqa: E402
 
-from alivemcp.registry import registry  # noqa: E402
+from alivemcp.config.registry import registry  # noqa: E402
 
 IAM = REPO / "deploy" / "iam"
 #: Probe types that call no AWS API (so have no IAM policy).

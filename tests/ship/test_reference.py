@@ -19,7 +19,7 @@ def test_reference_is_up_to_date() -> None:
 
 
 def test_reference_covers_every_builtin_probe_and_every_engine_metric() -> None:
-    from alivemcp.metrics import ENGINE_METRIC_NAMES
+    from alivemcp.web.metrics import ENGINE_METRIC_NAMES
 
     text = gen_reference.render()
     for name in gen_reference.builtin_entry_points():
@@ -32,7 +32,7 @@ def test_reference_covers_every_builtin_probe_and_every_engine_metric() -> None:
 def test_observations_come_from_the_declarations() -> None:
     from probe_observables import unit_of
 
-    from alivemcp.registry import registry
+    from alivemcp.config.registry import registry
 
     text = gen_reference.render()
     for name in gen_reference.builtin_entry_points():

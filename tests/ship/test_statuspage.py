@@ -23,7 +23,7 @@ import yaml
 from aiohttp import web
 from chromium_cdp import Browser, ChromiumMissingError
 
-from alivemcp.statuspage import CONTENT_SECURITY_POLICY, PAGE_HEADERS, PAGE_HTML
+from alivemcp.web.statuspage import CONTENT_SECURITY_POLICY, PAGE_HEADERS, PAGE_HTML
 from tests.support import DaemonProcess
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import httpx
 
 from alivemcp.alerting.model import Notification
-from alivemcp.redact import redact_text
+from alivemcp.hygiene.redact import redact_text
 
 __all__ = ["Failure", "Receiver", "SendResult", "classify_response", "post_json", "retry_after"]
 

@@ -8,7 +8,7 @@ observations and details (at 50,000 checks it is a fifth of the full document's 
 page asks for those by name (``status?check=NAME&check=...``, on-screen rows first) only for the
 rows in the DOM, once per refresh, and for the opened check. A daemon older than those views
 sends full rows whatever the query: the page then draws from them and asks nothing by name.
-History comes from the JSON API (:mod:`alivemcp.api`): the 24h
+History comes from the JSON API (:mod:`alivemcp.web.api`): the 24h
 and 30d uptime columns from ``api/v1/checks`` at most once a minute, the daily (or hourly) bars
 only for the rows on screen, and an opened check's incidents. The page lives in
 ``statuspage.html`` beside this module so it can be edited as HTML; it is read once at import.
@@ -29,7 +29,7 @@ from importlib.resources import files
 __all__ = ["CONTENT_SECURITY_POLICY", "PAGE_HEADERS", "PAGE_HTML"]
 
 #: The page, as served (UTF-8 bytes).
-PAGE_HTML: bytes = files("alivemcp").joinpath("statuspage.html").read_bytes()
+PAGE_HTML: bytes = files("alivemcp.web").joinpath("statuspage.html").read_bytes()
 
 
 def _inline_hashes(tag: str, page: bytes) -> str:

@@ -30,6 +30,8 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from alivemcp import __version__
+from alivemcp.engine.results import CheckInfo
+from alivemcp.engine.status import CheckState, StatusStore
 from alivemcp.outcome import (
     CHECK_IDENTITY_LABELS,
     CHECK_SERIES_LABELS,
@@ -37,8 +39,6 @@ from alivemcp.outcome import (
     engine_label_owners,
 )
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo
-from alivemcp.status import CheckState, StatusStore
 
 __all__ = [
     "CHECK_IDENTITY_LABELS",
@@ -406,7 +406,7 @@ _FAMILY_FIELDS: tuple[str | Callable[[list[bytes], list[_CheckLines], _Breather]
 @functools.cache
 def _observable_help() -> dict[str, str]:
     """Help text of every declared observation, from the probe types' own declarations."""
-    from alivemcp.registry import registry
+    from alivemcp.config.registry import registry
 
     helps: dict[str, str] = {}
     reg = registry()
@@ -535,6 +535,6 @@ class Metrics:
 
 
 def _abandoned() -> float:
-    from alivemcp.runner import abandoned_probes
+    from alivemcp.engine.runner import abandoned_probes
 
     return float(abandoned_probes())

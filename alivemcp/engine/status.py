@@ -14,12 +14,12 @@ from typing import Any
 
 import structlog
 
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.probe import Status
-from alivemcp.results import CheckInfo, CheckResult
 
 __all__ = ["CheckState", "StatusStore"]
 
-log = structlog.get_logger("alivemcp.daemon")
+log = structlog.get_logger("alivemcp.app.daemon")
 
 HISTORY = 20
 _STATUS_CODES = {Status.UP: 0, Status.DEGRADED: 1, Status.DOWN: 2, Status.UNKNOWN: 3}

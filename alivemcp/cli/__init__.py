@@ -18,7 +18,7 @@ from typing import Any
 from alivemcp import __version__
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config
-from alivemcp.logging import configure_logging
+from alivemcp.hygiene.logging import configure_logging
 from alivemcp.probe import Status
 
 __all__ = ["main"]
@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     alert.add_argument("--receiver", required=True)
     alert.set_defaults(func=_cmd_alert_test)
 
-    from alivemcp.report import add_arguments as add_report_arguments
+    from alivemcp.cli.report import add_arguments as add_report_arguments
 
     report = sub.add_parser("report", help="uptime, incidents, downtime and MTTR per check "
                             "over a period (the SLA report)")
@@ -120,13 +120,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_new_probe(args: argparse.Namespace) -> int:
-    from alivemcp.scaffold import run_new_probe
+    from alivemcp.cli.scaffold import run_new_probe
 
     return run_new_probe(args.name, args.directory)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from alivemcp.report import run_from_args
+    from alivemcp.cli.report import run_from_args
 
     return run_from_args(args)
 
@@ -155,7 +155,7 @@ def _load(path: Path) -> LoadedConfig:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     # First of all: a SIGHUP or SIGTERM while the config loads must not kill the process.
-    from alivemcp.lifecycle import hold_signals
+    from alivemcp.app.lifecycle import hold_signals
 
     hold_signals()
     loaded = _load(args.config)
@@ -166,7 +166,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     configure_logging(loaded.config.logging.level, loaded.config.logging.format)
-    from alivemcp.daemon import Daemon
+    from alivemcp.app.daemon import Daemon
 
     async def go() -> int:
         return await Daemon(loaded, args.config, args.listen).run()
@@ -219,10 +219,10 @@ def _with_members(selected: list[ResolvedCheck], every: Sequence[ResolvedCheck]
 
 
 async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json: bool) -> int:
-    from alivemcp.checks import build_handle, check_info
+    from alivemcp.engine.checks import build_handle, check_info
+    from alivemcp.engine.results import CheckResult
+    from alivemcp.engine.status import StatusStore
     from alivemcp.plumbing import Plumbing
-    from alivemcp.results import CheckResult
-    from alivemcp.status import StatusStore
 
     checks = _with_members(checks, loaded.checks)
     store = StatusStore()  # what readers (composites) see of the runs before theirs
@@ -299,15 +299,15 @@ def _cluster_summary(cluster: ClusterConfig, names: list[str]) -> str:
 
 
 def _listen_problem(listen: str) -> str | None:
+    from alivemcp.app.listen import port_problem
     from alivemcp.config import split_listen
-    from alivemcp.listen import port_problem
 
     host, port = split_listen(listen)
     return port_problem(host, port)
 
 
 def _cmd_probes(args: argparse.Namespace) -> int:
-    from alivemcp.schema import config_json_schema, describe_probe_types
+    from alivemcp.config.schema import config_json_schema, describe_probe_types
 
     if args.schema:
         print(json.dumps(config_json_schema(), indent=2))
@@ -320,7 +320,7 @@ def _cmd_probes(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from alivemcp.demo import run_demo
+    from alivemcp.cli.demo import run_demo
 
     try:
         problem = _listen_problem(args.listen)

@@ -14,6 +14,9 @@ from typing import Any
 
 import structlog
 
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.hygiene.redact import redact_text
+from alivemcp.hygiene.untrusted import clean_details, clean_label, clean_text
 from alivemcp.probe import (
     CheckContext,
     LabeledObservation,
@@ -22,13 +25,10 @@ from alivemcp.probe import (
     ProbeResult,
     Status,
 )
-from alivemcp.redact import redact_text
-from alivemcp.results import CheckInfo, CheckResult
-from alivemcp.untrusted import clean_details, clean_label, clean_text
 
 __all__ = ["ProbeHandle", "ProbeRun", "abandoned_probes"]
 
-log = structlog.get_logger("alivemcp.runner")
+log = structlog.get_logger("alivemcp.engine.runner")
 
 #: How long a cancelled probe may take to unwind before the run is recorded without it.
 CANCEL_GRACE_SECONDS = 1.0

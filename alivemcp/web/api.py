@@ -23,13 +23,13 @@ from typing import Any
 
 from aiohttp import web
 
-from alivemcp import badges
 from alivemcp.durations import parse_duration
+from alivemcp.engine.results import CheckInfo
+from alivemcp.engine.status import StatusStore
 from alivemcp.history import HistoryStore, HistoryUnavailable
 from alivemcp.history.live import LIVE_WINDOWS
 from alivemcp.history.queries import WINDOWS
-from alivemcp.results import CheckInfo
-from alivemcp.status import StatusStore
+from alivemcp.web import badges
 
 __all__ = [
     "DEFAULT_INCIDENTS_SINCE",

@@ -1,6 +1,6 @@
 """Which configured values are secrets, found once when a config loads.
 
-The redaction layer (:mod:`alivemcp.redact`) removes registered values wherever they appear,
+The redaction layer (:mod:`alivemcp.hygiene.redact`) removes registered values wherever they appear,
 as whole strings or inside longer ones. This module decides what to register:
 
 * every ``SecretStr`` field, in the engine's config and in every check's validated params;
@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 from pydantic import BaseModel, SecretStr
 
-from alivemcp.redact import REDACTED, SECRET_KEY, register_secret
+from alivemcp.hygiene.redact import REDACTED, SECRET_KEY, register_secret
 
 __all__ = ["ConfigSecrets", "mask_url_secrets"]
 

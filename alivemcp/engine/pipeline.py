@@ -13,11 +13,11 @@ from typing import Protocol
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from alivemcp.results import CheckResult
+from alivemcp.engine.results import CheckResult
 
 __all__ = ["ResultConsumer", "ResultPipeline"]
 
-log = structlog.get_logger("alivemcp.pipeline")
+log = structlog.get_logger("alivemcp.engine.pipeline")
 
 
 class ResultConsumer(Protocol):

@@ -487,7 +487,7 @@ def _md(text: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``alivemcp report`` (also used by ``python -m alivemcp.report``)."""
+    """The options of ``alivemcp report`` (also used by ``python -m alivemcp.cli.report``)."""
     parser.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
     parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                         help="read the history in this directory instead of the config's "

@@ -7,8 +7,8 @@ competed with the event loop for the GIL, and the memory it used for a moment st
 daemon for good: the allocator cannot give back pages that the new config's objects, made in
 between, also sit on (RSS grew by about 250 MB at 100,000 checks after the first reload).
 
-Here a child process (``python -m alivemcp.configload FILE``, the same interpreter, import
-path and environment: ``${VAR}`` references resolve as the daemon's would) loads the file and
+Here a child process (``python -m alivemcp.app.configload FILE``, the same interpreter,
+import path and environment: ``${VAR}`` references resolve as the daemon's would) loads the file and
 sends the result back over a pipe: the config, then the checks in pickled chunks, which the
 daemon unpickles a chunk at a time with its loop let run in between. Only the objects the
 daemon keeps are ever made in it. The child is the daemon's own code on the daemon's own file,
@@ -55,7 +55,7 @@ from alivemcp.config import (
     load_config,
     sharing,
 )
-from alivemcp.redact import register_secret
+from alivemcp.hygiene.redact import register_secret
 
 __all__ = ["CHECKS_PER_FRAME", "LoaderFailedError", "load_in_child"]
 
@@ -86,7 +86,7 @@ async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> Lo
             await asyncio.sleep(0)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.Popen(  # noqa: ASYNC220 - vfork: two milliseconds (see above)
-        [sys.executable, "-m", "alivemcp.configload", str(path)],
+        [sys.executable, "-m", "alivemcp.app.configload", str(path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None

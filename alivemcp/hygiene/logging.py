@@ -14,8 +14,8 @@ import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, WrappedLogger
 
-from alivemcp.redact import redact
-from alivemcp.untrusted import clean_text
+from alivemcp.hygiene.redact import redact
+from alivemcp.hygiene.untrusted import clean_text
 
 __all__ = ["configure_logging", "redact_processor"]
 
@@ -77,6 +77,6 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
 
 class _RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        from alivemcp.redact import redact_text
+        from alivemcp.hygiene.redact import redact_text
 
         return redact_text(super().format(record))

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from alivemcp.redact import REDACTED, is_secret_key, redact_text
+from alivemcp.hygiene.redact import REDACTED, is_secret_key, redact_text
 
 __all__ = ["MAX_LABEL", "MAX_REASON", "clean_details", "clean_label", "clean_text"]
 
@@ -57,7 +57,7 @@ def clean_label(value: str) -> str:
 
 def clean_details(value: Mapping[str, Any], *, redacted: bool = False) -> dict[str, Any]:
     """``value`` bounded and cleaned (see the module docstring). ``redacted``: also what
-    :func:`alivemcp.redact.redact` makes of that, in the same walk (the runner's boundary:
+    :func:`alivemcp.hygiene.redact.redact` makes of that, in the same walk (the runner's boundary:
     one walk of every result's details instead of two)."""
     budget = [_MAX_DETAIL_CHARS]
     cleaned = _clean(value, 0, budget, redacted)

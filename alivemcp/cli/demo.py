@@ -25,9 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from alivemcp.app.datadir import DataDirInUseError, DataDirLock
 from alivemcp.config import LoadedConfig, load_config
-from alivemcp.datadir import DataDirInUseError, DataDirLock
-from alivemcp.logging import configure_logging
+from alivemcp.hygiene.logging import configure_logging
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.stack import DemoStack
 
@@ -51,7 +51,7 @@ DEMO_PARTS = (
 
 
 def default_demo_config() -> Path:
-    return Path(__file__).resolve().parent.parent / "config" / "demo.yaml"
+    return Path(__file__).resolve().parents[2] / "config" / "demo.yaml"
 
 
 def report_command(config_path: Path, data_dir: Path) -> str:
@@ -113,7 +113,7 @@ async def run_demo(args: argparse.Namespace) -> int:
         os.environ.update(stack.env)
         os.environ["DEMO_LISTEN"] = args.listen
         loaded = load_config(config_path)
-        from alivemcp.daemon import Daemon
+        from alivemcp.app.daemon import Daemon
 
         daemon = Daemon(loaded, config_path, args.listen)
         base = f"http://{args.listen}"

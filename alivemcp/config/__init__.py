@@ -39,14 +39,14 @@ from pydantic import (
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
 from alivemcp.cluster.config import ClusterConfig
+from alivemcp.config.registry import ProbeTypeError, Registry, registry
+from alivemcp.config.secrets import ConfigSecrets, mask_url_secrets
+from alivemcp.config.yamlfile import YamlFileError, load_yaml, read_text
 from alivemcp.durations import Duration, parse_duration
 from alivemcp.history.config import HistoryConfig
 from alivemcp.outcome import OBSERVATION_PREFIX, engine_label_owners
 from alivemcp.probe import ProbeParams
-from alivemcp.registry import ProbeTypeError, Registry, registry
 from alivemcp.resultsview import ReadableCheck, ReadsChecks, Reference
-from alivemcp.secrets import ConfigSecrets, mask_url_secrets
-from alivemcp.yamlfile import YamlFileError, load_yaml, read_text
 
 __all__ = [
     "CheckSpec",
@@ -262,7 +262,7 @@ class ResolvedCheck:
         """16 bytes that change whenever :meth:`same_as` would tell this check from its
         changed self: a config loader in another process is given the running checks' digests
         and sends back which checks it can keep, instead of copies of them (see
-        :mod:`alivemcp.configload`). Computed once."""
+        :mod:`alivemcp.app.configload`). Computed once."""
         cached = self._reload_digest
         if cached is None:
             alert = None if self.alert is None else self.alert.model_dump_json()

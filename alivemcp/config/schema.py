@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from alivemcp.config import Config
-from alivemcp.registry import registry
+from alivemcp.config.registry import registry
 
 __all__ = ["config_json_schema", "describe_probe_types", "params_rows"]
 

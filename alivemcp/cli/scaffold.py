@@ -1,6 +1,6 @@
 """``alivemcp new-probe NAME``: a new probe type, as a small installable plugin project.
 
-The project is written from the templates in ``alivemcp/scaffold_template/`` (shipped inside
+The project is written from the templates in ``alivemcp/cli/scaffold_template/`` (shipped inside
 the package): one probe module (params, declared observations, a ``probe()`` that uses the
 plumbing and builds its verdict with ``Findings``), its entry point in the ``alivemcp.probes``
 group, a test against a real HTTP server on 127.0.0.1, an IAM policy stub and a README.

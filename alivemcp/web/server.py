@@ -1,5 +1,5 @@
 """The HTTP server: /metrics, /status, /healthz, /readyz, the status page at /, and the
-history API and badges (:mod:`alivemcp.api`)."""
+history API and badges (:mod:`alivemcp.web.api`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 from aiohttp import web
 
-from alivemcp.api import add_api_routes
+from alivemcp.engine.status import StatusStore
 from alivemcp.history import HistoryStore
-from alivemcp.metrics import Metrics
-from alivemcp.status import StatusStore
-from alivemcp.statuspage import PAGE_HEADERS, PAGE_HTML
+from alivemcp.web.api import add_api_routes
+from alivemcp.web.metrics import Metrics
+from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
 
 __all__ = ["HttpServer"]
 

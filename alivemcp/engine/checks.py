@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from alivemcp.config import ResolvedCheck
+from alivemcp.config.registry import Registry, registry
+from alivemcp.engine.results import CheckInfo
+from alivemcp.engine.runner import ProbeHandle
+from alivemcp.engine.status import CheckState
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import CheckContext
-from alivemcp.registry import Registry, registry
-from alivemcp.results import CheckInfo
 from alivemcp.resultsview import NO_RESULTS, MemberResult, Reference, ResultsView
-from alivemcp.runner import ProbeHandle
-from alivemcp.status import CheckState
 
 __all__ = ["StateSource", "StoreResultsView", "build_handle", "check_info"]
 

@@ -10,7 +10,7 @@ and their results are recorded (and reach alerting); then teardowns (canary clea
 alerting flushes its queue, and the process exits 0. The whole stop takes at most the grace plus
 :data:`STOP_OVERHEAD_SECONDS`. A stop during start-up skips what has not started yet.
 
-The daemon holds ``data_dir`` exclusively (:mod:`alivemcp.datadir`): a second daemon on the same
+The daemon holds ``data_dir`` exclusively (:mod:`alivemcp.app.datadir`): a second daemon on the same
 directory exits 2 with one line saying who holds it.
 
 Cluster mode (``cluster:`` set; docs/cluster.md): the replica probes only the checks of the
@@ -39,7 +39,9 @@ from pathlib import Path
 import structlog
 
 from alivemcp.alerting.manager import AlertManager
-from alivemcp.checks import build_handle, check_info
+from alivemcp.app.configload import load_in_child
+from alivemcp.app.datadir import DataDirInUseError, DataDirLock
+from alivemcp.app.lifecycle import STOP_SIGNALS, take_held_signals
 from alivemcp.cluster._kafka import ClusterKafka
 from alivemcp.cluster.alert_state import AlertStateLog
 from alivemcp.cluster.config import ClusterConfig
@@ -57,24 +59,22 @@ from alivemcp.config import (
     load_config,
     split_listen,
 )
-from alivemcp.configload import load_in_child
-from alivemcp.datadir import DataDirInUseError, DataDirLock
-from alivemcp.heap import dropping, settle_heap, tune_allocator
+from alivemcp.engine.checks import build_handle, check_info
+from alivemcp.engine.pipeline import ResultConsumer, ResultPipeline
+from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.runner import ProbeHandle
+from alivemcp.engine.scheduler import Scheduler
+from alivemcp.engine.status import StatusStore
 from alivemcp.history import HistoryStore
-from alivemcp.lifecycle import STOP_SIGNALS, take_held_signals
-from alivemcp.logging import configure_logging
-from alivemcp.metrics import Metrics
-from alivemcp.pipeline import ResultConsumer, ResultPipeline
+from alivemcp.hygiene.heap import dropping, settle_heap, tune_allocator
+from alivemcp.hygiene.logging import configure_logging
 from alivemcp.plumbing import Plumbing
-from alivemcp.results import CheckInfo, CheckResult
-from alivemcp.runner import ProbeHandle
-from alivemcp.scheduler import Scheduler
-from alivemcp.server import HttpServer
-from alivemcp.status import StatusStore
+from alivemcp.web.metrics import Metrics
+from alivemcp.web.server import HttpServer
 
 __all__ = ["Daemon"]
 
-log = structlog.get_logger("alivemcp.daemon")
+log = structlog.get_logger("alivemcp.app.daemon")
 
 #: The whole shutdown must fit well inside Kubernetes' default 30 s: the grace (default 10 s)
 #: plus this overhead. Teardowns and the alert flush run side by side, each within 3 s.
@@ -447,7 +447,7 @@ class Daemon:
         reload that changes a few of 100,000 checks rebuilds a few of each, not 100,000 (whose
         replaced objects stayed in the heap as holes: 93 MB after a reload of 100,000 checks
         that changed nothing). A config loaded in a child holds the running objects already
-        (see :mod:`alivemcp.configload`); one loaded in a thread is small, and its copies of
+        (see :mod:`alivemcp.app.configload`); one loaded in a thread is small, and its copies of
         kept checks are freed with it. Slices of :data:`APPLY_SLICE` checks; nothing has
         changed yet if it is cancelled."""
         checks, applied = self._loaded.checks, self._applied_infos
@@ -576,7 +576,7 @@ def _raise_open_files_limit() -> None:
 async def _load_in_background(path: Path, running: Sequence[ResolvedCheck]) -> LoadedConfig:
     """``load_config`` off the event loop: a large config takes seconds to load, and a stop
     must not wait for a load it no longer needs. A file of :data:`LOAD_IN_CHILD_BYTES` or more
-    loads in a child process (:mod:`alivemcp.configload`: no GIL shared with the loop, and the
+    loads in a child process (:mod:`alivemcp.app.configload`: no GIL shared with the loop, and the
     load's short-lived objects never touch the daemon's memory); a smaller one in a daemon
     thread (``asyncio.to_thread``'s workers are joined when the loop closes), where starting
     a Python process would cost more than the load. ``running``: the checks in use, which a

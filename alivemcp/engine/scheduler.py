@@ -63,9 +63,9 @@ from typing import Protocol
 import structlog
 
 from alivemcp.config import SchedulerConfig
-from alivemcp.results import CheckResult
-from alivemcp.runner import ProbeHandle, ProbeRun
-from alivemcp.status import StatusStore
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.runner import ProbeHandle, ProbeRun
+from alivemcp.engine.status import StatusStore
 
 __all__ = [
     "FIRST_RUNS_PER_SECOND",
@@ -77,7 +77,7 @@ __all__ = [
     "start_window",
 ]
 
-log = structlog.get_logger("alivemcp.scheduler")
+log = structlog.get_logger("alivemcp.engine.scheduler")
 
 FIRST_RUNS_PER_SECOND = 1000.0  # how fast a batch of new checks gets its first runs
 MIN_START_WINDOW = 2.0  # seconds: a few checks still spread a little
