@@ -302,7 +302,7 @@ class DeliveryWorker:
             # Honour the receiver, plus a little jitter so many daemons don't retry in step.
             base = min(retry_after, s.max_retry_after)
             return base + random.uniform(0, 0.1 * max(base, s.backoff_initial))
-        ceiling = min(s.backoff_max, s.backoff_initial * 2 ** (attempt - 1))
+        ceiling = min(s.backoff_max, s.backoff_initial * 2.0 ** (attempt - 1))
         # "Equal jitter": at least half the exponential delay, at most all of it.
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 

@@ -13,13 +13,16 @@ import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alivemcp import __version__
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.config import ConfigError, LoadedConfig, ResolvedCheck, load_config
 from alivemcp.hygiene.logging import configure_logging
 from alivemcp.probe import Status
+
+if TYPE_CHECKING:
+    from alivemcp.engine.runner import ProbeHandle
 
 __all__ = ["main"]
 
@@ -234,7 +237,7 @@ async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json
                for c in checks}
     all_up = True
 
-    async def one(handle: Any) -> CheckResult:
+    async def one(handle: ProbeHandle) -> CheckResult:
         async with limit:
             return await handle.run()
 

@@ -264,7 +264,7 @@ def _incidents_by_check(db: sqlite3.Connection, period: Period) -> dict[int, lis
         "WHERE started_at < ? AND COALESCE(ended_at, 9e18) > ? ORDER BY started_at",
         (period.until, period.since),
     ):
-        out.setdefault(cid, []).append(tuple(incident))  # type: ignore[arg-type]
+        out.setdefault(cid, []).append(tuple(incident))
     return out
 
 

@@ -16,7 +16,7 @@ __all__ = ["ShardMap", "shard_of"]
 
 def shard_of(name: str, shards: int) -> int:
     """The shard (= partition) of the check ``name`` among ``shards``."""
-    return (murmur2(name.encode("utf-8")) & 0x7FFFFFFF) % shards
+    return (int(murmur2(name.encode("utf-8"))) & 0x7FFFFFFF) % shards
 
 
 class ShardMap:

@@ -56,7 +56,7 @@ async def connect_transport(loop: asyncio.AbstractEventLoop, address: Address, l
         # asyncio words it "Connect call failed ('127.0.0.1', 80)": name the reason instead.
         reason = OSError(exc.errno, os.strerror(exc.errno)) if exc.errno else exc
         raise _failed(label, [reason]) from None
-    return transport, protocol  # type: ignore[return-value]
+    return transport, protocol
 
 
 def interleave(addresses: Sequence[Address]) -> list[Address]:

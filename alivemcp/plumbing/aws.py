@@ -233,7 +233,7 @@ class AwsClients:
             settings.read_timeout,
             settings.max_pool_connections,
         )
-        client = self._clients.get(key)
+        client: AwsClient | None = self._clients.get(key)
         if client is not None:
             return client
         lock = self._locks.setdefault(key, asyncio.Lock())

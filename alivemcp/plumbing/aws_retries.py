@@ -154,7 +154,7 @@ def _backoff(attempt: int, exc: BaseException) -> float:
             code = "TooManyRequestsException"
     base = THROTTLED_BACKOFF_BASE if code in THROTTLING_CODES else BACKOFF_BASE
     # Jitter keeps many checks that failed together from retrying in step.
-    return random.uniform(0.5, 1.0) * min(BACKOFF_CAP, base * 2 ** (attempt - 1))
+    return random.uniform(0.5, 1.0) * min(BACKOFF_CAP, base * 2.0 ** (attempt - 1))
 
 
 # --- deadlines -------------------------------------------------------------------------------

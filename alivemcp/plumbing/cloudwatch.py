@@ -124,5 +124,5 @@ def _epoch(moment: Any) -> float:
     if isinstance(moment, datetime):
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return moment.timestamp()
+        return float(moment.timestamp())
     return float(moment)

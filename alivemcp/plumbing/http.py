@@ -181,13 +181,13 @@ class _ResumingSSLObject(ssl.SSLObject):
     """
 
     @classmethod
-    def _create(cls, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO,  # type: ignore[override]
+    def _create(cls, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO,
                 server_side: bool = False, server_hostname: str | None = None,
                 session: ssl.SSLSession | None = None,
                 context: ssl.SSLContext | None = None) -> ssl.SSLObject:
         if session is None and not server_side:
             session = _OFFERED_SESSION.get()
-        return super()._create(  # type: ignore[misc]
+        return super()._create(  # type: ignore[misc,no-any-return]
             incoming, outgoing, server_side=server_side, server_hostname=server_hostname,
             session=session, context=context)
 

@@ -123,7 +123,7 @@ class _MetadataRequestNoAutoCreate(MetadataRequest):
 # aiokafka's producer and consumer refresh metadata for every topic they touched, with
 # auto-creation allowed (the protocol default). The prober must never create topics as a side
 # effect of looking at them, so the clients this process builds use the non-creating request.
-aiokafka.client.MetadataRequest = _MetadataRequestNoAutoCreate  # type: ignore[misc]
+aiokafka.client.MetadataRequest = _MetadataRequestNoAutoCreate
 
 
 def cluster_problem(err: ProbeError) -> str:

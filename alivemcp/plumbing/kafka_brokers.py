@@ -157,9 +157,9 @@ class Steering:
         #: Brokers this client is opening a connection to right now (with a count of callers).
         self.connecting: Counter[Any] = Counter()
         self._get_conn = client._get_conn
-        client._get_conn = self.get_conn  # type: ignore[method-assign]
-        client.get_random_node = self.get_random_node  # type: ignore[method-assign]
-        client._alivemcp_steering = self  # type: ignore[attr-defined]
+        client._get_conn = self.get_conn
+        client.get_random_node = self.get_random_node
+        client._alivemcp_steering = self
 
     def address(self, node_id: Any) -> str | None:
         broker = self.client.cluster.broker_metadata(node_id) if isinstance(node_id, int) else None

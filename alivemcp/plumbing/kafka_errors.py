@@ -52,7 +52,7 @@ _NOT_FOUND_CODES = frozenset({3, 69})  # UnknownTopicOrPartition, GroupIdNotFoun
 
 def error_name(code: int) -> str:
     """aiokafka's name for a Kafka error code (``NotLeaderForPartitionError``)."""
-    return for_code(code).__name__
+    return str(for_code(code).__name__)
 
 
 def kind_for_code(code: int) -> ErrorKind:

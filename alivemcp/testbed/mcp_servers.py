@@ -888,7 +888,8 @@ def _lab_app() -> Any:
     async def count(request: web.Request, handler: Any) -> web.StreamResponse:
         key = f"{request.method} {request.path}"
         seen[key] = seen.get(key, 0) + 1
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def stats(request: web.Request) -> web.StreamResponse:
         return json_reply(seen)
@@ -1030,7 +1031,8 @@ def _lab_app() -> Any:
         answer = script.get(str(message.get("method")))
         if answer is None:
             return None
-        return answer["body"].replace(b"{ID}", json.dumps(message.get("id")).encode())
+        body: bytes = answer["body"]
+        return body.replace(b"{ID}", json.dumps(message.get("id")).encode())
 
     async def scripted(request: web.Request) -> web.StreamResponse:
         script = scripts.get(request.match_info["token"])

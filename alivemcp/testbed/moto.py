@@ -26,8 +26,8 @@ def moto_settings(endpoint_url: str, **more: Any) -> AwsSettings:
         region=REGION,
         endpoint_url=endpoint_url,
         max_attempts=1,
-        access_key_id=FAKE_KEY_ID,  # type: ignore[arg-type]
-        secret_access_key=FAKE_SECRET,  # type: ignore[arg-type]
+        access_key_id=FAKE_KEY_ID,
+        secret_access_key=FAKE_SECRET,
         **more,
     )
 

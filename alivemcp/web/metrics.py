@@ -49,7 +49,7 @@ __all__ = [
     "engine_label_owners",
 ]
 
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 _STATUSES = tuple(Status)
 

@@ -138,7 +138,7 @@ def _holds(doc: Any, record_id: str) -> bool:
         return any(_holds(value, record_id) for value in doc.values())
     if isinstance(doc, list):
         return any(_holds(value, record_id) for value in doc)
-    return doc == record_id
+    return isinstance(doc, str) and doc == record_id
 
 
 def inspect_delivery(body: bytes, record_id: str, transformed: bool = False,

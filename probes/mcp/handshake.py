@@ -223,7 +223,7 @@ def _speaks_modern(message: Mapping[str, Any] | None) -> bool:
     supported = _supported_versions(message)
     if supported is not None:
         return MODERN_VERSION in supported
-    return message["error"].get("code") == UNSUPPORTED_PROTOCOL_VERSION
+    return bool(message["error"].get("code") == UNSUPPORTED_PROTOCOL_VERSION)
 
 
 class Handshake:

@@ -56,11 +56,13 @@ class PagerDutyReceiver(Receiver):
     # groups: {group_key: [member dedup keys]}, member_of: {member dedup key: group_key}
     @property
     def _groups(self) -> dict[str, list[str]]:
-        return self.state.data.setdefault("groups", {})
+        groups: dict[str, list[str]] = self.state.data.setdefault("groups", {})
+        return groups
 
     @property
     def _member_of(self) -> dict[str, str]:
-        return self.state.data.setdefault("member_of", {})
+        member_of: dict[str, str] = self.state.data.setdefault("member_of", {})
+        return member_of
 
     def restore_state(self, data: Any) -> None:
         """Saved groups must be well-typed and agree with ``member_of`` both ways: a member
