@@ -1,4 +1,6 @@
-"""Durations as users write them: ``30``, ``"30s"``, ``"1.5m"``, ``"250ms"``, ``"2h"``.
+"""Durations as users write them: ``30``, ``"30s"``, ``"1.5m"``, ``"250ms"``, ``"2h"``, and
+the moments the history's readers take (:func:`parse_instant`: ``30d`` ago, a date, an ISO
+datetime, unix seconds), one rule for the API and the CLI.
 
 Every duration is finite and at most :data:`MAX_DURATION_SECONDS`: ``.inf``, ``nan`` or
 ``100000000d`` validate as floats but cannot be scheduled (timers and datetimes overflow), so
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
@@ -19,6 +22,7 @@ __all__ = [
     "Duration",
     "DurationOrZero",
     "parse_duration",
+    "parse_instant",
 ]
 
 #: One year: longer than any interval, timeout, retention or grace a monitor needs.
@@ -74,3 +78,44 @@ DurationOrZero = Annotated[
                   DURATION_JSON_SCHEMA["anyOf"][1]],
     }),
 ]
+
+
+_DURATION_WITH_UNIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_UNIX = re.compile(r"^\d+(?:\.\d+)?$")
+_NEGATIVE = re.compile(r"^-\s*\d")
+#: A bare number below this (2001-09-09) is taken for a duration without its unit, not for a
+#: moment in 1970.
+SMALLEST_UNIX_TIME = 1_000_000_000
+#: What :func:`parse_instant` accepts, for its callers' messages.
+INSTANT_FORMS = ("a duration before now (30d, 12h, 90m), a date (2026-11-01, midnight UTC), "
+                 "an ISO-8601 datetime (2026-11-01T09:30:00Z; UTC without an offset) or "
+                 "unix seconds (1793491200)")
+
+
+def parse_instant(text: str, now: float) -> float:
+    """Unix time of ``text``: a duration with a unit is that long before ``now``; a date is
+    its midnight UTC; an ISO-8601 datetime without an offset is UTC; a bare number is unix
+    seconds (from 2001 on: a smaller one is a duration missing its unit). Raises
+    ``ValueError`` saying what was wrong; the caller prefixes the parameter's name."""
+    value = text.strip()
+    if _DURATION_WITH_UNIT.match(value):
+        return now - float(parse_duration(value))
+    if _NEGATIVE.match(value):
+        raise ValueError(f"{text!r}: a moment is a non-negative unix time, never before 1970")
+    if _UNIX.match(value):
+        seconds = float(value)
+        if seconds < SMALLEST_UNIX_TIME:
+            raise ValueError(f"{text!r}: a duration needs a unit (e.g. 30d, 12h); a bare "
+                             "number is unix seconds")
+        return seconds
+    try:
+        if _DATE.match(value):
+            return datetime.combine(date.fromisoformat(value), datetime.min.time(),
+                                    tzinfo=UTC).timestamp()
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{text!r} is not {INSTANT_FORMS}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()

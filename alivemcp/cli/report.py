@@ -48,12 +48,12 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from alivemcp import durations
 from alivemcp.config import ConfigError, load_config
-from alivemcp.durations import parse_duration
 from alivemcp.history import queries, schema
 from alivemcp.history.config import Retention
 
@@ -91,11 +91,6 @@ COLUMNS = (
 
 #: Bucket tables from finest to coarsest, with the retention field that bounds each.
 _TABLES = ("minute", "hour", "day")
-_DURATION_WITH_UNIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_UNIX = re.compile(r"^\d+(?:\.\d+)?$")
-#: A bare number below this (2001-09-09) is more likely a duration missing its unit.
-_SMALLEST_UNIX_TIME = 1_000_000_000
 
 
 class ReportError(Exception):
@@ -106,31 +101,12 @@ class ReportError(Exception):
 
 
 def parse_instant(text: str, now: float, option: str = "--since") -> float:
-    """Unix time of a ``--since``/``--until`` value (forms in the module docstring)."""
-    value = text.strip()
-    if _DURATION_WITH_UNIT.match(value):
-        try:
-            return now - float(parse_duration(value))
-        except ValueError as exc:
-            raise ReportError(f"{option} {text!r}: {exc}") from None
-    if _UNIX.match(value):
-        seconds = float(value)
-        if seconds < _SMALLEST_UNIX_TIME:
-            raise ReportError(f"{option} {text!r}: a duration needs a unit (e.g. 30d, 12h); a "
-                              "bare number is unix seconds")
-        return seconds
+    """Unix time of a ``--since``/``--until`` value (:func:`alivemcp.durations.parse_instant`,
+    the rule the API's ``since`` follows too)."""
     try:
-        if _DATE.match(value):
-            return datetime.combine(date.fromisoformat(value), datetime.min.time(),
-                                    tzinfo=UTC).timestamp()
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ReportError(
-            f"{option} {text!r} is not a duration (30d), a date (2026-11-01), an ISO datetime "
-            "(2026-11-01T09:30:00Z) or unix seconds") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return durations.parse_instant(text, now)
+    except ValueError as exc:
+        raise ReportError(f"{option} {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

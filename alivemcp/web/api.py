@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from alivemcp.durations import parse_duration
+from alivemcp.durations import parse_instant
 from alivemcp.engine.results import CheckInfo
 from alivemcp.engine.status import StatusStore
 from alivemcp.history import HistoryStore, HistoryUnavailable
@@ -47,7 +44,6 @@ MAX_INCIDENTS = 1000
 #: JSON answers are live data: a proxy or browser must not answer from a stale copy.
 JSON_CACHE_CONTROL = "no-store"
 RETRY_UNAVAILABLE_SECONDS = "5"
-_DURATION_WITH_UNIT = re.compile(r"^\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*$")
 BADGE_WINDOWS = ("24h", "7d", "30d")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -102,33 +98,12 @@ def _window(params: Mapping[str, str], allowed: Iterable[str]) -> str:
 
 
 def parse_since(value: str, now: float) -> float:
-    """``30d`` (a duration with a unit: that long ago), ``1767225600`` (unix seconds) or
-    ``2026-01-01T00:00:00Z`` (ISO-8601; without an offset it is UTC) → unix seconds."""
-    text = value.strip()
-    if _DURATION_WITH_UNIT.match(text):
-        try:
-            return now - float(parse_duration(text))
-        except ValueError as exc:
-            raise _bad_parameter("since", f"since: {exc}") from None
+    """The ``since`` parameter as unix time (:func:`alivemcp.durations.parse_instant`, the
+    rule ``alivemcp report --since`` follows too)."""
     try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        if math.isfinite(seconds) and seconds >= 0:
-            return seconds
-        raise _bad_parameter("since", f"since must be a finite, non-negative unix time "
-                                      f"(got {value!r})")
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise _bad_parameter(
-            "since", f"since must be a duration with a unit (30d, 12h, 90m), unix seconds "
-                     f"(1767225600) or ISO-8601 (2026-01-01T00:00:00Z); got {value!r}",
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return parse_instant(value, now)
+    except ValueError as exc:
+        raise _bad_parameter("since", f"since: {exc}") from None
 
 
 def _limit(params: Mapping[str, str]) -> int:

@@ -347,3 +347,25 @@ def test_report_of_a_real_daemon_run(tmp_path: Path) -> None:
     assert report.main(config, "1h", None, "markdown", text) == 0
     assert "**1 check · 1 incident on 1 check · " in text.getvalue()
     assert "| svc/flaky " in text.getvalue()
+
+
+@pytest.mark.parametrize("text", ["30d", "90m", " 12h ", "250ms", "2026-11-01",
+                                  "2026-11-01T09:30:00", "2026-11-01T09:30:00+01:00",
+                                  "1793491200", "1793491200.5", "30", "0", "-5", "400d",
+                                  "yesterday", "", "2026-13-01", "nan", "inf"])
+def test_the_api_and_the_report_read_a_moment_by_one_rule(text: str) -> None:
+    """``since`` in the history API and ``--since``/``--until`` here are one parser: the same
+    text is the same moment, or refused by both."""
+    from alivemcp.web.api import parse_since
+
+    now = 1_800_000_000.0
+    try:
+        expected: float | None = parse_instant(text, now)
+    except ReportError:
+        expected = None
+    try:
+        got: float | None = parse_since(text, now)
+    except Exception as exc:  # the API's 400, naming its parameter
+        assert str(exc).startswith("since: "), exc
+        got = None
+    assert got == expected, text
