@@ -12,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv deps test-deps clean
+.PHONY: demo test check lint venv deps test-deps clean
 
 HAVE_KAFKA_TOOLS := $(shell command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && echo yes)
 
@@ -57,6 +57,11 @@ test-deps: deps
 lint: venv
 	$(BIN)/ruff check alivemcp probes tests benchmarks scripts
 	$(BIN)/mypy
+
+# The inner loop: lint, types and the unit tests (no server, process or network: marked by
+# tests/conftest.py), without Java, npm or Chromium. `make test` is still the whole suite.
+check: lint
+	$(BIN)/python -m pytest -m unit -n 2 -q -p no:cacheprovider
 
 test: test-deps lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope

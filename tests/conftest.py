@@ -46,3 +46,44 @@ def _registered_secrets_per_test() -> Iterator[None]:
     redact._known.update(known)
     redact._by_prefix.clear()
     redact._by_prefix.update(by_prefix)
+
+
+#: Fixtures that need no server, process or network: a test that uses only these, in a module
+#: that starts nothing itself, is a unit test, run by ``make check`` too.
+UNIT_FIXTURES = frozenset({
+    "request", "tmp_path", "tmp_path_factory", "monkeypatch", "caplog", "capsys", "capfd",
+    "recwarn", "_registered_secrets_per_test", "event_loop_policy",
+})
+
+
+#: A test module whose source names one of these starts processes or servers (the daemon, the
+#: CLI, the local stack): none of its tests is a unit test.
+_STARTS_THINGS = ("subprocess", "Daemon", "testbed", "serve_http", "ALIVEMCP", "run_check",
+                  "Popen", "start_daemon", "free_port")
+
+
+def _starts_things(module: object, seen: dict[str, bool]) -> bool:
+    path = str(getattr(module, "__file__", ""))
+    if path not in seen:
+        try:
+            source = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            source = ""
+        seen[path] = any(word in source for word in _STARTS_THINGS)
+    return seen[path]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "unit: no server, process or network (set by conftest; make check runs these)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    seen: dict[str, bool] = {}
+    for item in items:
+        if getattr(item, "function", None) is None:
+            continue
+        if set(getattr(item, "fixturenames", ())) - UNIT_FIXTURES:
+            continue
+        if not _starts_things(getattr(item, "module", None), seen):
+            item.add_marker(pytest.mark.unit)

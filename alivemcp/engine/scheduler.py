@@ -248,6 +248,10 @@ class Scheduler:
         self._stale = 0  # heap entries known to be skipped when they come up
         self._sequence = itertools.count()
         self._collector: _CollectorPolicy | None = None
+        #: The pending freeze of what the last batch's first runs made (see
+        #: _settle_young_objects); cancelled when the scheduler stops, so a stopped scheduler
+        #: never freezes the process's objects later.
+        self._settle: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
         #: name -> the check whose run is in flight (of a check since removed or replaced too:
@@ -382,7 +386,11 @@ class Scheduler:
             loop.call_soon(self._plan_slice, batch, on_grid, now, window, start + PLAN_SLICE,
                            latest)
         else:
-            loop.call_later(latest - now + SETTLE_AFTER_FIRST_RUNS, _settle_young_objects)
+            # One pending settle: a later batch's replaces it (it comes after both batches).
+            if self._settle is not None:
+                self._settle.cancel()
+            self._settle = loop.call_later(latest - now + SETTLE_AFTER_FIRST_RUNS,
+                                           _settle_young_objects)
 
     def _arm(self) -> None:
         """Set the loop's timer for the earliest planned run."""
@@ -566,6 +574,9 @@ class Scheduler:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._settle is not None:
+            self._settle.cancel()
+            self._settle = None
         if self._collector is not None:
             self._collector.stop()
             self._collector = None
