@@ -56,6 +56,7 @@ test-deps: deps
 
 lint: venv
 	$(BIN)/ruff check alivemcp probes tests benchmarks scripts
+	$(BIN)/ruff format --check alivemcp probes tests benchmarks scripts
 	$(BIN)/mypy
 
 # The inner loop: lint, types and the unit tests (no server, process or network: marked by

@@ -23,33 +23,50 @@ __all__ = ["MOVED", "install"]
 MOVED: dict[str, str] = {
     f"alivemcp.{old}": f"alivemcp.{new}"
     for old, new in {
-        "redact": "hygiene.redact", "untrusted": "hygiene.untrusted",
-        "logging": "hygiene.logging", "heap": "hygiene.heap",
-        "yamlfile": "config.yamlfile", "schema": "config.schema",
-        "secrets": "config.secrets", "registry": "config.registry",
-        "results": "engine.results", "runner": "engine.runner", "status": "engine.status",
-        "checks": "engine.checks", "pipeline": "engine.pipeline",
+        "redact": "hygiene.redact",
+        "untrusted": "hygiene.untrusted",
+        "logging": "hygiene.logging",
+        "heap": "hygiene.heap",
+        "yamlfile": "config.yamlfile",
+        "schema": "config.schema",
+        "secrets": "config.secrets",
+        "registry": "config.registry",
+        "results": "engine.results",
+        "runner": "engine.runner",
+        "status": "engine.status",
+        "checks": "engine.checks",
+        "pipeline": "engine.pipeline",
         "scheduler": "engine.scheduler",
-        "server": "web.server", "api": "web.api", "badges": "web.badges",
-        "statuspage": "web.statuspage", "metrics": "web.metrics",
-        "daemon": "app.daemon", "configload": "app.configload", "datadir": "app.datadir",
-        "lifecycle": "app.lifecycle", "listen": "app.listen",
-        "report": "cli.report", "demo": "cli.demo", "scaffold": "cli.scaffold",
+        "server": "web.server",
+        "api": "web.api",
+        "badges": "web.badges",
+        "statuspage": "web.statuspage",
+        "metrics": "web.metrics",
+        "daemon": "app.daemon",
+        "configload": "app.configload",
+        "datadir": "app.datadir",
+        "lifecycle": "app.lifecycle",
+        "listen": "app.listen",
+        "report": "cli.report",
+        "demo": "cli.demo",
+        "scaffold": "cli.scaffold",
     }.items()
 }
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {new}; import it from there",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"{spec.name} moved to {new}; import it from there", DeprecationWarning, stacklevel=3
+        )
         return importlib.import_module(new)
 
     def exec_module(self, module: ModuleType) -> None:

@@ -72,11 +72,15 @@ DurationOrZero = Annotated[
     float,
     BeforeValidator(parse_duration),
     Field(ge=0),
-    WithJsonSchema({
-        **DURATION_JSON_SCHEMA,
-        "anyOf": [{"type": "number", "minimum": 0, "maximum": MAX_DURATION_SECONDS},
-                  DURATION_JSON_SCHEMA["anyOf"][1]],
-    }),
+    WithJsonSchema(
+        {
+            **DURATION_JSON_SCHEMA,
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": MAX_DURATION_SECONDS},
+                DURATION_JSON_SCHEMA["anyOf"][1],
+            ],
+        }
+    ),
 ]
 
 
@@ -88,9 +92,11 @@ _NEGATIVE = re.compile(r"^-\s*\d")
 #: moment in 1970.
 SMALLEST_UNIX_TIME = 1_000_000_000
 #: What :func:`parse_instant` accepts, for its callers' messages.
-INSTANT_FORMS = ("a duration before now (30d, 12h, 90m), a date (2026-11-01, midnight UTC), "
-                 "an ISO-8601 datetime (2026-11-01T09:30:00Z; UTC without an offset) or "
-                 "unix seconds (1793491200)")
+INSTANT_FORMS = (
+    "a duration before now (30d, 12h, 90m), a date (2026-11-01, midnight UTC), "
+    "an ISO-8601 datetime (2026-11-01T09:30:00Z; UTC without an offset) or "
+    "unix seconds (1793491200)"
+)
 
 
 def parse_instant(text: str, now: float) -> float:
@@ -106,13 +112,15 @@ def parse_instant(text: str, now: float) -> float:
     if _UNIX.match(value):
         seconds = float(value)
         if seconds < SMALLEST_UNIX_TIME:
-            raise ValueError(f"{text!r}: a duration needs a unit (e.g. 30d, 12h); a bare "
-                             "number is unix seconds")
+            raise ValueError(
+                f"{text!r}: a duration needs a unit (e.g. 30d, 12h); a bare number is unix seconds"
+            )
         return seconds
     try:
         if _DATE.match(value):
-            return datetime.combine(date.fromisoformat(value), datetime.min.time(),
-                                    tzinfo=UTC).timestamp()
+            return datetime.combine(
+                date.fromisoformat(value), datetime.min.time(), tzinfo=UTC
+            ).timestamp()
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"{text!r} is not {INSTANT_FORMS}") from None

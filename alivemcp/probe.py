@@ -44,6 +44,7 @@ __all__ = [
     "worst",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class Observable:
     """The declaration of one observation a probe reports: a gauge ``alivemcp_probe_<name>``.

@@ -36,19 +36,36 @@ async def main(checks: int, storm: int) -> None:
     # The log receiver would print every alert; keep the figures readable.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     infos = [CheckInfo(f"check-{i}", "bench", {"team": f"t{i % 10}"}) for i in range(checks)]
-    config = AlertingConfig.model_validate({
-        "receivers": [{"name": "log", "type": "log"}],
-        "default_receivers": ["log"],
-        "routes": [{"matchers": ["team=t1"], "receivers": ["log"]}],
-    })
+    config = AlertingConfig.model_validate(
+        {
+            "receivers": [{"name": "log", "type": "log"}],
+            "default_receivers": ["log"],
+            "routes": [{"matchers": ["team=t1"], "receivers": ["log"]}],
+        }
+    )
     now = time.time()
     with tempfile.TemporaryDirectory() as data_dir:
-        manager = AlertManager(config, [(i, None) for i in infos], Path(data_dir),
-                               CollectorRegistry(), tick_interval=3600)
+        manager = AlertManager(
+            config,
+            [(i, None) for i in infos],
+            Path(data_dir),
+            CollectorRegistry(),
+            tick_interval=3600,
+        )
         await manager.start()
         ups = [CheckResult(i, Status.UP, "ok", 0.01, now, now) for i in infos]
-        downs = [CheckResult(i, Status.DOWN, "connection refused", 0.01, now, now,
-                             observations={"latency_seconds": 1.5}) for i in infos[:storm]]
+        downs = [
+            CheckResult(
+                i,
+                Status.DOWN,
+                "connection refused",
+                0.01,
+                now,
+                now,
+                observations={"latency_seconds": 1.5},
+            )
+            for i in infos[:storm]
+        ]
         started = time.perf_counter()
         for result in ups:
             manager.observe(result)
@@ -67,8 +84,10 @@ async def main(checks: int, storm: int) -> None:
         size = (Path(data_dir) / "alerting-state.json").stat().st_size
         await manager.stop(grace=0.0)
     print(f"checks: {checks}, storm: {storm} firing, {queued} notifications queued")
-    print(f"observe, healthy result:       {healthy * 1e6:7.1f} us "
-          f"({healthy * checks / 60 * 100:.1f}% of a core at a 60 s interval)")
+    print(
+        f"observe, healthy result:       {healthy * 1e6:7.1f} us "
+        f"({healthy * checks / 60 * 100:.1f}% of a core at a 60 s interval)"
+    )
     print(f"observe, storm result:         {stormy * 1e6:7.1f} us")
     print(f"tick with {storm} firing:       {tick * 1e3:7.1f} ms (once a second)")
     print(f"state write (first, all new):  {write * 1e3:7.1f} ms, {size / 1e6:.1f} MB")

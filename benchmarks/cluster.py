@@ -78,8 +78,7 @@ TARGET_INTERVAL = 60.0
 def check_names(count: int) -> list[str]:
     """Names shaped like a large fleet's: registry host / server slug / transport."""
     transports = ("mcp", "sse", "tools")
-    return [f"registry-{i % 97}.example/{i:07d}-server/{transports[i % 3]}"
-            for i in range(count)]
+    return [f"registry-{i % 97}.example/{i:07d}-server/{transports[i % 3]}" for i in range(count)]
 
 
 # -- balance -----------------------------------------------------------------------------------
@@ -123,24 +122,34 @@ def balance(args: argparse.Namespace) -> None:
     hashing = time.process_time() - started
     counts = [per_shard.get(s, 0) for s in range(args.shards)]
     mean = args.checks / args.shards
-    print(f"balance: {args.checks:,} checks over {args.shards} shards "
-          f"(shard_of: {hashing / args.checks * 1e6:.2f} us a name)")
-    print(f"  checks per shard: min {min(counts):,}  max {max(counts):,}  mean {mean:,.0f}  "
-          f"stdev {statistics.pstdev(counts):,.1f}  max/mean {max(counts) / mean:.4f}")
+    print(
+        f"balance: {args.checks:,} checks over {args.shards} shards "
+        f"(shard_of: {hashing / args.checks * 1e6:.2f} us a name)"
+    )
+    print(
+        f"  checks per shard: min {min(counts):,}  max {max(counts):,}  mean {mean:,.0f}  "
+        f"stdev {statistics.pstdev(counts):,.1f}  max/mean {max(counts) / mean:.4f}"
+    )
     topics = _Topics("results", args.shards)
     names_of = [f"replica-{i:02d}" for i in range(args.replicas)]
     per_replica = args.checks / args.replicas
     for assignor in node_assignors():
-        members = {m: assignor.metadata(["results"]) if hasattr(assignor, "member_assignment")
-                   else ConsumerProtocolMemberMetadata(0, ["results"], b"") for m in names_of}
+        members = {
+            m: assignor.metadata(["results"])
+            if hasattr(assignor, "member_assignment")
+            else ConsumerProtocolMemberMetadata(0, ["results"], b"")
+            for m in names_of
+        }
         assignment = assignor.assign(topics, members)
         shards_of = {m: _shards_of(assignment[m]) for m in names_of}
         loads = [sum(counts[s] for s in shards) for shards in shards_of.values()]
         sizes = [len(shards) for shards in shards_of.values()]
         label = getattr(assignor, "name", assignor.__name__)
-        print(f"  {label} assignor, {args.replicas} replicas: {min(sizes)}-{max(sizes)} shards "
-              f"each; checks per replica min {min(loads):,} max {max(loads):,} "
-              f"(max/mean {max(loads) / per_replica:.4f})")
+        print(
+            f"  {label} assignor, {args.replicas} replicas: {min(sizes)}-{max(sizes)} shards "
+            f"each; checks per replica min {min(loads):,} max {max(loads):,} "
+            f"(max/mean {max(loads) / per_replica:.4f})"
+        )
         if args.replicas < 2:
             continue
         # One replica gone (kill -9, after the session timeout): the survivors rejoin,
@@ -149,17 +158,22 @@ def balance(args: argparse.Namespace) -> None:
         if hasattr(assignor, "_metadata"):
             from aiokafka.structs import TopicPartition
 
-            again = {m: assignor._metadata(
-                ["results"], [TopicPartition("results", p) for p in shards_of[m]], 1)
-                for m in survivors}
+            again = {
+                m: assignor._metadata(
+                    ["results"], [TopicPartition("results", p) for p in shards_of[m]], 1
+                )
+                for m in survivors
+            }
         else:
             again = {m: ConsumerProtocolMemberMetadata(0, ["results"], b"") for m in survivors}
         after = assignor.assign(topics, again)
         moved = sum(1 for m in survivors for p in _shards_of(after[m]) if p not in shards_of[m])
         loads = [sum(counts[p] for p in _shards_of(after[m])) for m in survivors]
-        print(f"    one replica gone: {moved} shards change owner "
-              f"({len(shards_of[names_of[0]])} were the lost replica's); checks per replica "
-              f"max {max(loads):,} (max/mean {max(loads) / (args.checks / len(survivors)):.4f})")
+        print(
+            f"    one replica gone: {moved} shards change owner "
+            f"({len(shards_of[names_of[0]])} were the lost replica's); checks per replica "
+            f"max {max(loads):,} (max/mean {max(loads) / (args.checks / len(survivors)):.4f})"
+        )
 
 
 # -- produce and view ------------------------------------------------------------------------
@@ -183,13 +197,16 @@ async def _topics(bootstrap: str, config: ClusterConfig) -> None:
     await admin.start()
     try:
         settings = {"min.insync.replicas": "2"}
-        await admin.create_topics([
-            NewTopic(config.topics.results, config.shards, 3, topic_configs=settings),
-            NewTopic(config.topics.status_changes, config.shards, 3, topic_configs=settings),
-        ])
+        await admin.create_topics(
+            [
+                NewTopic(config.topics.results, config.shards, 3, topic_configs=settings),
+                NewTopic(config.topics.status_changes, config.shards, 3, topic_configs=settings),
+            ]
+        )
         while True:
-            described = await admin.describe_topics([config.topics.results,
-                                                     config.topics.status_changes])
+            described = await admin.describe_topics(
+                [config.topics.results, config.topics.status_changes]
+            )
             if all(p["leader"] >= 0 for t in described for p in t["partitions"]):
                 return
             await asyncio.sleep(0.2)
@@ -204,21 +221,31 @@ def _results(infos: Sequence[CheckInfo], count: int, start: float) -> list[Check
         check = infos[i % len(infos)]
         status = Status.DOWN if (i // len(infos)) % 50 == 1 and i % 7 == 0 else Status.UP
         t = start + i * 0.001
-        out.append(CheckResult(
-            check=check, status=status,
-            reason="HTTP 200, 12 tools" if status is Status.UP else "connection refused",
-            duration_seconds=0.0123, started_at=t, finished_at=t + 0.0123,
-            observations={"http_status": 200.0, "tools_count": 12.0,
-                          "response_seconds": 0.0123}))
+        out.append(
+            CheckResult(
+                check=check,
+                status=status,
+                reason="HTTP 200, 12 tools" if status is Status.UP else "connection refused",
+                duration_seconds=0.0123,
+                started_at=t,
+                finished_at=t + 0.0123,
+                observations={
+                    "http_status": 200.0,
+                    "tools_count": 12.0,
+                    "response_seconds": 0.0123,
+                },
+            )
+        )
     return out
 
 
-async def _feed(stream: ResultsStream, store: StatusStore, results: Sequence[CheckResult],
-                rate: float | None) -> None:
+async def _feed(
+    stream: ResultsStream, store: StatusStore, results: Sequence[CheckResult], rate: float | None
+) -> None:
     chunk = 500
     t0 = time.monotonic()
     for at in range(0, len(results), chunk):
-        for result in results[at:at + chunk]:
+        for result in results[at : at + chunk]:
             stream.consume(result)
             store.record(result)
         if rate:
@@ -231,12 +258,20 @@ async def _feed(stream: ResultsStream, store: StatusStore, results: Sequence[Che
 
 
 def _config(bootstrap: str, replica: str, compression: str) -> ClusterConfig:
-    return ClusterConfig.model_validate({
-        "kafka": {"bootstrap_servers": bootstrap}, "shards": 60, "replica_id": replica,
-        "compression": compression, "produce_buffer": 10_000_000,
-        "topics": {"results": "bench-results", "status_changes": "bench-changes",
-                   "alert_state": "bench-alerts"},
-    })
+    return ClusterConfig.model_validate(
+        {
+            "kafka": {"bootstrap_servers": bootstrap},
+            "shards": 60,
+            "replica_id": replica,
+            "compression": compression,
+            "produce_buffer": 10_000_000,
+            "topics": {
+                "results": "bench-results",
+                "status_changes": "bench-changes",
+                "alert_state": "bench-alerts",
+            },
+        }
+    )
 
 
 async def produce(args: argparse.Namespace) -> None:
@@ -245,17 +280,23 @@ async def produce(args: argparse.Namespace) -> None:
     try:
         config = _config(cluster.bootstrap, "bench-a", args.compression)
         await _topics(cluster.bootstrap, config)
-        infos = [CheckInfo(n, "mcp", {"team": f"t{i % 20}", "env": "prod"})
-                 for i, n in enumerate(check_names(args.checks))]
+        infos = [
+            CheckInfo(n, "mcp", {"team": f"t{i % 20}", "env": "prod"})
+            for i, n in enumerate(check_names(args.checks))
+        ]
         results = _results(infos, args.results, time.time() - 3600)
-        print(f"produce: {args.results:,} results of {args.checks:,} checks, 60 partitions, "
-              f"RF 3, min.insync.replicas 2, acks=all, idempotent, {args.compression}")
+        print(
+            f"produce: {args.results:,} results of {args.checks:,} checks, 60 partitions, "
+            f"RF 3, min.insync.replicas 2, acks=all, idempotent, {args.compression}"
+        )
 
         c0 = time.process_time()
         sizes = [len(result_record(r, "bench-a")) for r in results]
         serialise = (time.process_time() - c0) / len(results)
-        print(f"  serialise alone: {serialise * 1e6:.1f} us CPU a result "
-              f"(JSON value {statistics.mean(sizes):.0f} bytes)")
+        print(
+            f"  serialise alone: {serialise * 1e6:.1f} us CPU a result "
+            f"(JSON value {statistics.mean(sizes):.0f} bytes)"
+        )
 
         plumbing = Plumbing()
         kafka = ClusterKafka(config.kafka, plumbing)
@@ -268,20 +309,25 @@ async def produce(args: argparse.Namespace) -> None:
         b0 = _cpu_of(brokers)
         await asyncio.sleep(args.idle_seconds)
         idle_rate = (_cpu_of(brokers) - b0) / args.idle_seconds
-        print(f"  brokers idle: {idle_rate * 100:.1f}% of a core (3 brokers together); "
-              "subtracted below")
-        for label, rate, part in (("full speed", None, results),
-                                  (f"steady {args.rate:g}/s", args.rate,
-                                   results[:int(args.rate * args.steady_seconds)])):
+        print(
+            f"  brokers idle: {idle_rate * 100:.1f}% of a core (3 brokers together); "
+            "subtracted below"
+        )
+        for label, rate, part in (
+            ("full speed", None, results),
+            (f"steady {args.rate:g}/s", args.rate, results[: int(args.rate * args.steady_seconds)]),
+        ):
             c0, b0, w0 = time.process_time(), _cpu_of(brokers), time.monotonic()
             await _feed(stream, store, part, rate)
             wall = time.monotonic() - w0
             cpu = time.process_time() - c0
             broker_cpu = _cpu_of(brokers) - b0 - idle_rate * wall
-            print(f"  consume + produce until acked, {label}: {cpu / len(part) * 1e6:.1f} us "
-                  f"CPU a result in this process; brokers {broker_cpu / len(part) * 1e6:.1f} "
-                  f"us a result (3 brokers, replication included); {len(part) / wall:,.0f} "
-                  f"results/s over {wall:.1f} s")
+            print(
+                f"  consume + produce until acked, {label}: {cpu / len(part) * 1e6:.1f} us "
+                f"CPU a result in this process; brokers {broker_cpu / len(part) * 1e6:.1f} "
+                f"us a result (3 brokers, replication included); {len(part) / wall:,.0f} "
+                f"results/s over {wall:.1f} s"
+            )
         await stream.stop(10)
         await kafka.aclose()
 
@@ -296,8 +342,16 @@ async def produce(args: argparse.Namespace) -> None:
                     history.set_checks(infos)
                     history.start()
                 view_kafka = ClusterKafka(view_config.kafka, plumbing)
-                view = ResultsView(view_config, view_kafka, reader_store, history, Path(tmp),
-                                   CollectorRegistry(), replay=7200, start_wait=600)
+                view = ResultsView(
+                    view_config,
+                    view_kafka,
+                    reader_store,
+                    history,
+                    Path(tmp),
+                    CollectorRegistry(),
+                    replay=7200,
+                    start_wait=600,
+                )
                 c0, w0 = time.process_time(), time.monotonic()
                 await view.start()
                 if history is not None:
@@ -308,9 +362,11 @@ async def produce(args: argparse.Namespace) -> None:
                 if history is not None:
                     await history.stop()
                 await view_kafka.aclose()
-            print(f"  view reads {total:,} records into the status store"
-                  f"{' and history' if with_history else ''}: {cpu / total * 1e6:.1f} us CPU "
-                  f"a record; {total / wall:,.0f} records/s")
+            print(
+                f"  view reads {total:,} records into the status store"
+                f"{' and history' if with_history else ''}: {cpu / total * 1e6:.1f} us CPU "
+                f"a record; {total / wall:,.0f} records/s"
+            )
         await plumbing.aclose()
     finally:
         cluster.stop()
@@ -323,8 +379,15 @@ class Replicas:
     """N ``alivemcp run`` processes in cluster mode on one config (each its own data_dir and
     replica id), and a reader of the results topic that keeps every record's essentials."""
 
-    def __init__(self, cluster: KafkaCluster, work: Path, count: int, checks: int,
-                 interval: float, session_timeout: float) -> None:
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        work: Path,
+        count: int,
+        checks: int,
+        interval: float,
+        session_timeout: float,
+    ) -> None:
         from tests.support import DaemonProcess, write_daemon_config
 
         self.cluster = cluster
@@ -334,17 +397,23 @@ class Replicas:
             "kafka": {"bootstrap_servers": cluster.bootstrap},
             "session_timeout": session_timeout,
             "heartbeat_interval": max(0.5, session_timeout / 10),
-            "topics": {"results": self.topic, "status_changes": "bench-status-changes",
-                       "alert_state": "bench-alert-state"},
+            "topics": {
+                "results": self.topic,
+                "status_changes": "bench-status-changes",
+                "alert_state": "bench-alert-state",
+            },
         }
-        checks_doc = [{"name": f"svc-{i:06d}/mcp", "probe": "test_noop", "interval": interval}
-                      for i in range(checks)]
+        checks_doc = [
+            {"name": f"svc-{i:06d}/mcp", "probe": "test_noop", "interval": interval}
+            for i in range(checks)
+        ]
         self.daemons: list[Any] = []
         for n in range(count):
             folder = work / f"replica-{n}"
             folder.mkdir(parents=True)
             path = write_daemon_config(
-                folder / "alivemcp.yaml", checks_doc,
+                folder / "alivemcp.yaml",
+                checks_doc,
                 cluster={**section, "replica_id": f"replica-{n}"},
                 history={"enabled": False},
             )
@@ -372,8 +441,12 @@ class Replicas:
     async def read(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.cluster.bootstrap, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.cluster.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         try:
             while True:  # the daemons create the topic
@@ -389,8 +462,7 @@ class Replicas:
                     for record in batch:
                         doc = json.loads(record.value)
                         check, started = doc["check"], doc["started_at"]
-                        self.records.append((check, doc["replica"], started,
-                                             doc["finished_at"]))
+                        self.records.append((check, doc["replica"], started, doc["finished_at"]))
                         if started > self.latest.get(check, 0.0):
                             self.latest[check] = started
         finally:
@@ -411,16 +483,18 @@ async def _wait(predicate: Any, within: float, what: str, progress: Any = None) 
     shown = time.monotonic()
     while not predicate():
         if time.monotonic() > deadline:
-            raise SystemExit(f"not within {within:g}s: {what}"
-                             + (f" ({progress()})" if progress else ""))
+            raise SystemExit(
+                f"not within {within:g}s: {what}" + (f" ({progress()})" if progress else "")
+            )
         if progress is not None and time.monotonic() - shown > 15:
             print(f"    waiting: {progress()}", flush=True)
             shown = time.monotonic()
         await asyncio.sleep(0.5)
 
 
-def _owners_since(records: Sequence[tuple[str, str, float, float]], since: float
-                  ) -> dict[str, set[str]]:
+def _owners_since(
+    records: Sequence[tuple[str, str, float, float]], since: float
+) -> dict[str, set[str]]:
     owners: dict[str, set[str]] = {}
     for check, replica, started, _finished in records:
         if started >= since:
@@ -436,21 +510,29 @@ async def handover(args: argparse.Namespace) -> None:
         try:
             replicas.start()
             replicas.reading()
-            print(f"handover: 3 replicas, {args.checks} test_noop checks at {interval:g}s, "
-                  f"session timeout {args.session_timeout:g}s, heartbeat "
-                  f"{max(0.5, args.session_timeout / 10):g}s")
+            print(
+                f"handover: 3 replicas, {args.checks} test_noop checks at {interval:g}s, "
+                f"session timeout {args.session_timeout:g}s, heartbeat "
+                f"{max(0.5, args.session_timeout / 10):g}s"
+            )
 
             def steady() -> bool:
                 owners = _owners_since(replicas.records, time.time() - 3 * interval)
-                return (len(owners) == args.checks and all(len(o) == 1 for o in owners.values())
-                        and len({r for o in owners.values() for r in o}) == 3)
+                return (
+                    len(owners) == args.checks
+                    and all(len(o) == 1 for o in owners.values())
+                    and len({r for o in owners.values() for r in o}) == 3
+                )
 
             await _wait(steady, 180, "every check probed by exactly one of 3 replicas")
             await asyncio.sleep(3 * interval)
             victim = replicas.daemons[0]
             window_start = time.time() - 3 * interval
-            theirs = {c for c, o in _owners_since(replicas.records, window_start).items()
-                      if "replica-0" in o}
+            theirs = {
+                c
+                for c, o in _owners_since(replicas.records, window_start).items()
+                if "replica-0" in o
+            }
             killed_at = time.time()
             victim.kill()  # SIGKILL: no leave, no flush, no goodbye
             print(f"  killed replica-0 (kill -9); it owned {len(theirs)} checks")
@@ -475,8 +557,11 @@ async def handover(args: argparse.Namespace) -> None:
             last_by_victim[check] = max(last_by_victim.get(check, 0.0), finished)
         elif started >= killed_at - interval:
             first_elsewhere[check] = min(first_elsewhere.get(check, float("inf")), started)
-    gaps = sorted(first_elsewhere[c] - last_by_victim[c] for c in theirs
-                  if c in first_elsewhere and c in last_by_victim)
+    gaps = sorted(
+        first_elsewhere[c] - last_by_victim[c]
+        for c in theirs
+        if c in first_elsewhere and c in last_by_victim
+    )
     after_kill = sorted(first_elsewhere[c] - killed_at for c in theirs if c in first_elsewhere)
     # Double probing: results of one check from two replicas within one interval.
     doubles = 0
@@ -486,14 +571,21 @@ async def handover(args: argparse.Namespace) -> None:
             by_check.setdefault(check, []).append((started, replica))
     for runs in by_check.values():
         runs.sort()
-        doubles += sum(1 for (t1, r1), (t2, r2) in itertools.pairwise(runs)
-                       if r1 != r2 and t2 - t1 < interval * 0.5)
-    print(f"  gap per check (its last result by replica-0 -> first by the new owner): "
-          f"min {gaps[0]:.2f}s  median {statistics.median(gaps):.2f}s  max {gaps[-1]:.2f}s")
-    print(f"  first result elsewhere after the kill: min {after_kill[0]:.2f}s  median "
-          f"{statistics.median(after_kill):.2f}s  max {after_kill[-1]:.2f}s  (session timeout "
-          f"{args.session_timeout:g}s; bound session timeout + one interval = "
-          f"{args.session_timeout + interval:g}s)")
+        doubles += sum(
+            1
+            for (t1, r1), (t2, r2) in itertools.pairwise(runs)
+            if r1 != r2 and t2 - t1 < interval * 0.5
+        )
+    print(
+        f"  gap per check (its last result by replica-0 -> first by the new owner): "
+        f"min {gaps[0]:.2f}s  median {statistics.median(gaps):.2f}s  max {gaps[-1]:.2f}s"
+    )
+    print(
+        f"  first result elsewhere after the kill: min {after_kill[0]:.2f}s  median "
+        f"{statistics.median(after_kill):.2f}s  max {after_kill[-1]:.2f}s  (session timeout "
+        f"{args.session_timeout:g}s; bound session timeout + one interval = "
+        f"{args.session_timeout + interval:g}s)"
+    )
     print(f"  checks probed by two replicas within half an interval after the kill: {doubles}")
 
 
@@ -508,9 +600,11 @@ async def throughput(args: argparse.Namespace) -> None:
     (r1, c1), (r2, c2) = points[0], points[-1]
     per_own = (c2 - c1) / ((r2 - r1) / 3)  # each replica produces a third of the results
     fixed = c1 - per_own * r1 / 3
-    print(f"  a replica: fixed {fixed * 100:.1f}% of a core (node, view and stream loops, "
-          f"metrics) + {per_own * 1e6:.0f} us CPU per own result (its run, its produce, and "
-          f"3 records read by its view), from the {r1:,.0f}/s and {r2:,.0f}/s runs")
+    print(
+        f"  a replica: fixed {fixed * 100:.1f}% of a core (node, view and stream loops, "
+        f"metrics) + {per_own * 1e6:.0f} us CPU per own result (its run, its produce, and "
+        f"3 records read by its view), from the {r1:,.0f}/s and {r2:,.0f}/s runs"
+    )
     _project(fixed, per_own, args)
 
 
@@ -519,15 +613,16 @@ async def _throughput_once(args: argparse.Namespace, checks: int) -> tuple[float
     cluster = await KafkaCluster(size=3, heap="512m").start()
     brokers = [n.process.pid for n in cluster.nodes if n.process is not None]
     with tempfile.TemporaryDirectory(prefix="alivemcp-bench-") as tmp:
-        replicas = Replicas(cluster, Path(tmp), 3, checks, args.interval,
-                            args.session_timeout)
+        replicas = Replicas(cluster, Path(tmp), 3, checks, args.interval, args.session_timeout)
         try:
             replicas.start()
             replicas.reading()
             rate = checks / args.interval
-            print(f"throughput: 3 replicas, {checks:,} test_noop checks at "
-                  f"{args.interval:g}s ({rate:,.0f} results/s planned), history off",
-                  flush=True)
+            print(
+                f"throughput: 3 replicas, {checks:,} test_noop checks at "
+                f"{args.interval:g}s ({rate:,.0f} results/s planned), history off",
+                flush=True,
+            )
 
             def recent() -> int:
                 since = time.time() - args.interval * 1.5
@@ -537,11 +632,14 @@ async def _throughput_once(args: argparse.Namespace, checks: int) -> tuple[float
                 return recent() == checks
 
             def progress() -> str:
-                return (f"{recent():,} checks with a result in the last 1.5 intervals, "
-                        f"{len(replicas.records):,} records read")
+                return (
+                    f"{recent():,} checks with a result in the last 1.5 intervals, "
+                    f"{len(replicas.records):,} records read"
+                )
 
-            await _wait(steady, 300 + args.interval * 3, "every check has a recent result",
-                        progress)
+            await _wait(
+                steady, 300 + args.interval * 3, "every check has a recent result", progress
+            )
             await asyncio.sleep(2 * args.interval)  # start-up work (topics, rebalances) done
             pids = replicas.pids()
             c0 = [_cpu_of([p]) for p in pids]
@@ -561,10 +659,16 @@ async def _throughput_once(args: argparse.Namespace, checks: int) -> tuple[float
             replicas.stop()
             cluster.stop()
     total = len(window) / span
-    print(f"  results on the topic: {total:,.0f}/s ("
-          + ", ".join(f"{r} {n / span:,.0f}/s" for r, n in sorted(per_replica.items())) + ")")
-    print("  CPU: " + ", ".join(f"replica-{n} {used * 100:.1f}%" for n, used in enumerate(cpu))
-          + f" of a core; 3 brokers {broker_cpu * 100:.1f}%")
+    print(
+        f"  results on the topic: {total:,.0f}/s ("
+        + ", ".join(f"{r} {n / span:,.0f}/s" for r, n in sorted(per_replica.items()))
+        + ")"
+    )
+    print(
+        "  CPU: "
+        + ", ".join(f"replica-{n} {used * 100:.1f}%" for n, used in enumerate(cpu))
+        + f" of a core; 3 brokers {broker_cpu * 100:.1f}%"
+    )
     return total, sum(cpu) / len(cpu)
 
 
@@ -575,32 +679,43 @@ def _project(fixed: float, per_own: float, args: argparse.Namespace) -> None:
     need = TARGET_CHECKS / TARGET_INTERVAL
     view = args.view_us / 1e6
     run = max(per_own - 3 * view, args.stream_us / 1e6)
-    print(f"  projection to {TARGET_CHECKS:,} checks at {TARGET_INTERVAL:g}s = {need:,.0f} "
-          f"results/s; view {args.view_us:g} us a record (produce part), run "
-          f"{run * 1e6:.0f} us (per own result minus 3 view records, at least the stream's "
-          f"{args.stream_us:g} us)")
+    print(
+        f"  projection to {TARGET_CHECKS:,} checks at {TARGET_INTERVAL:g}s = {need:,.0f} "
+        f"results/s; view {args.view_us:g} us a record (produce part), run "
+        f"{run * 1e6:.0f} us (per own result minus 3 view records, at least the stream's "
+        f"{args.stream_us:g} us)"
+    )
     budget = args.budget
     for label, view_cost in (("history off", view), ("history on", args.view_history_us / 1e6)):
         free = budget - fixed - need * view_cost
         if free <= 0:
-            print(f"    {label}: reading every result costs {need * view_cost:.2f} core a "
-                  f"replica, over the {budget:g}-core budget: does not fit at this size")
+            print(
+                f"    {label}: reading every result costs {need * view_cost:.2f} core a "
+                f"replica, over the {budget:g}-core budget: does not fit at this size"
+            )
             continue
-        print(f"    {label}: view {need * view_cost:.2f} core a replica; at {budget:g} core "
-              f"a replica: {need * run / free:,.1f} replicas of no-op checks; with MCP probes "
-              f"at {args.probe_ms:g} ms CPU each (notes/mcp-wire.md): "
-              f"{need * (run + args.probe_ms / 1e3) / free:,.0f} replicas")
+        print(
+            f"    {label}: view {need * view_cost:.2f} core a replica; at {budget:g} core "
+            f"a replica: {need * run / free:,.1f} replicas of no-op checks; with MCP probes "
+            f"at {args.probe_ms:g} ms CPU each (notes/mcp-wire.md): "
+            f"{need * (run + args.probe_ms / 1e3) / free:,.0f} replicas"
+        )
 
 
 # -- entry -------------------------------------------------------------------------------------
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("part", choices=["balance", "produce", "handover", "throughput", "all"])
-    parser.add_argument("--checks", type=int, default=None,
-                        help="balance: 1,000,000; produce: 10,000; handover: 300")
+    parser.add_argument(
+        "--checks",
+        type=int,
+        default=None,
+        help="balance: 1,000,000; produce: 10,000; handover: 300",
+    )
     parser.add_argument("--shards", type=int, default=60)
     parser.add_argument("--replicas", type=int, default=20)
     parser.add_argument("--results", type=int, default=200_000)
@@ -611,21 +726,41 @@ def main() -> None:
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--levels", type=lambda v: [int(x) for x in v.split(",")],
-                        default=[3000, 30000], help="throughput: checks per run")
-    parser.add_argument("--budget", type=float, default=0.7,
-                        help="cores a replica may use in the projection")
-    parser.add_argument("--view-us", type=float, default=25.5,
-                        help="the view's CPU per record (from the produce part)")
-    parser.add_argument("--view-history-us", type=float, default=53.8,
-                        help="the view's CPU per record with history on (produce part)")
-    parser.add_argument("--stream-us", type=float, default=41.5,
-                        help="the stream's CPU per result at a steady rate (produce part)")
-    parser.add_argument("--probe-ms", type=float, default=0.87,
-                        help="CPU of one real MCP probe (aiohttp, notes/mcp-wire.md)")
+    parser.add_argument(
+        "--levels",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[3000, 30000],
+        help="throughput: checks per run",
+    )
+    parser.add_argument(
+        "--budget", type=float, default=0.7, help="cores a replica may use in the projection"
+    )
+    parser.add_argument(
+        "--view-us",
+        type=float,
+        default=25.5,
+        help="the view's CPU per record (from the produce part)",
+    )
+    parser.add_argument(
+        "--view-history-us",
+        type=float,
+        default=53.8,
+        help="the view's CPU per record with history on (produce part)",
+    )
+    parser.add_argument(
+        "--stream-us",
+        type=float,
+        default=41.5,
+        help="the stream's CPU per result at a steady rate (produce part)",
+    )
+    parser.add_argument(
+        "--probe-ms",
+        type=float,
+        default=0.87,
+        help="CPU of one real MCP probe (aiohttp, notes/mcp-wire.md)",
+    )
     args = parser.parse_args()
-    parts = ["balance", "produce", "handover", "throughput"] if args.part == "all" \
-        else [args.part]
+    parts = ["balance", "produce", "handover", "throughput"] if args.part == "all" else [args.part]
     defaults = {"balance": 1_000_000, "produce": 10_000, "handover": 300, "throughput": 30_000}
     for part in parts:
         args.checks = args.checks or defaults[part]

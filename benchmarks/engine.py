@@ -52,20 +52,37 @@ REPO = Path(__file__).resolve().parent.parent
 
 # -- parent: one child per variant, figures side by side ---------------------------------------
 
+
 def export_revision(rev: str, into: Path) -> Path:
     tree = into / f"anchor-{rev}"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "alivemcp", "tests/plugins"],
-                             check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "alivemcp", "tests/plugins"],
+        check=True,
+        capture_output=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
 
 
 def run_child(tree: Path, args: argparse.Namespace, work: Path, label: str) -> dict[str, Any]:
     log = work / f"{label}.log"
-    cmd = [sys.executable, __file__, "--child", str(tree), "--checks", str(args.checks),
-           "--interval", str(args.interval), "--steady", str(args.steady),
-           "--scrapes", str(args.scrapes), "--cores", str(args.cores)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        str(tree),
+        "--checks",
+        str(args.checks),
+        "--interval",
+        str(args.interval),
+        "--steady",
+        str(args.steady),
+        "--scrapes",
+        str(args.scrapes),
+        "--cores",
+        str(args.cores),
+    ]
     if args.no_uvloop:
         cmd.append("--no-uvloop")
     print(f"[{label}] {tree} ...", file=sys.stderr, flush=True)
@@ -139,10 +156,12 @@ def parent(args: argparse.Namespace) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load = os.getloadavg()
-    print(f"engine benchmark: {args.checks} test_noop checks at {args.interval:g}s, full engine "
-          f"(status, alerting with a webhook receiver, history), "
-          f"{'asyncio' if args.no_uvloop else 'uvloop'}, "
-          f"{'one core' if args.cores == 1 else f'{args.cores} cores'} per child")
+    print(
+        f"engine benchmark: {args.checks} test_noop checks at {args.interval:g}s, full engine "
+        f"(status, alerting with a webhook receiver, history), "
+        f"{'asyncio' if args.no_uvloop else 'uvloop'}, "
+        f"{'one core' if args.cores == 1 else f'{args.cores} cores'} per child"
+    )
     print(f"load average after the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.abba:
         print("each column: the mean of two runs, in the order A B B A")
@@ -159,12 +178,16 @@ def parent(args: argparse.Namespace) -> None:
 def _mean_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per figure, the mean over ``runs`` of those that have it."""
     keys = dict.fromkeys(key for run in runs for key in run)
-    return {key: statistics.fmean(values) if (values := [
-        run[key] for run in runs if isinstance(run.get(key), int | float)]) else None
-            for key in keys}
+    return {
+        key: statistics.fmean(values)
+        if (values := [run[key] for run in runs if isinstance(run.get(key), int | float)])
+        else None
+        for key in keys
+    }
 
 
 # -- child: one variant --------------------------------------------------------------------------
+
 
 def rss_mb(field: str = "VmRSS:") -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -201,8 +224,9 @@ class Sink(BaseHTTPRequestHandler):
         pass
 
 
-def config_text(checks: int, interval: float, data_dir: Path, hook_port: int,
-                revision: str | None) -> str:
+def config_text(
+    checks: int, interval: float, data_dir: Path, hook_port: int, revision: str | None
+) -> str:
     labels = f", labels: {{rev: '{revision}'}}" if revision else ""
     return (
         f"data_dir: {data_dir}\n"
@@ -214,8 +238,10 @@ def config_text(checks: int, interval: float, data_dir: Path, hook_port: int,
         f"  receivers: [{{name: hook, type: webhook, url: 'http://127.0.0.1:{hook_port}/'}}]\n"
         "  default_receivers: [hook]\n"
         "checks:\n"
-        + "".join(f"  - {{name: c{i}, probe: test_noop, interval: {interval:g}{labels}}}\n"
-                  for i in range(checks))
+        + "".join(
+            f"  - {{name: c{i}, probe: test_noop, interval: {interval:g}{labels}}}\n"
+            for i in range(checks)
+        )
     )
 
 
@@ -241,8 +267,9 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         if phase == "start":
             gc_started[0] = time.thread_time()
         else:
-            collections.append((time.monotonic(), info["generation"],
-                                time.thread_time() - gc_started[0]))
+            collections.append(
+                (time.monotonic(), info["generation"], time.thread_time() - gc_started[0])
+            )
 
     gc.callbacks.append(on_gc)
     starts: list[float] = []  # monotonic time of each run's start
@@ -330,8 +357,17 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         # Popen (vfork), not the loop's own spawn: uvloop forks this whole process first,
         # and copying the page tables of 100,000 checks held the loop as long as a render.
         proc = subprocess.Popen(  # noqa: ASYNC220
-            ["curl", "-s", "-o", "/dev/null", "-w", "%{size_download}",
-             f"http://127.0.0.1:{port}/metrics"], stdout=subprocess.PIPE)
+            [
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{size_download}",
+                f"http://127.0.0.1:{port}/metrics",
+            ],
+            stdout=subprocess.PIPE,
+        )
         stdout, _ = await asyncio.to_thread(proc.communicate)
         end = time.monotonic()
         renders.append(end - t)
@@ -340,9 +376,13 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         this = lateness_between(t, end)
         during += this
         render_stall = max(render_stall, longest_stall(t, end))
-        print(f"scrape {end - t:.2f} s: lateness p99 {ms(pct(this, 0.99)) or 0:.0f} ms, "
-              f"max {ms(max(this, default=0)):.0f} ms, longest stall "
-              f"{ms(longest_stall(t, end)):.0f} ms", file=sys.stderr, flush=True)
+        print(
+            f"scrape {end - t:.2f} s: lateness p99 {ms(pct(this, 0.99)) or 0:.0f} ms, "
+            f"max {ms(max(this, default=0)):.0f} ms, longest stall "
+            f"{ms(longest_stall(t, end)):.0f} ms",
+            file=sys.stderr,
+            flush=True,
+        )
     out["render_s"] = statistics.median(renders) if renders else None
     out["render_cpu_s"] = statistics.median(render_cpu) if render_cpu else None
     out["render_max_s"] = max(renders, default=None)  # type: ignore[type-var]
@@ -384,20 +424,28 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checks", type=int, default=100_000)
     parser.add_argument("--interval", type=float, default=60.0)
     parser.add_argument("--steady", type=float, default=60.0, help="seconds of steady state")
     parser.add_argument("--scrapes", type=int, default=3)
     parser.add_argument("--anchor", help="a git revision to measure side by side (e.g. main)")
     parser.add_argument("--no-uvloop", action="store_true")
-    parser.add_argument("--cores", type=int, default=1,
-                        help="cores each child is pinned to (its config-loader child inherits "
-                             "them: with 2, a reload's load runs beside the daemon)")
-    parser.add_argument("--abba", action="store_true",
-                        help="run each variant twice, A B B A, and print the means (the later "
-                             "child reads slower: see parent())")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=1,
+        help="cores each child is pinned to (its config-loader child inherits "
+        "them: with 2, a reload's load runs beside the daemon)",
+    )
+    parser.add_argument(
+        "--abba",
+        action="store_true",
+        help="run each variant twice, A B B A, and print the means (the later "
+        "child reads slower: see parent())",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.child:
@@ -407,7 +455,7 @@ def main() -> None:
     sys.path.insert(0, str(tree / "tests" / "plugins"))  # the test plugin's no-op probe type
     sys.path.insert(0, str(tree))
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:args.cores]))
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.cores]))
     factory = None
     if not args.no_uvloop:
         import uvloop

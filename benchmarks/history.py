@@ -65,6 +65,7 @@ def rss_mb() -> float:
 
 # -- steady: the write path under the real scheduler ------------------------------------------
 
+
 async def steady_child(checks: int, interval: float, seconds: float, history_on: bool) -> dict:
     from alivemcp.app.daemon import settle_heap
     from alivemcp.config import SchedulerConfig, load_config_text
@@ -77,7 +78,8 @@ async def steady_child(checks: int, interval: float, seconds: float, history_on:
     from alivemcp.web.metrics import Metrics
 
     text = "checks:\n" + "".join(
-        f"  - {{name: c{i}, probe: test_noop, interval: {interval}}}\n" for i in range(checks))
+        f"  - {{name: c{i}, probe: test_noop, interval: {interval}}}\n" for i in range(checks)
+    )
     loaded = load_config_text(text, env={})
     store = StatusStore()
     metrics = Metrics(store)
@@ -135,25 +137,48 @@ async def steady_child(checks: int, interval: float, seconds: float, history_on:
 
 
 def steady(args: argparse.Namespace) -> None:
-    print(f"== steady: {args.checks} checks every {args.interval:g}s, {args.seconds:g}s per "
-          "variant, scheduler + history pinned to one core, uvloop")
+    print(
+        f"== steady: {args.checks} checks every {args.interval:g}s, {args.seconds:g}s per "
+        "variant, scheduler + history pinned to one core, uvloop"
+    )
     rows = []
     for variant in ("off", "on", "off", "on") if args.repeat else ("off", "on"):
         proc = subprocess.run(
-            [sys.executable, __file__, "_steady_child", "--checks", str(args.checks),
-             "--interval", str(args.interval), "--seconds", str(args.seconds),
-             "--history", variant], capture_output=True, text=True, check=True, cwd=REPO)
+            [
+                sys.executable,
+                __file__,
+                "_steady_child",
+                "--checks",
+                str(args.checks),
+                "--interval",
+                str(args.interval),
+                "--seconds",
+                str(args.seconds),
+                "--history",
+                variant,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        )
         row = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(row)
-        print(f"history {variant:3}: lateness p50 {row['lateness_p50_ms']:.2f} ms  "
-              f"p99 {row['lateness_p99_ms']:.2f} ms  max {row['lateness_max_ms']:.1f} ms  "
-              f"process CPU {row['process_cpu_pct']:.1f}%  writer thread CPU "
-              f"{row['writer_cpu_pct']:.2f}% of one core  RSS {row['rss_mb']:.0f} MB"
-              + (f"  written {row['results_written']}  db {row['db_mb']:.1f} MB"
-                 if row["history"] else ""))
+        print(
+            f"history {variant:3}: lateness p50 {row['lateness_p50_ms']:.2f} ms  "
+            f"p99 {row['lateness_p99_ms']:.2f} ms  max {row['lateness_max_ms']:.1f} ms  "
+            f"process CPU {row['process_cpu_pct']:.1f}%  writer thread CPU "
+            f"{row['writer_cpu_pct']:.2f}% of one core  RSS {row['rss_mb']:.0f} MB"
+            + (
+                f"  written {row['results_written']}  db {row['db_mb']:.1f} MB"
+                if row["history"]
+                else ""
+            )
+        )
 
 
 # -- reads: 90 days of rollups ------------------------------------------------------------
+
 
 def generate(path: Path, checks: int, days: int, now: float) -> None:
     """Rollups as the writer would have left them after ``days`` of one run a minute per
@@ -162,37 +187,61 @@ def generate(path: Path, checks: int, days: int, now: float) -> None:
     schema.create(db)
     db.execute("PRAGMA synchronous = OFF")
     rng = random.Random(7)
-    lat = latency.encode({latency.bin_of(0.05): 50, latency.bin_of(0.08): 9,
-                          latency.bin_of(0.4): 1})
+    lat = latency.encode(
+        {latency.bin_of(0.05): 50, latency.bin_of(0.08): 9, latency.bin_of(0.4): 1}
+    )
     db.execute("BEGIN")
-    db.executemany("INSERT INTO checks (id, name, probe, first_seen) VALUES (?, ?, ?, ?)",
-                   ((i, f"team-{i % 50}/mcp-{i}", "mcp_endpoint", now - days * DAY)
-                    for i in range(1, checks + 1)))
+    db.executemany(
+        "INSERT INTO checks (id, name, probe, first_seen) VALUES (?, ?, ?, ?)",
+        (
+            (i, f"team-{i % 50}/mcp-{i}", "mcp_endpoint", now - days * DAY)
+            for i in range(1, checks + 1)
+        ),
+    )
     db.execute("COMMIT")
     retention = HistoryConfig().retention
-    plan = (("minute", 60, int(retention.minute // 60) + 1, (1, 0, 0, 0)),
-            ("hour", 3600, int(retention.hour // 3600) + 1, (59, 0, 1, 0)),
-            ("day", DAY, days + 1, (1420, 5, 14, 1)))
+    plan = (
+        ("minute", 60, int(retention.minute // 60) + 1, (1, 0, 0, 0)),
+        ("hour", 3600, int(retention.hour // 3600) + 1, (59, 0, 1, 0)),
+        ("day", DAY, days + 1, (1420, 5, 14, 1)),
+    )
     for table, width, count, (up, degraded, down, unknown) in plan:
         newest = int(now) // width * width
-        sql = (f"INSERT INTO {table} (check_id, bucket, up, degraded, down, unknown, latency) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?)")
+        sql = (
+            f"INSERT INTO {table} (check_id, bucket, up, degraded, down, unknown, latency) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
         for first in range(1, checks + 1, 5000):
             db.execute("BEGIN")
-            db.executemany(sql, (
-                (cid, newest - k * width, up, degraded, down, unknown, lat)
-                for cid in range(first, min(first + 5000, checks + 1))
-                for k in range(count)))
+            db.executemany(
+                sql,
+                (
+                    (cid, newest - k * width, up, degraded, down, unknown, lat)
+                    for cid in range(first, min(first + 5000, checks + 1))
+                    for k in range(count)
+                ),
+            )
             db.execute("COMMIT")
     db.execute("BEGIN")
     db.executemany(
         "INSERT INTO incidents (check_id, started_at, ended_at, last_at, worst, first_reason, "
         "last_reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        ((cid, start, start + dur, start + dur - 60, "down",
-          "connect to 127.0.0.1:8080: connection refused", "HTTP 503 from /mcp")
-         for cid in range(1, checks + 1)
-         for start, dur in ((now - rng.uniform(0, days * DAY), rng.uniform(60, 3600))
-                            for _ in range(10))))
+        (
+            (
+                cid,
+                start,
+                start + dur,
+                start + dur - 60,
+                "down",
+                "connect to 127.0.0.1:8080: connection refused",
+                "HTTP 503 from /mcp",
+            )
+            for cid in range(1, checks + 1)
+            for start, dur in (
+                (now - rng.uniform(0, days * DAY), rng.uniform(60, 3600)) for _ in range(10)
+            )
+        ),
+    )
     db.execute("COMMIT")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
@@ -208,11 +257,15 @@ def reads(args: argparse.Namespace) -> None:
     path = tmp / schema.FILE_NAME
     t0 = time.perf_counter()
     generate(path, args.checks, args.days, now)
-    print(f"== reads: {args.checks} checks, {args.days} days of rollups (generated in "
-          f"{time.perf_counter() - t0:.0f}s)")
+    print(
+        f"== reads: {args.checks} checks, {args.days} days of rollups (generated in "
+        f"{time.perf_counter() - t0:.0f}s)"
+    )
     db = sqlite3.connect(path)
-    rows = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("minute", "hour", "day", "incidents")}
+    rows = {
+        t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("minute", "hour", "day", "incidents")
+    }
     db.close()
     size = sum(p.stat().st_size for p in tmp.glob("history.sqlite*"))
     print(f"database: {size / 1e9:.2f} GB  rows: {rows}")
@@ -222,15 +275,19 @@ def reads(args: argparse.Namespace) -> None:
         from alivemcp.web.server import HttpServer
 
         store = StatusStore()
-        infos = [CheckInfo(f"team-{i % 50}/mcp-{i}", "mcp_endpoint", {"team": f"t{i % 50}"})
-                 for i in range(1, args.checks + 1)]
+        infos = [
+            CheckInfo(f"team-{i % 50}/mcp-{i}", "mcp_endpoint", {"team": f"t{i % 50}"})
+            for i in range(1, args.checks + 1)
+        ]
         store.set_checks(infos)
         history = HistoryStore(tmp, HistoryConfig())
         t0 = time.perf_counter()
         history.start()
         await asyncio.to_thread(history.writer.ready.wait, 600)
-        print(f"history start (open + live windows from the file): "
-              f"{time.perf_counter() - t0:.2f}s  RSS {rss_mb():.0f} MB")
+        print(
+            f"history start (open + live windows from the file): "
+            f"{time.perf_counter() - t0:.2f}s  RSS {rss_mb():.0f} MB"
+        )
         history.set_checks(infos)
         server = HttpServer(store, Metrics(store), lambda: True, lambda: True, None, history)
         await server.start("127.0.0.1", 0)
@@ -246,8 +303,10 @@ def reads(args: argparse.Namespace) -> None:
         for _ in range(5):
             seconds, length = await asyncio.to_thread(get, "/api/v1/checks")
             timings.append(seconds)
-        print(f"GET /api/v1/checks ({args.checks} checks, {length / 1e6:.1f} MB): "
-              f"median {statistics.median(timings):.3f}s  max {max(timings):.3f}s")
+        print(
+            f"GET /api/v1/checks ({args.checks} checks, {length / 1e6:.1f} MB): "
+            f"median {statistics.median(timings):.3f}s  max {max(timings):.3f}s"
+        )
         rng = random.Random(1)
         picks = [infos[rng.randrange(len(infos))].name for _ in range(200)]
         for label, template in (
@@ -260,8 +319,10 @@ def reads(args: argparse.Namespace) -> None:
         ):
             quoted = [urllib.request.quote(name, safe="") for name in picks]
             values = [(await asyncio.to_thread(get, template.format(q)))[0] for q in quoted]
-            print(f"GET one check's {label}: p50 {1000 * statistics.median(values):.1f} ms  "
-                  f"p99 {1000 * pct(values, 0.99):.1f} ms  ({len(values)} requests)")
+            print(
+                f"GET one check's {label}: p50 {1000 * statistics.median(values):.1f} ms  "
+                f"p99 {1000 * pct(values, 0.99):.1f} ms  ({len(values)} requests)"
+            )
         await server.stop()
         await history.stop()
 
@@ -269,6 +330,7 @@ def reads(args: argparse.Namespace) -> None:
 
 
 # -- naive: one row per run -----------------------------------------------------------------
+
 
 def naive(args: argparse.Namespace) -> None:
     """One row per run (what Uptime Kuma 1.x does): bytes per run, write cost per run, and a
@@ -278,8 +340,7 @@ def naive(args: argparse.Namespace) -> None:
     db = sqlite3.connect(tmp / "naive.sqlite", isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")
-    db.execute("CREATE TABLE runs (check_id INTEGER, t REAL, status INTEGER, "
-               "duration REAL)")
+    db.execute("CREATE TABLE runs (check_id INTEGER, t REAL, status INTEGER, duration REAL)")
     db.execute("CREATE INDEX runs_by_check ON runs (check_id, t)")
     now = time.time()
     per_check = days * 1440
@@ -303,11 +364,15 @@ def naive(args: argparse.Namespace) -> None:
     size = sum(p.stat().st_size for p in tmp.glob("naive.sqlite*"))
     per_run = size / runs
     print(f"== naive: one row per run, sample of {checks} checks x {days} days = {runs:,} rows")
-    print(f"bytes per run: {per_run:.1f}  write CPU per run: {1e6 * write_cpu / runs:.2f} us "
-          f"(batched 50,000 a transaction)")
+    print(
+        f"bytes per run: {per_run:.1f}  write CPU per run: {1e6 * write_cpu / runs:.2f} us "
+        f"(batched 50,000 a transaction)"
+    )
     full = 50_000 * 1440 * days
-    print(f"scaled to 50,000 checks at 60 s for {days} days: {full / 1e9:.1f} G rows, "
-          f"{full * per_run / 1e9:.0f} GB")
+    print(
+        f"scaled to 50,000 checks at 60 s for {days} days: {full / 1e9:.1f} G rows, "
+        f"{full * per_run / 1e9:.0f} GB"
+    )
     q = "SELECT status, count(*) FROM runs WHERE check_id = ? AND t >= ? GROUP BY status"
     for label, span in (("24h", DAY), (f"{days}d", days * DAY)):
         values = []
@@ -317,17 +382,22 @@ def naive(args: argparse.Namespace) -> None:
             values.append(time.perf_counter() - t)
         print(f"one check's {label} uptime: median {1000 * statistics.median(values):.1f} ms")
     all_t = time.perf_counter()
-    db.execute("SELECT check_id, sum(status = 0), count(*) FROM runs WHERE t >= ? "
-               "GROUP BY check_id", (now - 30 * DAY,)).fetchall()
+    db.execute(
+        "SELECT check_id, sum(status = 0), count(*) FROM runs WHERE t >= ? GROUP BY check_id",
+        (now - 30 * DAY,),
+    ).fetchall()
     all_s = time.perf_counter() - all_t
-    print(f"all {checks} checks' 30d uptime: {all_s:.2f}s -> scaled to 50,000 checks: "
-          f"~{all_s * 50_000 / checks:.0f}s")
+    print(
+        f"all {checks} checks' 30d uptime: {all_s:.2f}s -> scaled to 50,000 checks: "
+        f"~{all_s * 50_000 / checks:.0f}s"
+    )
     db.close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("part", choices=["steady", "reads", "naive", "all", "_steady_child"])
     parser.add_argument("--checks", type=int, default=50_000)
     parser.add_argument("--interval", type=float, default=60.0)
@@ -343,8 +413,9 @@ def main() -> None:
         import uvloop
 
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            row = runner.run(steady_child(args.checks, args.interval, args.seconds,
-                                          args.history == "on"))
+            row = runner.run(
+                steady_child(args.checks, args.interval, args.seconds, args.history == "on")
+            )
         print(json.dumps(row))
         return
     if args.part in ("steady", "all"):

@@ -42,8 +42,9 @@ from alivemcp.testbed.kafka import KafkaCluster  # noqa: E402
 MESSAGES_PER_PARTITION = 3
 
 
-async def prepare(bootstrap: str, topics: int, partitions: int, groups: int,
-                  layout: str) -> dict[str, list[str]]:
+async def prepare(
+    bootstrap: str, topics: int, partitions: int, groups: int, layout: str
+) -> dict[str, list[str]]:
     """Topics, messages and commits; returns the topics each group consumes."""
     names = [f"bench-lag-{i:02d}" for i in range(topics)]
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
@@ -75,16 +76,17 @@ async def prepare(bootstrap: str, topics: int, partitions: int, groups: int,
         group = f"bench-group-{g:02d}"
         mine = names if layout == "shared" else [names[g % topics]]
         group_topics[group] = mine
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                    enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+        )
         await consumer.start()
         try:
             tps = [TopicPartition(t, p) for t in mine for p in range(partitions)]
             consumer.assign(tps)
             # Even partitions are caught up, odd ones lag by two messages.
-            await consumer.commit({
-                tp: MESSAGES_PER_PARTITION if tp.partition % 2 == 0 else 1 for tp in tps
-            })
+            await consumer.commit(
+                {tp: MESSAGES_PER_PARTITION if tp.partition % 2 == 0 else 1 for tp in tps}
+            )
         finally:
             await consumer.stop()
     return group_topics
@@ -129,8 +131,9 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"broker started in {time.perf_counter() - started:.1f}s at {cluster.bootstrap}")
     try:
         started = time.perf_counter()
-        group_topics = await prepare(cluster.bootstrap, args.topics, args.partitions,
-                                     args.groups, args.layout)
+        group_topics = await prepare(
+            cluster.bootstrap, args.topics, args.partitions, args.groups, args.layout
+        )
         group_partitions = sum(len(t) for t in group_topics.values()) * args.partitions
         print(
             f"prepared {args.topics} topics x {args.partitions} partitions, {args.groups} groups "
@@ -145,8 +148,11 @@ async def bench(args: argparse.Namespace) -> None:
             "window": 10,
         }
         params = {k: v for k, v in params.items() if v is not None}
-        doc = {"checks": [{"name": "lag", "probe": "kafka_consumer_lag", "timeout": 60,
-                           "params": params}]}
+        doc = {
+            "checks": [
+                {"name": "lag", "probe": "kafka_consumer_lag", "timeout": 60, "params": params}
+            ]
+        }
         loaded = load_config_text(yaml.safe_dump(doc), env={})
         plumbing = Plumbing()
         handle = build_handle(loaded.checks[0], plumbing)
@@ -186,8 +192,10 @@ async def bench(args: argparse.Namespace) -> None:
             f"max time lag {obs.get('max_time_lag_seconds', float('nan')):.1f}s"
         )
         cold, warm = durations[0], durations[1:]
-        print(f"first run (coordinator discovery): {cold:.3f}s, "
-              f"{sum(requests[0].values())} requests {dict(requests[0])}")
+        print(
+            f"first run (coordinator discovery): {cold:.3f}s, "
+            f"{sum(requests[0].values())} requests {dict(requests[0])}"
+        )
         print(
             f"steady runs ({len(warm)}): median {statistics.median(warm):.3f}s, "
             f"mean {statistics.fmean(warm):.3f}s, max {max(warm):.3f}s per run"

@@ -58,8 +58,14 @@ async def trace(args: argparse.Namespace) -> None:
             end = time.time()
             cpu = time.thread_time() - gc_start[1]
             if end - gc_start[0] > 0.002 or info["generation"] == 2:
-                spans.append((gc_start[0], end, f"gc{info['generation']} "
-                              f"cpu={1000 * cpu:.0f}ms thr={threading.current_thread().name}"))
+                spans.append(
+                    (
+                        gc_start[0],
+                        end,
+                        f"gc{info['generation']} "
+                        f"cpu={1000 * cpu:.0f}ms thr={threading.current_thread().name}",
+                    )
+                )
 
     def timed(owner: type, method: str, label: str) -> None:
         real: Callable[..., Any] = getattr(owner, method)
@@ -72,6 +78,7 @@ async def trace(args: argparse.Namespace) -> None:
                 end = time.time()
                 if end - t > 0.002:
                     spans.append((t, end, f"{label} cpu={1000 * (time.thread_time() - c):.0f}ms"))
+
         setattr(owner, method, wrapper)
 
     def timed_async(owner: type, method: str, label: str) -> None:
@@ -85,6 +92,7 @@ async def trace(args: argparse.Namespace) -> None:
                 end = time.time()
                 if end - t > 0.002:
                     spans.append((t, end, label))
+
         setattr(owner, method, wrapper)
 
     timed(HistoryWriter, "_write_batch", "history-batch")
@@ -113,6 +121,7 @@ async def trace(args: argparse.Namespace) -> None:
     if os.environ.get("GCPROBE"):
         sys.path.insert(0, "/tmp")
         import gcprobe  # type: ignore[import-not-found]
+
         gc_report: list[str] = []
         asyncio.get_running_loop().call_later(25, gcprobe.install, gc_report)
 
@@ -128,8 +137,13 @@ async def trace(args: argparse.Namespace) -> None:
             if stall > 0.005:
                 loop_ms = 1000 * (time.thread_time() - loop0)
                 proc_ms = 1000 * (time.process_time() - proc0)
-                spans.append((before, before + stall,
-                              f"loop-stall loop={loop_ms:.0f}ms process={proc_ms:.0f}ms"))
+                spans.append(
+                    (
+                        before,
+                        before + stall,
+                        f"loop-stall loop={loop_ms:.0f}ms process={proc_ms:.0f}ms",
+                    )
+                )
 
     watcher = asyncio.create_task(watch())
     window = min(max(2.0, args.checks / 1000), args.interval)
@@ -143,7 +157,8 @@ async def trace(args: argparse.Namespace) -> None:
             await asyncio.sleep(args.steady / (args.scrapes + 1))
             t = time.time()
             proc = await asyncio.create_subprocess_exec(
-                "curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{daemon.server.port}/metrics")
+                "curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{daemon.server.port}/metrics"
+            )
             await proc.wait()
             spans.append((t, time.time(), "scrape"))
         await asyncio.sleep(args.steady / (args.scrapes + 1))
@@ -154,14 +169,19 @@ async def trace(args: argparse.Namespace) -> None:
     watcher.cancel()
     steady = [(p, s) for p, s in runs if since <= s <= until]
     late = sorted(s - p for p, s in steady)
-    print(f"{len(steady)} runs in {until - since:.0f}s ({len(steady) / (until - since):.0f}/s), "
-          f"CPU {1000 * cpu / max(1, len(steady)):.3f} ms/run; load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(steady)} runs in {until - since:.0f}s ({len(steady) / (until - since):.0f}/s), "
+        f"CPU {1000 * cpu / max(1, len(steady)):.3f} ms/run; load {os.getloadavg()[0]:.2f}"
+    )
     if late:
+
         def at(q: float) -> float:
             return 1000 * late[min(len(late) - 1, int(q * len(late)))]
 
-        print(f"lateness p50 {at(0.5):.2f} p90 {at(0.9):.2f} p99 {at(0.99):.2f} "
-              f"p99.9 {at(0.999):.2f} max {at(1):.1f} ms")
+        print(
+            f"lateness p50 {at(0.5):.2f} p90 {at(0.9):.2f} p99 {at(0.99):.2f} "
+            f"p99.9 {at(0.999):.2f} max {at(1):.1f} ms"
+        )
     threshold = args.late / 1000
     kinds: Counter[str] = Counter()
     late_runs = [(p, s) for p, s in steady if s - p > threshold]
@@ -176,21 +196,30 @@ async def trace(args: argparse.Namespace) -> None:
         by_kind.setdefault(what.split()[0], []).append(b - a)
     print("\nevents in the window (count, median ms, max ms):")
     for what, values in sorted(by_kind.items()):
-        print(f"  {what:16s} {len(values):6d} {1000 * statistics.median(values):8.1f} "
-              f"{1000 * max(values):8.1f}")
+        print(
+            f"  {what:16s} {len(values):6d} {1000 * statistics.median(values):8.1f} "
+            f"{1000 * max(values):8.1f}"
+        )
     print("\nthe 15 longest loop stalls and what overlapped them:")
     all_stalls = [s for s in spans if s[2].startswith("loop-stall")]
     for a, b, what in sorted(sorted(all_stalls, key=lambda s: s[0] - s[1])[:15]):
-        over = [f"{other} ({1000 * (y - x):.0f}ms)" for x, y, other in spans
-                if not other.startswith("loop-stall") and x < b and y > a]
-        print(f"  t+{a - since:7.3f}s {1000 * (b - a):6.1f} ms [{what[11:]}]: "
-              f"{'; '.join(over) or '-'}")
+        over = [
+            f"{other} ({1000 * (y - x):.0f}ms)"
+            for x, y, other in spans
+            if not other.startswith("loop-stall") and x < b and y > a
+        ]
+        print(
+            f"  t+{a - since:7.3f}s {1000 * (b - a):6.1f} ms [{what[11:]}]: "
+            f"{'; '.join(over) or '-'}"
+        )
     stalled = sum(b - a for a, b, _ in all_stalls)
     loop_cpu = sum(float(w.split("loop=")[1].split("ms")[0]) for _, _, w in all_stalls) / 1000
     proc_cpu = sum(float(w.split("process=")[1].split("ms")[0]) for _, _, w in all_stalls) / 1000
-    print(f"\nstalls over 5 ms: {len(all_stalls)}, {stalled:.2f} s in all; meanwhile loop-thread "
-          f"CPU {loop_cpu:.2f} s, other threads {proc_cpu - loop_cpu:.2f} s, off the CPU "
-          f"{stalled - proc_cpu:.2f} s")
+    print(
+        f"\nstalls over 5 ms: {len(all_stalls)}, {stalled:.2f} s in all; meanwhile loop-thread "
+        f"CPU {loop_cpu:.2f} s, other threads {proc_cpu - loop_cpu:.2f} s, off the CPU "
+        f"{stalled - proc_cpu:.2f} s"
+    )
     if os.environ.get("GCPROBE"):
         print("\n".join(gc_report))
     daemon._stopping = True
@@ -200,8 +229,9 @@ async def trace(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checks", type=int, default=20_000)
     parser.add_argument("--interval", type=float, default=12.0)
     parser.add_argument("--steady", type=float, default=30.0)

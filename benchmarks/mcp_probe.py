@@ -73,9 +73,14 @@ from alivemcp.testbed import mcp_servers  # noqa: E402
 BLACKBOX = shutil.which("prometheus-blackbox-exporter") or shutil.which("blackbox_exporter")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "blackbox", "version": "0.23"}},
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "blackbox", "version": "0.23"},
+    },
 }
 
 
@@ -95,8 +100,14 @@ def _cpu_seconds() -> float:
     return times.user + times.system
 
 
-async def _client(url: str, probes: int, concurrency: int, targets: int,
-                  ca_file: str | None = None, resume: bool = True) -> dict[str, Any]:
+async def _client(
+    url: str,
+    probes: int,
+    concurrency: int,
+    targets: int,
+    ca_file: str | None = None,
+    resume: bool = True,
+) -> dict[str, Any]:
     import yaml
 
     from alivemcp.app.daemon import settle_heap
@@ -113,13 +124,24 @@ async def _client(url: str, probes: int, concurrency: int, targets: int,
     def build(count: int, tag: str) -> list[Any]:
         # A bare query key per target: check names mask query values, not keys.
         urls = [f"{url}?{tag}{i}" for i in range(count)]
-        doc = {"checks": [{"name": "bench", "probe": "mcp_endpoint", "interval": 60,
-                           "timeout": 10, "targets": urls, "params": params}]}
+        doc = {
+            "checks": [
+                {
+                    "name": "bench",
+                    "probe": "mcp_endpoint",
+                    "interval": 60,
+                    "timeout": 10,
+                    "targets": urls,
+                    "params": params,
+                }
+            ]
+        }
         loaded = load_config_text(yaml.safe_dump(doc), env={})
         return [build_handle(check, plumbing) for check in loaded.checks]
 
-    async def drive(handles: list[Any], count: int, latencies: list[float],
-                    statuses: dict[str, int]) -> None:
+    async def drive(
+        handles: list[Any], count: int, latencies: list[float], statuses: dict[str, int]
+    ) -> None:
         next_index = 0
 
         async def worker() -> None:
@@ -171,17 +193,37 @@ def client_main(args: argparse.Namespace) -> None:
     if args.command == "_floor":
         result = asyncio.run(_floor(args.url, args.probes, args.concurrency, args.ca_file))
     else:
-        result = asyncio.run(_client(args.url, args.probes, args.concurrency, args.targets,
-                                     args.ca_file, args.resume))
+        result = asyncio.run(
+            _client(
+                args.url, args.probes, args.concurrency, args.targets, args.ca_file, args.resume
+            )
+        )
     print(json.dumps(result))
 
 
-def run_client(url: str, probes: int, concurrency: int, targets: int, uvloop: bool,
-               ca_file: str | None = None, resume: bool = True, command: str = "_client"
-               ) -> dict[str, Any]:
-    argv = [sys.executable, str(Path(__file__).resolve()), command, "--url", url,
-            "--probes", str(probes), "--concurrency", str(concurrency),
-            "--targets", str(targets)]
+def run_client(
+    url: str,
+    probes: int,
+    concurrency: int,
+    targets: int,
+    uvloop: bool,
+    ca_file: str | None = None,
+    resume: bool = True,
+    command: str = "_client",
+) -> dict[str, Any]:
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        command,
+        "--url",
+        url,
+        "--probes",
+        str(probes),
+        "--concurrency",
+        str(concurrency),
+        "--targets",
+        str(targets),
+    ]
     if uvloop:
         argv.append("--uvloop")
     if ca_file:
@@ -197,9 +239,18 @@ def run_client(url: str, probes: int, concurrency: int, targets: int, uvloop: bo
 # -- the floor: the smallest client for the same round trips ---------------------------------
 
 _FLOOR_BODIES = (
-    json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "floor", "version": "0"}}}).encode(),
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "floor", "version": "0"},
+            },
+        }
+    ).encode(),
     b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
     b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
 )
@@ -238,7 +289,7 @@ class _FloorProtocol(asyncio.Protocol):
                 self.chunked = True
             else:
                 line_end = head.find(b"\r\n", at)
-                self.end = head_end + 4 + int(head[at + 15:line_end if line_end > 0 else None])
+                self.end = head_end + 4 + int(head[at + 15 : line_end if line_end > 0 else None])
         if self.chunked:
             return self.buffer.endswith(b"\r\n0\r\n\r\n")
         return len(self.buffer) >= self.end
@@ -255,37 +306,46 @@ class _FloorProtocol(asyncio.Protocol):
 async def _floor_probe(host: str, port: int, path: str, context: ssl.SSLContext | None) -> None:
     loop = asyncio.get_running_loop()
     transport, conn = await loop.create_connection(
-        _FloorProtocol, host, port, ssl=context, server_hostname=host if context else None)
+        _FloorProtocol, host, port, ssl=context, server_hostname=host if context else None
+    )
     try:
-        common = (f"Host: {host}:{port}\r\nAccept: application/json, text/event-stream\r\n"
-                  "Content-Type: application/json\r\n")
+        common = (
+            f"Host: {host}:{port}\r\nAccept: application/json, text/event-stream\r\n"
+            "Content-Type: application/json\r\n"
+        )
         initialize, initialized, tools_list = _FLOOR_BODIES
         answer = await conn.exchange(
-            f"POST {path} HTTP/1.1\r\n{common}Content-Length: {len(initialize)}\r\n\r\n"
-            .encode() + initialize)
-        head = answer[:answer.find(b"\r\n\r\n")].lower()
+            f"POST {path} HTTP/1.1\r\n{common}Content-Length: {len(initialize)}\r\n\r\n".encode()
+            + initialize
+        )
+        head = answer[: answer.find(b"\r\n\r\n")].lower()
         session = b""
         at = head.find(b"mcp-session-id:")
         if at >= 0:
             line_end = head.find(b"\r\n", at)
-            session = (b"Mcp-Session-Id: " + head[at + 15:line_end if line_end > 0 else None]
-                       .strip() + b"\r\nMCP-Protocol-Version: 2025-11-25\r\n")
+            session = (
+                b"Mcp-Session-Id: "
+                + head[at + 15 : line_end if line_end > 0 else None].strip()
+                + b"\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+            )
         session_text = session.decode()
         for body in (initialized, tools_list):
             answer = await conn.exchange(
                 f"POST {path} HTTP/1.1\r\n{common}{session_text}Content-Length: {len(body)}"
-                "\r\n\r\n".encode() + body)
+                "\r\n\r\n".encode()
+                + body
+            )
         if b'"tools"' not in answer:
             raise RuntimeError(f"floor client: no tools in {answer[:200]!r}")
         if session:
-            await conn.exchange(f"DELETE {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                                f"{session_text}\r\n".encode())
+            await conn.exchange(
+                f"DELETE {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{session_text}\r\n".encode()
+            )
     finally:
         transport.close()
 
 
-async def _floor(url: str, probes: int, concurrency: int, ca_file: str | None
-                 ) -> dict[str, Any]:
+async def _floor(url: str, probes: int, concurrency: int, ca_file: str | None) -> dict[str, Any]:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -316,14 +376,18 @@ async def _floor(url: str, probes: int, concurrency: int, ca_file: str | None
 class Blackbox:
     def __init__(self, workdir: Path, ca_file: str | None = None) -> None:
         if BLACKBOX is None:
-            raise SystemExit("blackbox_exporter is not installed: "
-                             "apt-get install -y prometheus-blackbox-exporter")
+            raise SystemExit(
+                "blackbox_exporter is not installed: "
+                "apt-get install -y prometheus-blackbox-exporter"
+            )
         self.port = mcp_servers.free_port()
         config = workdir / "blackbox.yml"
         http: dict[str, Any] = {
             "method": "POST",
-            "headers": {"Content-Type": "application/json",
-                        "Accept": "application/json, text/event-stream"},
+            "headers": {
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            },
             "body": json.dumps(INITIALIZE),
             "valid_status_codes": [200],
             "preferred_ip_protocol": "ip4",
@@ -331,13 +395,21 @@ class Blackbox:
         modules = {"jsonrpc": {"prober": "http", "timeout": "5s", "http": http}}
         if ca_file:
             # Certificate verified against the run's CA (insecure_skip_verify stays false).
-            modules["jsonrpc_tls"] = {"prober": "http", "timeout": "5s", "http": {
-                **http, "fail_if_not_ssl": True, "tls_config": {"ca_file": ca_file}}}
+            modules["jsonrpc_tls"] = {
+                "prober": "http",
+                "timeout": "5s",
+                "http": {**http, "fail_if_not_ssl": True, "tls_config": {"ca_file": ca_file}},
+            }
         config.write_text(json.dumps({"modules": modules}))
         self.process = subprocess.Popen(
-            [BLACKBOX, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--log.level=error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                BLACKBOX,
+                f"--config.file={config}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 15
         import socket
@@ -362,11 +434,13 @@ class Blackbox:
         import aiohttp
 
         module = "jsonrpc_tls" if url.startswith("https:") else "jsonrpc"
-        probe_url = (f"http://127.0.0.1:{self.port}/probe?module={module}&target="
-                     + quote(url, safe=""))
+        probe_url = f"http://127.0.0.1:{self.port}/probe?module={module}&target=" + quote(
+            url, safe=""
+        )
         ok = 0
         latencies: list[float] = []
         async with aiohttp.ClientSession() as session:
+
             async def one() -> None:
                 nonlocal ok
                 started = time.perf_counter()
@@ -389,10 +463,13 @@ class Blackbox:
             cpu, wall = self.cpu_seconds() - cpu0, time.perf_counter() - wall0
         done = share * concurrency
         latencies.sort()
-        return {"cpu_ms_per_probe": cpu / done * 1000, "probes_per_s": done / wall,
-                "p50_ms": latencies[len(latencies) // 2] * 1000,
-                "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-                "success": ok / done}
+        return {
+            "cpu_ms_per_probe": cpu / done * 1000,
+            "probes_per_s": done / wall,
+            "p50_ms": latencies[len(latencies) // 2] * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+            "success": ok / done,
+        }
 
     def stop(self) -> None:
         self.process.terminate()
@@ -424,11 +501,15 @@ STATE = {"JSON": "stateless", "SSE": "stateful"}
 def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[Row]:
     """Start the servers the run needs; the rows to measure, in order."""
     wanted = set(args.only.split(",")) if args.only else None
-    kinds = [("lab", "lab", "JSON", "/json", args.probes), ("lab", "lab", "SSE", "/sse",
-                                                            args.probes)]
+    kinds = [
+        ("lab", "lab", "JSON", "/json", args.probes),
+        ("lab", "lab", "SSE", "/sse", args.probes),
+    ]
     if args.sdk:
-        kinds += [("sdk", "sdk-stateless-json", "JSON", "", args.sdk_probes),
-                  ("sdk", "sdk-stateful", "SSE", "", args.sdk_probes)]
+        kinds += [
+            ("sdk", "sdk-stateless-json", "JSON", "", args.sdk_probes),
+            ("sdk", "sdk-stateful", "SSE", "", args.sdk_probes),
+        ]
     variants: list[tuple[str, str | None, bool]] = [("", None, True)]
     ca = None
     if args.tls:
@@ -454,17 +535,30 @@ def _fleet(args: argparse.Namespace, workdir: Path, servers: list[Any]) -> list[
             server = server_for(kind, tls)
             label = {"lab": "lab", "sdk": "SDK"}[family]
             over = "" if not tls else " TLS" if resume else " TLS full"
-            rows.append(Row(key, f"{label} {STATE[shape]} {shape}{over}",
-                            server.base + (path or server.path), probes, ca_file, resume))
+            rows.append(
+                Row(
+                    key,
+                    f"{label} {STATE[shape]} {shape}{over}",
+                    server.base + (path or server.path),
+                    probes,
+                    ca_file,
+                    resume,
+                )
+            )
     # The lab again with latency, plain HTTP only: how the ratio moves with the server's speed
     # alone (the SDK servers are slower AND answer differently).
     for ms in [int(ms) for ms in args.delays.split(",") if ms]:
         for shape in ("JSON", "SSE"):
             key = f"lab-{shape.lower()}-d{ms}"
             if wanted is None or key in wanted:
-                rows.append(Row(key, f"lab {STATE[shape]} {shape} +{ms} ms",
-                                server_for("lab", False).base + f"/delayed/{ms}/{shape.lower()}",
-                                args.sdk_probes))
+                rows.append(
+                    Row(
+                        key,
+                        f"lab {STATE[shape]} {shape} +{ms} ms",
+                        server_for("lab", False).base + f"/delayed/{ms}/{shape.lower()}",
+                        args.sdk_probes,
+                    )
+                )
     return rows
 
 
@@ -486,14 +580,22 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=2000, help="distinct targets")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-uvloop", dest="uvloop", action="store_false")
-    parser.add_argument("--no-sdk", dest="sdk", action="store_false",
-                        help="only the fast lab servers")
+    parser.add_argument(
+        "--no-sdk", dest="sdk", action="store_false", help="only the fast lab servers"
+    )
     parser.add_argument("--no-tls", dest="tls", action="store_false", help="plain HTTP only")
-    parser.add_argument("--only", help="comma-separated rows, e.g. lab-json,sdk-sse-tls "
-                        "(lab|sdk)-(json|sse)[-tls|-tls-full], lab-(json|sse)-dMS")
-    parser.add_argument("--delays", default="", help="comma-separated milliseconds: rows of "
-                        "the lab answering each request that much later (plain HTTP, "
-                        "--sdk-probes probes), e.g. 10,50")
+    parser.add_argument(
+        "--only",
+        help="comma-separated rows, e.g. lab-json,sdk-sse-tls "
+        "(lab|sdk)-(json|sse)[-tls|-tls-full], lab-(json|sse)-dMS",
+    )
+    parser.add_argument(
+        "--delays",
+        default="",
+        help="comma-separated milliseconds: rows of "
+        "the lab answering each request that much later (plain HTTP, "
+        "--sdk-probes probes), e.g. 10,50",
+    )
     args = parser.parse_args()
     if args.command in ("_client", "_floor"):
         client_main(args)
@@ -506,18 +608,37 @@ def main() -> None:
         rows = _fleet(args, workdir, servers)
         ca_files = {row.ca_file for row in rows if row.ca_file}
         blackbox = Blackbox(workdir, next(iter(ca_files), None))
-        print(f"# concurrency {args.concurrency}, {args.targets} targets, {args.rounds} rounds "
-              f"(medians), event loop: {'uvloop' if args.uvloop else 'asyncio'}, "
-              f"cores: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"# concurrency {args.concurrency}, {args.targets} targets, {args.rounds} rounds "
+            f"(medians), event loop: {'uvloop' if args.uvloop else 'asyncio'}, "
+            f"cores: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         for _ in range(args.rounds):
             for row in rows:  # rounds outermost: a burst of load hits every row alike
-                row.ours.append(run_client(row.url, row.probes, args.concurrency, args.targets,
-                                           args.uvloop, row.ca_file, row.resume))
-                row.floor.append(run_client(row.url, row.probes, args.concurrency,
-                                            args.targets, args.uvloop, row.ca_file,
-                                            command="_floor"))
-                row.theirs.append(asyncio.run(blackbox.run(row.url, row.probes,
-                                                           args.concurrency)))
+                row.ours.append(
+                    run_client(
+                        row.url,
+                        row.probes,
+                        args.concurrency,
+                        args.targets,
+                        args.uvloop,
+                        row.ca_file,
+                        row.resume,
+                    )
+                )
+                row.floor.append(
+                    run_client(
+                        row.url,
+                        row.probes,
+                        args.concurrency,
+                        args.targets,
+                        args.uvloop,
+                        row.ca_file,
+                        command="_floor",
+                    )
+                )
+                row.theirs.append(asyncio.run(blackbox.run(row.url, row.probes, args.concurrency)))
         load = os.getloadavg()[0]
     finally:
         if blackbox is not None:
@@ -529,29 +650,38 @@ def main() -> None:
     def med(items: list[dict[str, Any]], key: str) -> float:
         return statistics.median(item[key] for item in items)
 
-    print(f"{'server':<24} {'probes':>6} | {'alivemcp full probe':^44} | {'floor':^7} | "
-          f"{'blackbox 1 POST':^27} | {'CPU ratio':^13}")
-    print(f"{'':<24} {'':>6} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'MB/1k tg':>9} | {'CPU ms':>7} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>8} | "
-          f"{'ours':>6} {'floor':>6}")
+    print(
+        f"{'server':<24} {'probes':>6} | {'alivemcp full probe':^44} | {'floor':^7} | "
+        f"{'blackbox 1 POST':^27} | {'CPU ratio':^13}"
+    )
+    print(
+        f"{'':<24} {'':>6} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'MB/1k tg':>9} | {'CPU ms':>7} | {'CPU ms':>7} {'probes/s':>8} {'p50 ms':>8} | "
+        f"{'ours':>6} {'floor':>6}"
+    )
     for row in rows:
         ours, theirs = med(row.ours, "cpu_ms_per_probe"), med(row.theirs, "cpu_ms_per_probe")
         floor = med(row.floor, "cpu_ms_per_probe")
-        print(f"{row.name:<24} {row.probes:>6} | {ours:>7.3f} "
-              f"{med(row.ours, 'probes_per_s'):>8.0f} {med(row.ours, 'p50_ms'):>7.2f} "
-              f"{med(row.ours, 'p99_ms'):>7.2f} {med(row.ours, 'rss_mb_per_1000_targets'):>9.2f}"
-              f" | {floor:>7.3f} | {theirs:>7.3f} {med(row.theirs, 'probes_per_s'):>8.0f} "
-              f"{med(row.theirs, 'p50_ms'):>8.2f} | {ours / theirs:>5.2f}x {floor / theirs:>5.2f}x")
+        print(
+            f"{row.name:<24} {row.probes:>6} | {ours:>7.3f} "
+            f"{med(row.ours, 'probes_per_s'):>8.0f} {med(row.ours, 'p50_ms'):>7.2f} "
+            f"{med(row.ours, 'p99_ms'):>7.2f} {med(row.ours, 'rss_mb_per_1000_targets'):>9.2f}"
+            f" | {floor:>7.3f} | {theirs:>7.3f} {med(row.theirs, 'probes_per_s'):>8.0f} "
+            f"{med(row.theirs, 'p50_ms'):>8.2f} | {ours / theirs:>5.2f}x {floor / theirs:>5.2f}x"
+        )
         statuses = row.ours[-1]["statuses"]
         success = min(t["success"] for t in row.theirs)
         if set(statuses) != {"up"} or success < 1:
-            print(f"  ! not all probes succeeded: alivemcp {statuses}, "
-                  f"blackbox success {success:.3f}")
+            print(
+                f"  ! not all probes succeeded: alivemcp {statuses}, blackbox success {success:.3f}"
+            )
     print(f"# load at the end: {load:.2f}")
     if rows:
         first = med(rows[0].ours, "cpu_ms_per_probe")
-        print(f"# 50,000 endpoints every 60 s at {first:.3f} ms each ({rows[0].name}): "
-              f"{50_000 / 60 * first / 1000:.2f} cores")
+        print(
+            f"# 50,000 endpoints every 60 s at {first:.3f} ms each ({rows[0].name}): "
+            f"{50_000 / 60 * first / 1000:.2f} cores"
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,12 @@ def filled_store(checks: int, now: float) -> tuple[StatusStore, list[CheckInfo]]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--checks", type=int, default=100_000)
-    parser.add_argument("--changed", type=float, default=0.05,
-                        help="share of the checks that run again between two renders")
+    parser.add_argument(
+        "--changed",
+        type=float,
+        default=0.05,
+        help="share of the checks that run again between two renders",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()

@@ -67,16 +67,20 @@ async def main() -> None:
         if args.gzip:
             curl.append("--compressed")
         proc = await asyncio.create_subprocess_exec(
-            *curl, f"http://127.0.0.1:{server.port}/metrics", stdout=asyncio.subprocess.PIPE)
+            *curl, f"http://127.0.0.1:{server.port}/metrics", stdout=asyncio.subprocess.PIPE
+        )
         size, _ = await proc.communicate()
         end = time.monotonic()
         walls.append(end - t)
         cpus.append(time.process_time() - cpu)
         during = sorted(d for w, d in late if t <= w <= end)
         lates.append(during[int(0.99 * (len(during) - 1))] if during else 0.0)
-        print(f"scrape {end - t:.2f} s wall, {cpus[-1]:.2f} s CPU, lateness p99 "
-              f"{lates[-1] * 1000:.0f} ms max {max(during, default=0) * 1000:.0f} ms, "
-              f"{int(size or 0) / 1e6:.1f} MB", flush=True)
+        print(
+            f"scrape {end - t:.2f} s wall, {cpus[-1]:.2f} s CPU, lateness p99 "
+            f"{lates[-1] * 1000:.0f} ms max {max(during, default=0) * 1000:.0f} ms, "
+            f"{int(size or 0) / 1e6:.1f} MB",
+            flush=True,
+        )
     task.cancel()
     await server.stop()
     print(f"median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU")

@@ -37,15 +37,25 @@ from alivemcp.hygiene.untrusted import clean_details, clean_text
 from alivemcp.probe import LabeledObservation, ProbeResult, Status
 from probes.mcp_endpoint import McpEndpointProbe
 
-_FACTS = {"transport": "streamable_http", "protocol_version": "2025-11-25",
-          "server_name": "alivemcp-test", "server_version": "1.2.3",
-          "tools_hash": "8f38e8871f6ab3ad"}
+_FACTS = {
+    "transport": "streamable_http",
+    "protocol_version": "2025-11-25",
+    "server_name": "alivemcp-test",
+    "server_version": "1.2.3",
+    "tools_hash": "8f38e8871f6ab3ad",
+}
 #: What a steady-state run against the SDK's stateful server returns (tool names are only in
 #: details on the first run and when they change).
 RESULT = ProbeResult(
-    Status.UP, "MCP 2025-11-25 over streamable_http: alivemcp-test 1.2.3, 2 tools",
-    {"total_seconds": 0.0486, "connect_seconds": 0.0006, "initialize_seconds": 0.0183,
-     "tools_list_seconds": 0.0178, "tools": 2.0},
+    Status.UP,
+    "MCP 2025-11-25 over streamable_http: alivemcp-test 1.2.3, 2 tools",
+    {
+        "total_seconds": 0.0486,
+        "connect_seconds": 0.0006,
+        "initialize_seconds": 0.0183,
+        "tools_list_seconds": 0.0178,
+        "tools": 2.0,
+    },
     (LabeledObservation("mcp_server_info", 1.0, dict(_FACTS)),),
     {**_FACTS, "delete_status": 200},
 )
@@ -54,9 +64,11 @@ _DECLARED = McpEndpointProbe.observables
 
 def _all(result: ProbeResult) -> Any:
     checked = _validated(result, _DECLARED)
-    return (clean_text(redact_text(checked.reason)),
-            _clean_labeled(checked.labeled_observations),
-            clean_details(checked.details, redacted=True) if checked.details else None)
+    return (
+        clean_text(redact_text(checked.reason)),
+        _clean_labeled(checked.labeled_observations),
+        clean_details(checked.details, redacted=True) if checked.details else None,
+    )
 
 
 PARTS: dict[str, Callable[[ProbeResult], Any]] = {

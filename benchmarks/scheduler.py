@@ -121,27 +121,44 @@ async def main(args: argparse.Namespace) -> None:
     watcher.cancel()
     await scheduler.stop(1)
     lat = recorder.values
-    print(f"checks: {args.checks}  interval: {args.interval}s  ran for: {args.seconds}s  "
-          f"(loop: {type(asyncio.get_running_loop()).__module__})")
-    print(f"config load: {t_config:.2f}s  adding {args.checks} checks: {t_add:.2f}s  "
-          f"start(): {t_start:.2f}s")
-    ready = "not within the run" if first_results_after is None else \
-        f"{first_results_after:.1f}s after start"
+    print(
+        f"checks: {args.checks}  interval: {args.interval}s  ran for: {args.seconds}s  "
+        f"(loop: {type(asyncio.get_running_loop()).__module__})"
+    )
+    print(
+        f"config load: {t_config:.2f}s  adding {args.checks} checks: {t_add:.2f}s  "
+        f"start(): {t_start:.2f}s"
+    )
+    ready = (
+        "not within the run"
+        if first_results_after is None
+        else f"{first_results_after:.1f}s after start"
+    )
     busiest = max(Counter(int((t - started) * 10) for t in recorder.times).values(), default=0)
-    print(f"every check had a result: {ready}  busiest 100 ms: {busiest} run starts  "
-          f"longest loop stall: {1000 * longest_stall:.0f} ms")
-    print(f"runs: {results}  ({results / args.seconds:.0f}/s)  "
-          f"CPU: {cpu:.1f}s = {100 * cpu / args.seconds:.0f}% of one core")
+    print(
+        f"every check had a result: {ready}  busiest 100 ms: {busiest} run starts  "
+        f"longest loop stall: {1000 * longest_stall:.0f} ms"
+    )
+    print(
+        f"runs: {results}  ({results / args.seconds:.0f}/s)  "
+        f"CPU: {cpu:.1f}s = {100 * cpu / args.seconds:.0f}% of one core"
+    )
     if lat:
-        print(f"lateness: p50 {1000 * statistics.median(lat):.2f} ms  "
-              f"p99 {1000 * pct(lat, 0.99):.2f} ms  max {1000 * max(lat):.2f} ms")
+        print(
+            f"lateness: p50 {1000 * statistics.median(lat):.2f} ms  "
+            f"p99 {1000 * pct(lat, 0.99):.2f} ms  max {1000 * max(lat):.2f} ms"
+        )
         steady = [v for v, t in zip(lat, recorder.times, strict=True) if t - started > 5]
         if steady:
-            print(f"lateness after the first 5 s: p50 {1000 * statistics.median(steady):.2f} ms  "
-                  f"p99 {1000 * pct(steady, 0.99):.2f} ms  max {1000 * max(steady):.2f} ms")
+            print(
+                f"lateness after the first 5 s: p50 {1000 * statistics.median(steady):.2f} ms  "
+                f"p99 {1000 * pct(steady, 0.99):.2f} ms  max {1000 * max(steady):.2f} ms"
+            )
     if renders:
-        print(f"/metrics render: {len(renders)} scrapes, median {statistics.median(renders):.2f}s "
-              f"max {max(renders):.2f}s, {sizes[-1] / 1e6:.1f} MB of text")
+        print(
+            f"/metrics render: {len(renders)} scrapes, median {statistics.median(renders):.2f}s "
+            f"max {max(renders):.2f}s, {sizes[-1] / 1e6:.1f} MB of text"
+        )
     print(f"RSS: {rss_mb():.0f} MB (start {rss_start:.0f} MB)")
 
 
@@ -152,8 +169,11 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=75.0)
     parser.add_argument("--scrape-every", type=float, default=15.0)
     parser.add_argument("--no-uvloop", action="store_true")
-    parser.add_argument("--no-freeze", action="store_true",
-                        help="skip the daemon's gc.freeze() after loading checks")
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="skip the daemon's gc.freeze() after loading checks",
+    )
     parser.add_argument("--all-cores", action="store_true", help="do not pin to one core")
     args = parser.parse_args()
     if not args.all_cores and hasattr(os, "sched_setaffinity"):

@@ -78,7 +78,8 @@ class CompositeParams(ProbeParams):
         "at least `quorum` members are up, else the quorum-th best member status.",
     )
     quorum: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="With rule quorum: how many members must be up (counting each target of a "
         "multi-target member).",
     )
@@ -120,8 +121,10 @@ class CompositeProbe(Probe[CompositeParams]):
     Params = CompositeParams
     summary = "one verdict from other checks' latest results (e.g. DR readiness)"
     observables = (
-        Observable("members", "Checks this composite combines (each target of a multi-target "
-                   "member counts)."),
+        Observable(
+            "members",
+            "Checks this composite combines (each target of a multi-target member counts).",
+        ),
         Observable("members_up", "Members whose latest fresh result is up."),
     )
 
@@ -138,8 +141,12 @@ class CompositeProbe(Probe[CompositeParams]):
             "rule": self.params.rule,
             "needed_up": needed,
             "members": [
-                {"check": m.name, "status": m.status.value, "reason": m.reason,
-                 "age_seconds": None if m.age_seconds is None else round(m.age_seconds, 3)}
+                {
+                    "check": m.name,
+                    "status": m.status.value,
+                    "reason": m.reason,
+                    "age_seconds": None if m.age_seconds is None else round(m.age_seconds, 3),
+                }
                 for m in judged
             ],
         }
@@ -148,7 +155,8 @@ class CompositeProbe(Probe[CompositeParams]):
             # quorum was written: the rule cannot be judged, which is the config's fault.
             return ProbeResult.unknown(
                 f"quorum {needed} cannot be met by {total} member(s)",
-                observations=observations, details=details,
+                observations=observations,
+                details=details,
             )
         best_first = sorted((m.status for m in judged), key=SEVERITY.__getitem__)
         status = best_first[needed - 1]
@@ -194,16 +202,21 @@ class CompositeProbe(Probe[CompositeParams]):
         age = latest.age(now)
         limit = self.params.max_age or DEFAULT_MAX_AGE_INTERVALS * latest.interval
         if age > limit:
-            return _Judged(name, Status.UNKNOWN,
-                           f"no fresh result: last one {age:.0f}s old, max_age {limit:g}s", age)
+            return _Judged(
+                name,
+                Status.UNKNOWN,
+                f"no fresh result: last one {age:.0f}s old, max_age {limit:g}s",
+                age,
+            )
         return _Judged(name, latest.status, latest.reason, age)
 
 
 def _reason(judged: list[_Judged]) -> str:
     """Members that are not up first, worst first, each with its status and reason; then the
     up ones by name (or counted, when there are many)."""
-    bad = sorted((m for m in judged if m.status is not Status.UP),
-                 key=lambda m: -SEVERITY[m.status])
+    bad = sorted(
+        (m for m in judged if m.status is not Status.UP), key=lambda m: -SEVERITY[m.status]
+    )
     parts = [f"{m.name} {m.status.value} ({_cut(m.reason)})" for m in bad[:MAX_LISTED]]
     if len(bad) > MAX_LISTED:
         parts.append(f"+{len(bad) - MAX_LISTED} more not up")

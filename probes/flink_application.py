@@ -64,8 +64,17 @@ __all__ = ["FlinkApplicationParams", "FlinkApplicationProbe", "InputMetric"]
 #: Managed Service for Apache Flink's price per KPU-hour in us-east-1 (USD).
 US_EAST_1_KPU_HOUR_PRICE = 0.11
 #: States an application passes through: degraded until ``stuck_after``, then down.
-TRANSITIONS = frozenset({"STARTING", "UPDATING", "AUTOSCALING", "STOPPING", "FORCE_STOPPING",
-                         "ROLLING_BACK", "MAINTENANCE"})
+TRANSITIONS = frozenset(
+    {
+        "STARTING",
+        "UPDATING",
+        "AUTOSCALING",
+        "STOPPING",
+        "FORCE_STOPPING",
+        "ROLLING_BACK",
+        "MAINTENANCE",
+    }
+)
 #: CloudWatch is the prober's view of the job: failing to read it never blames the job.
 _METRICS_ARE_THE_PROBERS_VIEW = dict.fromkeys(ErrorKind, Status.UNKNOWN)
 
@@ -107,12 +116,15 @@ class FlinkApplicationParams(ProbeParams):
         "remember); idle time beyond it is reported as 'at least'.",
     )
     kpu_hour_price: float = Field(
-        US_EAST_1_KPU_HOUR_PRICE, ge=0,
+        US_EAST_1_KPU_HOUR_PRICE,
+        ge=0,
         description="Price of one KPU-hour (default: us-east-1, USD) for the idle cost.",
     )
     currency: str = Field("USD", min_length=1, description="What kpu_hour_price is in.")
     orchestration_kpus: int = Field(
-        1, ge=0, description="KPUs AWS bills per application on top of the job's (one).",
+        1,
+        ge=0,
+        description="KPUs AWS bills per application on top of the job's (one).",
     )
     stuck_after: Duration = Field(
         900.0, description="A transition (STARTING, UPDATING, ...) longer than this is down."
@@ -127,7 +139,8 @@ class FlinkApplicationParams(ProbeParams):
         3, ge=1, description="Failed checkpoints in the window that make it down."
     )
     slow_checkpoint_above: Duration | None = Field(
-        None, description="lastCheckpointDuration above this is degraded; default: the "
+        None,
+        description="lastCheckpointDuration above this is degraded; default: the "
         "application's checkpoint interval.",
     )
     metric_period: Duration = Field(60.0, description="CloudWatch period (whole minutes).")
@@ -156,20 +169,26 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
     default_timeout = 20.0
     observables = (
         Observable("application_running", "1 when the application is RUNNING, else 0."),
-        Observable("status_age_seconds",
-                   "How long the prober has seen the application in its current status."),
+        Observable(
+            "status_age_seconds",
+            "How long the prober has seen the application in its current status.",
+        ),
         Observable("parallelism", "The job's current parallelism."),
         Observable("kpus", "KPUs billed now: the job's plus the orchestration KPU."),
         Observable("input_records", "The input metric summed over the last idle_after."),
         Observable("idle_seconds", "Time since the input last had records (while RUNNING)."),
-        Observable("idle_kpu_seconds",
-                   "KPU-seconds billed while the input was idle (estimate; /3600 for "
-                   "KPU-hours, the billing unit)."),
+        Observable(
+            "idle_kpu_seconds",
+            "KPU-seconds billed while the input was idle (estimate; /3600 for "
+            "KPU-hours, the billing unit).",
+        ),
         Observable("idle_cost", "The idle KPU-hours at kpu_hour_price (in currency, USD)."),
         Observable("uptime_seconds", "CloudWatch uptime: the job running without interruption."),
         Observable("restarts_in_window", "Rise of CloudWatch fullRestarts in restart_window."),
-        Observable("failed_checkpoints_in_window",
-                   "Rise of CloudWatch numberOfFailedCheckpoints in restart_window."),
+        Observable(
+            "failed_checkpoints_in_window",
+            "Rise of CloudWatch numberOfFailedCheckpoints in restart_window.",
+        ),
         Observable("last_checkpoint_duration_seconds", "CloudWatch lastCheckpointDuration."),
     )
 
@@ -203,22 +222,30 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         if app.current_parallelism is not None:
             findings.observe("parallelism", float(app.current_parallelism))
         findings.details.update(
-            status=app.status, runtime=app.runtime, parallelism=app.current_parallelism,
-            parallelism_per_kpu=app.parallelism_per_kpu, autoscaling=app.autoscaling,
-            kpus=kpus, source_stream=p.source_stream,
+            status=app.status,
+            runtime=app.runtime,
+            parallelism=app.current_parallelism,
+            parallelism_per_kpu=app.parallelism_per_kpu,
+            autoscaling=app.autoscaling,
+            kpus=kpus,
+            source_stream=p.source_stream,
         )
         if app.status != "RUNNING":
             self._judge_status(app, status_age, findings)
             findings.details["findings"] = findings.as_json()
-            return findings.result(f"application {name} is {app.status}, as expected"
-                                   " (not running: not billing for KPUs)")
+            return findings.result(
+                f"application {name} is {app.status}, as expected"
+                " (not running: not billing for KPUs)"
+            )
         try:
             cloudwatch = await aws.client("cloudwatch", p.aws)
             series = await self._read(cloudwatch, now)
         except ProbeError as err:
-            findings.add_error(err, _METRICS_ARE_THE_PROBERS_VIEW,
-                               reason=f"reading CloudWatch metrics of application {name}: "
-                                      f"{err.operation}")
+            findings.add_error(
+                err,
+                _METRICS_ARE_THE_PROBERS_VIEW,
+                reason=f"reading CloudWatch metrics of application {name}: {err.operation}",
+            )
             return findings.result()
         uptime_ms = _latest(series.get("uptime_ms", []))
         uptime = uptime_ms / 1000.0 if uptime_ms is not None else None
@@ -243,18 +270,25 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         name = app.name
         if app.status in TRANSITIONS:
             if age >= p.stuck_after:
-                findings.add(Status.DOWN, f"application {name} stuck {app.status} for "
-                                          f"{_span(age)} (limit {_span(p.stuck_after)})")
+                findings.add(
+                    Status.DOWN,
+                    f"application {name} stuck {app.status} for "
+                    f"{_span(age)} (limit {_span(p.stuck_after)})",
+                )
             else:
-                findings.add(Status.DEGRADED, f"application {name} is {app.status} "
-                                              f"(for {_span(age)} so far)")
+                findings.add(
+                    Status.DEGRADED, f"application {name} is {app.status} (for {_span(age)} so far)"
+                )
         elif app.status == "ROLLED_BACK":
-            findings.add(Status.DEGRADED, f"application {name} is ROLLED_BACK: its last "
-                                          "update failed and was rolled back")
+            findings.add(
+                Status.DEGRADED,
+                f"application {name} is ROLLED_BACK: its last update failed and was rolled back",
+            )
         elif p.expect_running:
             what = {"READY": "READY (stopped)"}.get(app.status, app.status)
-            findings.add(Status.DOWN, f"application {name} is {what}, expected RUNNING: "
-                                      "it processes nothing")
+            findings.add(
+                Status.DOWN, f"application {name} is {what}, expected RUNNING: it processes nothing"
+            )
 
     def _kpus(self, app: FlinkApplication) -> int:
         # A description without parallelism still occupies the minimum of one KPU.
@@ -283,8 +317,9 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
     def _input(self) -> MetricQuery | None:
         p = self.params
         if p.source_stream is not None:
-            return MetricQuery("input", "AWS/Kinesis", "IncomingRecords",
-                               {"StreamName": p.source_stream}, "Sum")
+            return MetricQuery(
+                "input", "AWS/Kinesis", "IncomingRecords", {"StreamName": p.source_stream}, "Sum"
+            )
         if p.input_metric is not None:
             m = p.input_metric
             return MetricQuery("input", m.namespace, m.metric_name, m.dimensions, m.stat)
@@ -292,8 +327,15 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
 
     # --- the input: idle KPU-hours ---
 
-    def _judge_input(self, points: list[Point] | None, app: FlinkApplication, kpus: int,
-                     uptime: float | None, now: float, findings: Findings) -> _Idle | None:
+    def _judge_input(
+        self,
+        points: list[Point] | None,
+        app: FlinkApplication,
+        kpus: int,
+        uptime: float | None,
+        now: float,
+        findings: Findings,
+    ) -> _Idle | None:
         p = self.params
         if points is None:
             findings.details["input"] = "not watched: set source_stream or input_metric"
@@ -317,20 +359,33 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         findings.observe("idle_seconds", idle.seconds)
         findings.observe("idle_kpu_seconds", kpus * billed)  # base unit, as Prometheus wants
         findings.observe("idle_cost", cost)
-        findings.details["idle"] = {"seconds": round(idle.seconds), "kpu_hours": kpu_hours,
-                                    "cost": round(cost, 4), "kpu_hour_price": p.kpu_hour_price,
-                                    "currency": p.currency}
+        findings.details["idle"] = {
+            "seconds": round(idle.seconds),
+            "kpu_hours": kpu_hours,
+            "cost": round(cost, 4),
+            "kpu_hour_price": p.kpu_hour_price,
+            "currency": p.currency,
+        }
         if idle.seconds >= p.idle_after:
             source = self._input_name()
-            silent = (f"no input from {source} for at least {_span(idle.seconds)}"
-                      if idle.since_at_least else
-                      f"no input from {source} for {_span(idle.seconds)}")
-            hint = (" (not even zero datapoints: no input, or the series is misnamed)"
-                    if idle.no_datapoints else "")
-            findings.add(Status.DEGRADED, (
-                f"application {app.name} RUNNING while idle: {silent}{hint}; {kpus} KPUs "
-                f"billed idle: {kpu_hours:.2f} KPU-hours, {cost:.2f} {p.currency} at "
-                f"{p.kpu_hour_price:g} {p.currency}/KPU-hour (stop it to stop billing)"))
+            silent = (
+                f"no input from {source} for at least {_span(idle.seconds)}"
+                if idle.since_at_least
+                else f"no input from {source} for {_span(idle.seconds)}"
+            )
+            hint = (
+                " (not even zero datapoints: no input, or the series is misnamed)"
+                if idle.no_datapoints
+                else ""
+            )
+            findings.add(
+                Status.DEGRADED,
+                (
+                    f"application {app.name} RUNNING while idle: {silent}{hint}; {kpus} KPUs "
+                    f"billed idle: {kpu_hours:.2f} KPU-hours, {cost:.2f} {p.currency} at "
+                    f"{p.kpu_hour_price:g} {p.currency}/KPU-hour (stop it to stop billing)"
+                ),
+            )
         return idle
 
     def _billed_idle_seconds(self, idle: float, uptime: float | None, now: float) -> float:
@@ -352,8 +407,9 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
 
     # --- the job: restarts and checkpoints ---
 
-    def _judge_job(self, series: dict[str, list[Point]], app: FlinkApplication, now: float,
-                   findings: Findings) -> None:
+    def _judge_job(
+        self, series: dict[str, list[Point]], app: FlinkApplication, now: float, findings: Findings
+    ) -> None:
         p = self.params
         since = now - p.restart_window
         window = _span(p.restart_window)
@@ -361,40 +417,57 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
         if restarts is not None:
             findings.observe("restarts_in_window", restarts)
             if restarts >= p.max_restarts:
-                findings.add(Status.DOWN, f"application {app.name} in a restart loop: "
-                                          f"fullRestarts rose by {restarts:.0f} in {window} "
-                                          f"(limit {p.max_restarts})")
+                findings.add(
+                    Status.DOWN,
+                    f"application {app.name} in a restart loop: "
+                    f"fullRestarts rose by {restarts:.0f} in {window} "
+                    f"(limit {p.max_restarts})",
+                )
             elif restarts > 0:
-                findings.add(Status.DEGRADED, f"application {app.name} restarted "
-                                              f"{restarts:.0f} time(s) in {window}")
+                findings.add(
+                    Status.DEGRADED,
+                    f"application {app.name} restarted {restarts:.0f} time(s) in {window}",
+                )
         failed = _rise(series.get("failed_checkpoints", []), since)
         if failed is not None:
             findings.observe("failed_checkpoints_in_window", failed)
             if failed >= p.max_failed_checkpoints:
-                findings.add(Status.DOWN, f"application {app.name}: {failed:.0f} checkpoints "
-                                          f"failed in {window} (limit "
-                                          f"{p.max_failed_checkpoints}): state is not saved")
+                findings.add(
+                    Status.DOWN,
+                    f"application {app.name}: {failed:.0f} checkpoints "
+                    f"failed in {window} (limit "
+                    f"{p.max_failed_checkpoints}): state is not saved",
+                )
             elif failed > 0:
-                findings.add(Status.DEGRADED, f"application {app.name}: {failed:.0f} "
-                                              f"checkpoint(s) failed in {window}")
+                findings.add(
+                    Status.DEGRADED,
+                    f"application {app.name}: {failed:.0f} checkpoint(s) failed in {window}",
+                )
         checkpoint = _latest(series.get("checkpoint_ms", []))
         if checkpoint is not None:
             seconds = checkpoint / 1000.0
             findings.observe("last_checkpoint_duration_seconds", seconds)
             limit = p.slow_checkpoint_above or app.checkpoint_interval_seconds
             if limit is not None and seconds > limit:
-                findings.add(Status.DEGRADED, f"application {app.name}: last checkpoint took "
-                                              f"{_span(seconds)} (over {_span(limit)})")
+                findings.add(
+                    Status.DEGRADED,
+                    f"application {app.name}: last checkpoint took "
+                    f"{_span(seconds)} (over {_span(limit)})",
+                )
 
     def _all_well(self, app: FlinkApplication, kpus: int, idle: _Idle | None) -> str:
         parts = [f"application {app.name} RUNNING on {kpus} KPUs"]
         if app.current_parallelism is not None:
             per_kpu = app.parallelism_per_kpu or 1
-            parts[0] += (f" (parallelism {app.current_parallelism}, {per_kpu} per KPU"
-                         f"{', autoscaling' if app.autoscaling else ''})")
+            parts[0] += (
+                f" (parallelism {app.current_parallelism}, {per_kpu} per KPU"
+                f"{', autoscaling' if app.autoscaling else ''})"
+            )
         if idle is not None:
-            parts.append(f"{idle.records:g} in from {self._input_name()} in the last "
-                         f"{_span(self.params.idle_after)}")
+            parts.append(
+                f"{idle.records:g} in from {self._input_name()} in the last "
+                f"{_span(self.params.idle_after)}"
+            )
         return ", ".join(parts)
 
 

@@ -68,7 +68,9 @@ class KafkaCanaryParams(ProbeParams):
         "broker that leads none (needs CreateTopics/Alter on the topic).",
     )
     partitions: int | None = Field(
-        None, ge=1, le=1000,
+        None,
+        ge=1,
+        le=1000,
         description="Partitions when creating the topic (default: one per live broker).",
     )
     replication_factor: int | None = Field(
@@ -77,9 +79,7 @@ class KafkaCanaryParams(ProbeParams):
     min_insync_replicas: int | None = Field(
         None, ge=1, description="min.insync.replicas when creating (default 2 where RF >= 3)."
     )
-    retention: Duration = Field(
-        3600.0, gt=0, description="retention.ms of a created canary topic."
-    )
+    retention: Duration = Field(3600.0, gt=0, description="retention.ms of a created canary topic.")
     produce_timeout: Duration = Field(
         10.0, gt=0, description="A produce not acknowledged within this time counts as failed."
     )
@@ -93,7 +93,9 @@ class KafkaCanaryParams(ProbeParams):
         2.0, gt=0, description="Produce-to-read latency above this is degraded."
     )
     per_partition_max: int = Field(
-        32, ge=0, le=1000,
+        32,
+        ge=0,
+        le=1000,
         description="Per-partition latency series only when the topic has at most this many "
         "partitions (bounded cardinality; 0 disables).",
     )
@@ -134,10 +136,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         Observable("produce_latency_max_seconds", "Slowest acks=all produce of the run."),
         Observable("roundtrip_latency_max_seconds", "Slowest produce-to-read-back of the run."),
         Observable("messages_not_read_back", "Canary messages produced but not read back."),
-        Observable("produce_latency_seconds", "acks=all produce to one partition.",
-                   ("partition",)),
-        Observable("roundtrip_latency_seconds", "Produce to read-back on one partition.",
-                   ("partition",)),
+        Observable("produce_latency_seconds", "acks=all produce to one partition.", ("partition",)),
+        Observable(
+            "roundtrip_latency_seconds", "Produce to read-back on one partition.", ("partition",)
+        ),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -196,9 +198,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
             cluster, producer, partitions, leaders, run_id, produce_for
         )
         if any(f.error.startswith("timed out") for f in outcome.failed):
-            await _explain_timeouts(
-                cluster, outcome.failed, in_sync, budget.step(2.0, share=0.3)
-            )
+            await _explain_timeouts(cluster, outcome.failed, in_sync, budget.step(2.0, share=0.3))
         if any(not f.error.startswith(("timed out", "not sent")) for f in outcome.failed):
             # A send that failed outright may leave the idempotent producer's sequence state
             # behind; a fresh one is cheap compared with a canary stuck on a bad producer.
@@ -255,7 +255,9 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         }
         try:
             await cluster.create_topic(
-                p.topic, assignments=assignments, configs=configs,
+                p.topic,
+                assignments=assignments,
+                configs=configs,
                 timeout=budget.step(request, share=0.3),
             )
         except ProbeError as err:  # e.g. not allowed to create topics: the prober's identity
@@ -291,7 +293,9 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         request = p.cluster.request_timeout
         try:
             await cluster.add_partitions(
-                p.topic, len(topic.partitions) + len(assignments), assignments,
+                p.topic,
+                len(topic.partitions) + len(assignments),
+                assignments,
                 timeout=budget.step(request, share=0.3),
             )
         except ProbeError:
@@ -299,8 +303,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         for _ in range(20):
             fresh = await cluster.metadata([p.topic], timeout=budget.step(request, share=0.3))
             grown = fresh.topics.get(p.topic)
-            if grown and len(grown.partitions) > len(topic.partitions) and all(
-                x.leader >= 0 for x in grown.partitions
+            if (
+                grown
+                and len(grown.partitions) > len(topic.partitions)
+                and all(x.leader >= 0 for x in grown.partitions)
             ):
                 return fresh
             if budget.remaining() < 1.0:
@@ -394,7 +400,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         return produced, failed
 
     async def _read_back(
-        self, reader: PartitionReader, run_id: str, produced: Sequence[_Produced],
+        self,
+        reader: PartitionReader,
+        run_id: str,
+        produced: Sequence[_Produced],
         timeout: float,
     ) -> dict[int, float]:
         """Seconds from send to read for each partition whose message came back in time."""
@@ -489,13 +498,15 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         return problems
 
     def _observe(self, found: Findings, run: _Outcome) -> None:
-        found.observations.update({
-            "partitions": float(len(run.partitions)),
-            "partitions_failed": float(len(run.failed)),
-            "produce_latency_max_seconds": run.produce_max(),
-            "roundtrip_latency_max_seconds": run.roundtrip_max(),
-            "messages_not_read_back": float(len(run.lost())),
-        })
+        found.observations.update(
+            {
+                "partitions": float(len(run.partitions)),
+                "partitions_failed": float(len(run.failed)),
+                "produce_latency_max_seconds": run.produce_max(),
+                "roundtrip_latency_max_seconds": run.roundtrip_max(),
+                "messages_not_read_back": float(len(run.lost())),
+            }
+        )
         if len(run.partitions) <= self.params.per_partition_max:
             for x in run.produced:
                 found.labeled("produce_latency_seconds", x.latency, partition=str(x.partition))
@@ -538,7 +549,8 @@ class _Outcome:
         if self.reader_error:
             return []  # nothing was read at all: said once
         return sorted(
-            x.partition for x in self.produced
+            x.partition
+            for x in self.produced
             if x.partition not in self.roundtrip and x.partition not in self.unread
         )
 
@@ -577,8 +589,11 @@ async def _explain_timeouts(
             f.error += f": {leader.name} did not answer"
             continue
         silent = [
-            s.name for r in in_sync.get(f.partition, ()) if r != f.leader
-            for s in [checked.get(r)] if s is not None
+            s.name
+            for r in in_sync.get(f.partition, ())
+            if r != f.leader
+            for s in [checked.get(r)]
+            if s is not None
         ]
         if silent:
             f.error += f": waiting for in-sync replica {', '.join(silent)}, which did not answer"

@@ -65,7 +65,9 @@ _LEADER_NOT_AVAILABLE = 5
 #: Every line of a run's findings goes into the reason (each names a bounded list).
 _REASON_LINES = 10
 _CLOUDWATCH_METRICS = (
-    "OfflinePartitionsCount", "UnderMinIsrPartitionCount", "UnderReplicatedPartitions"
+    "OfflinePartitionsCount",
+    "UnderMinIsrPartitionCount",
+    "UnderReplicatedPartitions",
 )
 
 
@@ -154,9 +156,12 @@ class _Judged:
     def named(self, text: str) -> str:
         """``orders/0 <text>``, and the listed brokers that did not answer."""
         x = self.state
-        quiet = (f" (broker{'s' if len(self.silent) > 1 else ''} "
-                 f"{', '.join(map(str, self.silent))} in ISR, not answering)"
-                 if self.silent else "")
+        quiet = (
+            f" (broker{'s' if len(self.silent) > 1 else ''} "
+            f"{', '.join(map(str, self.silent))} in ISR, not answering)"
+            if self.silent
+            else ""
+        )
         return f"{x.topic}/{x.partition} {text}{quiet}"
 
 
@@ -191,8 +196,10 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         Observable("partitions", "Partitions the run covered."),
         Observable("topics", "Topics the run covered."),
         Observable("offline_partitions", "Partitions without a leader."),
-        Observable("under_min_isr_partitions",
-                   "Partitions with fewer in-sync replicas than min.insync.replicas."),
+        Observable(
+            "under_min_isr_partitions",
+            "Partitions with fewer in-sync replicas than min.insync.replicas.",
+        ),
         Observable("under_replicated_partitions", "Partitions missing an in-sync replica."),
         Observable("brokers", "Brokers registered and answering."),
         Observable("brokers_not_answering", "Registered brokers that did not answer."),
@@ -202,10 +209,9 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         if self.params.production is not None:
             return self.params.production
         labels = self.context.labels
-        return (
-            labels.get("production", "").lower() in _PRODUCTION_VALUES
-            or labels.get("env", "").lower() in ("production", "prod")
-        )
+        return labels.get("production", "").lower() in _PRODUCTION_VALUES or labels.get(
+            "env", ""
+        ).lower() in ("production", "prod")
 
     async def probe(self) -> ProbeResult:
         if self.params.cloudwatch is not None:
@@ -314,10 +320,14 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         result.observations.update(observations)
         result.details.update(details)
         if found.offline:
-            result.add(Status.DOWN, f"{len(found.offline)} offline (no leader): " + format_list(
-                [f"{x.topic}/{x.partition} replicas {_ids(x.replicas)}" for x in found.offline],
-                p.max_listed,
-            ))
+            result.add(
+                Status.DOWN,
+                f"{len(found.offline)} offline (no leader): "
+                + format_list(
+                    [f"{x.topic}/{x.partition} replicas {_ids(x.replicas)}" for x in found.offline],
+                    p.max_listed,
+                ),
+            )
         if found.under_min_isr:
             result.add(
                 Status.DOWN,
@@ -335,8 +345,10 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
                 f"(broker{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} "
                 "missing from ISR): "
                 + format_list(
-                    [x.named(f"isr {_ids(x.in_sync)} of {_ids(x.state.replicas)}")
-                     for x in found.under_replicated],
+                    [
+                        x.named(f"isr {_ids(x.in_sync)} of {_ids(x.state.replicas)}")
+                        for x in found.under_replicated
+                    ],
                     p.max_listed,
                 ),
             )
@@ -409,7 +421,8 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
         try:
             client = await plumbing_of(self.context).aws.client("cloudwatch", source.aws)
             series = [
-                found for metric in _CLOUDWATCH_METRICS
+                found
+                for metric in _CLOUDWATCH_METRICS
                 for found in await list_series(client, source.cluster_name, metric)
             ]
             if not series:
@@ -447,14 +460,21 @@ class KafkaPartitionHealthProbe(Probe[KafkaPartitionHealthParams]):
             under_min_isr_partitions=under_min,
             under_replicated_partitions=under_rep,
         )
-        found.details.update(source="cloudwatch", cluster_name=source.cluster_name,
-                             by_broker=per_broker, production=self._production())
+        found.details.update(
+            source="cloudwatch",
+            cluster_name=source.cluster_name,
+            by_broker=per_broker,
+            production=self._production(),
+        )
         where = f" (CloudWatch, cluster {source.cluster_name})"
         if offline > 0:
             found.add(Status.DOWN, f"{offline:g} offline partitions")
         if under_min > 0:
-            found.add(Status.DOWN, f"{under_min:g} partitions under min ISR"
-                      + _brokers_note(per_broker.get("UnderMinIsrPartitionCount")))
+            found.add(
+                Status.DOWN,
+                f"{under_min:g} partitions under min ISR"
+                + _brokers_note(per_broker.get("UnderMinIsrPartitionCount")),
+            )
         if under_rep > 0:
             found.add(
                 Status.DOWN if self._production() else Status.DEGRADED,
@@ -486,4 +506,3 @@ def _int(value: str | None) -> int | None:
 
 def _ids(values: Sequence[int] | list[int]) -> str:
     return "[" + ",".join(str(v) for v in values) + "]"
-

@@ -131,8 +131,9 @@ Marker = Annotated[S3Marker | DynamoDbMarker | OutputStreamMarker, Field(discrim
 class ConsumerParams(ProbeParams):
     marker: Marker = Field(description="Where the consumer says it processed a canary.")
     sla: Duration = Field(
-        30.0, description="How long after the put each shard's marker may take (the check's "
-        "timeout must exceed it)."
+        30.0,
+        description="How long after the put each shard's marker may take (the check's "
+        "timeout must exceed it).",
     )
     poll_interval: Duration = Field(1.0, description="How often markers are looked for.")
 
@@ -147,12 +148,16 @@ class KinesisCanaryParams(ProbeParams):
         5.0, description="How long a canary may take to be readable from its shard."
     )
     throttle_down_after: int = Field(
-        3, ge=1, description="Consecutive runs that meet throttling before it is down "
-        "(before that: degraded)."
+        3,
+        ge=1,
+        description="Consecutive runs that meet throttling before it is down "
+        "(before that: degraded).",
     )
     max_shards: int = Field(
-        1000, ge=1, le=10000, description="Open shards written per run at most (the rest are "
-        "named in the details)."
+        1000,
+        ge=1,
+        le=10000,
+        description="Open shards written per run at most (the rest are named in the details).",
     )
     consumer: ConsumerParams | None = Field(
         None, description="Consumer liveness: wait for the consumer's marker of each canary."
@@ -163,15 +168,18 @@ class KinesisCanaryParams(ProbeParams):
         5, ge=1, le=1440, description="How many whole periods (ending at the last) to read."
     )
     iterator_age_degraded_above: Duration | None = Field(
-        300.0, description="GetRecords.IteratorAgeMilliseconds (maximum) above this is "
-        "degraded: a consumer is falling behind (None: not judged)."
+        300.0,
+        description="GetRecords.IteratorAgeMilliseconds (maximum) above this is "
+        "degraded: a consumer is falling behind (None: not judged).",
     )
     iterator_age_down_above: Duration | None = Field(
         None, description="Iterator age above this is down (None: never down on it)."
     )
     write_throttle_periods: int = Field(
-        3, ge=1, description="WriteProvisionedThroughputExceeded above zero in each of the "
-        "last this many periods is degraded."
+        3,
+        ge=1,
+        description="WriteProvisionedThroughputExceeded above zero in each of the "
+        "last this many periods is degraded.",
     )
     body_fields: dict[str, str] = canary.body_fields_field()
 
@@ -201,23 +209,31 @@ class _Run:
 
 class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
     Params = KinesisCanaryParams
-    summary = ("Kinesis stream: a canary to every open shard, read back, optionally through "
-               "the consumer; throttling and iterator age")
+    summary = (
+        "Kinesis stream: a canary to every open shard, read back, optionally through "
+        "the consumer; throttling and iterator age"
+    )
     target_param = "stream_name"
     default_timeout = 60.0
     observables = (
         Observable("open_shards", "Open shards of the stream (one canary each)."),
         Observable("failed_put_records", "Canary records PutRecords refused this run."),
         Observable("readback_seconds", "Slowest shard: canary put to read back (GetRecords)."),
-        Observable("consumer_latency_seconds",
-                   "Slowest shard: canary put to the consumer's marker."),
-        Observable("consumer_missing_shards",
-                   "Shards whose canary got no consumer marker within the SLA."),
+        Observable(
+            "consumer_latency_seconds", "Slowest shard: canary put to the consumer's marker."
+        ),
+        Observable(
+            "consumer_missing_shards", "Shards whose canary got no consumer marker within the SLA."
+        ),
         Observable("throttled_runs", "Consecutive runs that met throttling."),
-        Observable("iterator_age_seconds",
-                   "CloudWatch GetRecords.IteratorAgeMilliseconds, maximum over the window."),
-        Observable("write_throttled_records",
-                   "CloudWatch WriteProvisionedThroughputExceeded, sum over the window."),
+        Observable(
+            "iterator_age_seconds",
+            "CloudWatch GetRecords.IteratorAgeMilliseconds, maximum over the window.",
+        ),
+        Observable(
+            "write_throttled_records",
+            "CloudWatch WriteProvisionedThroughputExceeded, sum over the window.",
+        ),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -249,7 +265,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
             findings.add(Status.DOWN, f"stream {p.stream_name} has no open shard")
             return findings.result()
         if len(targets) > p.max_shards:
-            findings.details["shards_not_written"] = [s.shard_id for s in targets[p.max_shards:]]
+            findings.details["shards_not_written"] = [s.shard_id for s in targets[p.max_shards :]]
             targets = targets[: p.max_shards]
 
         tail = await self._start_tail()
@@ -277,8 +293,11 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         try:
             resp = await kinesis.describe_stream_summary(StreamName=run.stream)
         except ProbeError as err:
-            reason = (f"stream {run.stream} not found" if err.kind is ErrorKind.NOT_FOUND
-                      else f"cannot describe stream {run.stream}")
+            reason = (
+                f"stream {run.stream} not found"
+                if err.kind is ErrorKind.NOT_FOUND
+                else f"cannot describe stream {run.stream}"
+            )
             findings.add_error(err, reason=reason)
             return False
         summary = resp.get("StreamDescriptionSummary") or {}
@@ -291,8 +310,10 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
             findings.add(Status.DOWN, f"stream {run.stream} is {state}, not ACTIVE")
             return False
         if state == "UPDATING":
-            findings.add(Status.DEGRADED, f"stream {run.stream} is UPDATING (a reshard or mode "
-                                          "change in flight)")
+            findings.add(
+                Status.DEGRADED,
+                f"stream {run.stream} is UPDATING (a reshard or mode change in flight)",
+            )
         elif state != "ACTIVE":
             findings.add(Status.DEGRADED, f"stream {run.stream} is {state}, not ACTIVE")
         return True
@@ -304,7 +325,8 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         for shard in targets:
             canary_id = f"{nonce}-{shard.shard_id}"
             doc = canary.document(
-                "kinesis_canary", self.context.name,
+                "kinesis_canary",
+                self.context.name,
                 fields={CANARY_FIELD: canary_id, "stream": run.stream, "shard": shard.shard_id},
                 body_fields=self.params.body_fields,
             )
@@ -316,24 +338,38 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
 
     async def _put_batch(self, kinesis: Any, run: _Run, batch: Sequence[_Put]) -> None:
         findings = run.findings
-        records = [{"Data": put.data, "PartitionKey": f"alivemcp-canary-{put.canary_id}",
-                    "ExplicitHashKey": str(put.shard.starting_hash_key)} for put in batch]
+        records = [
+            {
+                "Data": put.data,
+                "PartitionKey": f"alivemcp-canary-{put.canary_id}",
+                "ExplicitHashKey": str(put.shard.starting_hash_key),
+            }
+            for put in batch
+        ]
         started = time.monotonic()
         try:
             resp = await kinesis.put_records(StreamName=run.stream, Records=records)
         except ProbeError as err:
             shards = _shard_list([put.shard.shard_id for put in batch])
             if err.kind is ErrorKind.THROTTLED:
-                run.throttled.append(f"PutRecords on stream {run.stream} throttled as a whole "
-                                     f"({shards}): {err.detail}")
+                run.throttled.append(
+                    f"PutRecords on stream {run.stream} throttled as a whole "
+                    f"({shards}): {err.detail}"
+                )
             else:
-                findings.add_error(err, _WRITE_OVERRIDES,
-                                   reason=f"PutRecords on stream {run.stream} failed ({shards})")
+                findings.add_error(
+                    err,
+                    _WRITE_OVERRIDES,
+                    reason=f"PutRecords on stream {run.stream} failed ({shards})",
+                )
             return
         answers = resp.get("Records") or []
         if len(answers) != len(batch):
-            findings.add(Status.DOWN, f"PutRecords on stream {run.stream} answered "
-                                      f"{len(answers)} results for {len(batch)} records")
+            findings.add(
+                Status.DOWN,
+                f"PutRecords on stream {run.stream} answered "
+                f"{len(answers)} results for {len(batch)} records",
+            )
             return
         # The answer's i-th entry is the i-th record's fate (the seed's index mapping).
         for put, answer in zip(batch, answers, strict=True):
@@ -341,23 +377,29 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
             where = f"stream {run.stream} shard {put.shard.shard_id}"
             if code:
                 message = answer.get("ErrorMessage") or ""
-                line = f"PutRecords failed on {where}: {code}" + (f" ({message})"
-                                                                   if message else "")
+                line = f"PutRecords failed on {where}: {code}" + (
+                    f" ({message})" if message else ""
+                )
                 if code == THROTTLED_CODE:
                     run.throttled.append(line + ": a hot partition key or too few shards")
                 else:
                     findings.add(Status.DOWN, line)
                 continue
             if not answer.get("SequenceNumber"):
-                findings.add(Status.DOWN, f"PutRecords on {where} answered neither a sequence "
-                                          "number nor an error code")
+                findings.add(
+                    Status.DOWN,
+                    f"PutRecords on {where} answered neither a sequence number nor an error code",
+                )
                 continue
             put.sequence_number = str(answer["SequenceNumber"])
             put.landed = str(answer.get("ShardId") or put.shard.shard_id)
             put.put_at = started
         if resp.get("FailedRecordCount") and not any(a.get("ErrorCode") for a in answers):
-            findings.add(Status.DOWN, f"PutRecords on stream {run.stream} says "
-                                      f"{resp['FailedRecordCount']} records failed but names none")
+            findings.add(
+                Status.DOWN,
+                f"PutRecords on stream {run.stream} says "
+                f"{resp['FailedRecordCount']} records failed but names none",
+            )
 
     # --- 3. read path ---
 
@@ -371,23 +413,33 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         assert put.sequence_number is not None and put.landed is not None
         where = f"stream {run.stream} shard {put.landed}"
         try:
-            record = await read_record_at(kinesis, run.stream, put.landed, put.sequence_number,
-                                          within=self.params.readback_timeout)
+            record = await read_record_at(
+                kinesis,
+                run.stream,
+                put.landed,
+                put.sequence_number,
+                within=self.params.readback_timeout,
+            )
         except ProbeError as err:
             if err.kind is ErrorKind.THROTTLED:
-                run.throttled.append(f"reading the canary back from {where} throttled: "
-                                     f"{err.detail}")
+                run.throttled.append(
+                    f"reading the canary back from {where} throttled: {err.detail}"
+                )
             else:
                 run.findings.add_error(err, reason=f"cannot read the canary back from {where}")
             return
         if record is None:
-            run.findings.add(Status.DOWN, f"canary {put.canary_id} written to {where} (sequence "
-                                          f"{put.sequence_number}) not readable within "
-                                          f"{self.params.readback_timeout:g}s")
+            run.findings.add(
+                Status.DOWN,
+                f"canary {put.canary_id} written to {where} (sequence "
+                f"{put.sequence_number}) not readable within "
+                f"{self.params.readback_timeout:g}s",
+            )
             return
         if _data_of(record) != put.data:
-            run.findings.add(Status.DOWN, f"canary read back from {where} differs from what "
-                                          "was written")
+            run.findings.add(
+                Status.DOWN, f"canary read back from {where} differs from what was written"
+            )
             return
         put.readback_seconds = time.monotonic() - put.put_at
 
@@ -398,11 +450,16 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         if consumer is None or not isinstance(consumer.marker, OutputStreamMarker):
             return None
         client = await plumbing_of(self.context).aws.client("kinesis", self.params.aws)
-        return StreamTail(client, consumer.marker.stream_name, datetime.now(UTC) - _TAIL_SKEW,
-                          consumer.marker.max_shards)
+        return StreamTail(
+            client,
+            consumer.marker.stream_name,
+            datetime.now(UTC) - _TAIL_SKEW,
+            consumer.marker.max_shards,
+        )
 
-    async def _await_markers(self, run: _Run, written: Sequence[_Put],
-                             tail: StreamTail | None) -> None:
+    async def _await_markers(
+        self, run: _Run, written: Sequence[_Put], tail: StreamTail | None
+    ) -> None:
         consumer = self.params.consumer
         assert consumer is not None
         waiting = {put.canary_id: put for put in written}
@@ -414,8 +471,12 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
                 seen = await self._markers_seen(list(waiting), tail)
             except ProbeError as err:
                 last_error = err
-                if err.kind not in (ErrorKind.PERMISSION, ErrorKind.THROTTLED,
-                                    ErrorKind.UNAVAILABLE, ErrorKind.TIMEOUT):
+                if err.kind not in (
+                    ErrorKind.PERMISSION,
+                    ErrorKind.THROTTLED,
+                    ErrorKind.UNAVAILABLE,
+                    ErrorKind.TIMEOUT,
+                ):
                     break
                 seen = set()
             now = time.monotonic()
@@ -437,39 +498,54 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         if last_error is not None and len(waiting) == len(written):
             # Nothing was ever seen and the marker store answered with an error: that error
             # is the finding (the prober's own permission is unknown, a missing table down).
-            findings.add_error(last_error, reason="cannot read the consumer's markers "
-                                                  f"({_describe_marker(consumer.marker)})")
+            findings.add_error(
+                last_error,
+                reason=f"cannot read the consumer's markers ({_describe_marker(consumer.marker)})",
+            )
             return
         self._blame_consumer(run, written, list(waiting.values()), consumer.sla)
 
-    def _blame_consumer(self, run: _Run, written: Sequence[_Put], missing: Sequence[_Put],
-                        sla: float) -> None:
+    def _blame_consumer(
+        self, run: _Run, written: Sequence[_Put], missing: Sequence[_Put], sla: float
+    ) -> None:
         """One finding per shard without a marker, with what the pattern suggests."""
         stream = run.stream
         marker = _describe_marker(self.params.consumer.marker)  # type: ignore[union-attr]
         if len(missing) == len(written) and len(written) > 1:
             shards = _shard_list([put.shard.shard_id for put in missing])
-            run.findings.add(Status.DOWN, (
-                f"stream {stream}: no consumer marker for any shard ({shards}) within {sla:g}s "
-                f"in {marker}: the consumer has stopped (e.g. a SubscribeToShard subscription "
-                "that expired after 5 minutes and was never renewed)"))
+            run.findings.add(
+                Status.DOWN,
+                (
+                    f"stream {stream}: no consumer marker for any shard ({shards}) within {sla:g}s "
+                    f"in {marker}: the consumer has stopped (e.g. a SubscribeToShard subscription "
+                    "that expired after 5 minutes and was never renewed)"
+                ),
+            )
             return
         by_id = {s.shard_id: s for s in run.shards}
         for put in missing:
             shard = put.shard
             closed_parents = [p for p in shard.parents if p in by_id and not by_id[p].is_open]
             if closed_parents:
-                hint = (f"it is a child of {', '.join(closed_parents)} after a reshard: a "
-                        "consumer that never checkpointed SHARD_END on the parent never reads "
-                        "its children")
+                hint = (
+                    f"it is a child of {', '.join(closed_parents)} after a reshard: a "
+                    "consumer that never checkpointed SHARD_END on the parent never reads "
+                    "its children"
+                )
             elif len(missing) < len(written):
-                hint = ("other shards are consumed: the consumer is stuck on this shard (a "
-                        "record it cannot get past, e.g. a poison record retried forever)")
+                hint = (
+                    "other shards are consumed: the consumer is stuck on this shard (a "
+                    "record it cannot get past, e.g. a poison record retried forever)"
+                )
             else:
                 hint = "the consumer has stopped"
-            run.findings.add(Status.DOWN, (
-                f"stream {stream} shard {shard.shard_id}: no consumer marker for canary "
-                f"{put.canary_id} within {sla:g}s in {marker}; {hint}"))
+            run.findings.add(
+                Status.DOWN,
+                (
+                    f"stream {stream} shard {shard.shard_id}: no consumer marker for canary "
+                    f"{put.canary_id} within {sla:g}s in {marker}; {hint}"
+                ),
+            )
 
     async def _markers_seen(self, ids: Sequence[str], tail: StreamTail | None) -> set[str]:
         marker = self.params.consumer.marker  # type: ignore[union-attr]
@@ -497,8 +573,7 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
 
             async def item_has(canary_id: str) -> bool:
                 key = {marker.key_attribute: {"S": marker.key_template.format(id=canary_id)}}
-                resp = await dynamodb.get_item(TableName=marker.table, Key=key,
-                                               ConsistentRead=True)
+                resp = await dynamodb.get_item(TableName=marker.table, Key=key, ConsistentRead=True)
                 return bool(resp.get("Item"))
 
             found = await asyncio.gather(*(item_has(i) for i in ids))
@@ -515,14 +590,19 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         aws = plumbing_of(self.context).aws
         if isinstance(marker, S3Marker):
             s3 = await aws.client("s3", self.params.aws)
-            calls = [s3.delete_object(Bucket=marker.bucket,
-                                      Key=marker.key_template.format(id=i)) for i in ids]
+            calls = [
+                s3.delete_object(Bucket=marker.bucket, Key=marker.key_template.format(id=i))
+                for i in ids
+            ]
         else:
             dynamodb = await aws.client("dynamodb", self.params.aws)
-            calls = [dynamodb.delete_item(
-                TableName=marker.table,
-                Key={marker.key_attribute: {"S": marker.key_template.format(id=i)}})
-                for i in ids]
+            calls = [
+                dynamodb.delete_item(
+                    TableName=marker.table,
+                    Key={marker.key_attribute: {"S": marker.key_template.format(id=i)}},
+                )
+                for i in ids
+            ]
         await canary.run_to_completion(_quietly(calls))
 
     async def _clean_leftovers(self, run: _Run) -> None:
@@ -532,8 +612,11 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         earlier, self._leftover_markers = self._leftover_markers, []
         if earlier:
             await self._delete_markers(earlier)
-        missing = [put.canary_id for put in run.puts
-                   if put.sequence_number is not None and put.marker_seconds is None]
+        missing = [
+            put.canary_id
+            for put in run.puts
+            if put.sequence_number is not None and put.marker_seconds is None
+        ]
         if self.params.consumer is not None:
             self._leftover_markers = missing[-MAX_LEFTOVER_MARKERS:]
 
@@ -567,16 +650,21 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
         stream = {"StreamName": run.stream}
         queries = [
             MetricQuery("age", _NAMESPACE, "GetRecords.IteratorAgeMilliseconds", stream),
-            MetricQuery("wthrottle", _NAMESPACE, "WriteProvisionedThroughputExceeded", stream,
-                        "Sum"),
+            MetricQuery(
+                "wthrottle", _NAMESPACE, "WriteProvisionedThroughputExceeded", stream, "Sum"
+            ),
         ]
         try:
-            series = await read_metrics(cloudwatch, queries, window.start, window.end,
-                                        window.period)
+            series = await read_metrics(
+                cloudwatch, queries, window.start, window.end, window.period
+            )
         except ProbeError as err:
             # The metrics are the prober's view of the stream, not the stream itself.
-            findings.add(Status.UNKNOWN, f"cannot read CloudWatch metrics of stream "
-                                         f"{run.stream}: {err.operation}: {err.detail}")
+            findings.add(
+                Status.UNKNOWN,
+                f"cannot read CloudWatch metrics of stream "
+                f"{run.stream}: {err.operation}: {err.detail}",
+            )
             return
         findings.details["metric_window"] = window.as_json()
         ages = series["age"]
@@ -585,12 +673,18 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
             findings.observe("iterator_age_seconds", age)
             down, degraded = p.iterator_age_down_above, p.iterator_age_degraded_above
             if down is not None and age > down:
-                findings.add(Status.DOWN, f"stream {run.stream}: iterator age {age:.0f}s is over "
-                                          f"{down:g}s (a consumer is far behind)")
+                findings.add(
+                    Status.DOWN,
+                    f"stream {run.stream}: iterator age {age:.0f}s is over "
+                    f"{down:g}s (a consumer is far behind)",
+                )
             elif degraded is not None and age > degraded:
-                findings.add(Status.DEGRADED, f"stream {run.stream}: iterator age {age:.0f}s is "
-                                              f"over {degraded:g}s (a consumer is falling "
-                                              "behind)")
+                findings.add(
+                    Status.DEGRADED,
+                    f"stream {run.stream}: iterator age {age:.0f}s is "
+                    f"over {degraded:g}s (a consumer is falling "
+                    "behind)",
+                )
         throttles = series["wthrottle"]
         if throttles:
             findings.observe("write_throttled_records", sum(value for _, value in throttles))
@@ -598,17 +692,23 @@ class KinesisCanaryProbe(Probe[KinesisCanaryParams]):
             by_start = {int(start): value for start, value in throttles}
             last = [end - period * (i + 1) for i in range(p.write_throttle_periods)]
             if all(by_start.get(start, 0.0) > 0 for start in last):
-                findings.add(Status.DEGRADED, (
-                    f"stream {run.stream}: WriteProvisionedThroughputExceeded above zero in each "
-                    f"of the last {p.write_throttle_periods} periods of {period}s: writes are "
-                    "throttled (a hot partition key or too few shards)"))
+                findings.add(
+                    Status.DEGRADED,
+                    (
+                        f"stream {run.stream}: WriteProvisionedThroughputExceeded above zero in "
+                        f"each of the last {p.write_throttle_periods} periods of {period}s: "
+                        "writes are throttled (a hot partition key or too few shards)"
+                    ),
+                )
 
     # --- reason ---
 
     def _all_well(self, run: _Run) -> str:
         obs = run.findings.observations
-        parts = [f"stream {run.stream} ACTIVE",
-                 f"{len([p for p in run.puts if p.sequence_number])} shards written"]
+        parts = [
+            f"stream {run.stream} ACTIVE",
+            f"{len([p for p in run.puts if p.sequence_number])} shards written",
+        ]
         if "readback_seconds" in obs:
             parts.append("read back")
         if "consumer_latency_seconds" in obs:
@@ -644,8 +744,11 @@ def _describe_marker(marker: S3Marker | DynamoDbMarker | OutputStreamMarker) -> 
 
 
 def _put_json(put: _Put) -> dict[str, Any]:
-    out: dict[str, Any] = {"shard": put.shard.shard_id, "canary_id": put.canary_id,
-                           "written": put.sequence_number is not None}
+    out: dict[str, Any] = {
+        "shard": put.shard.shard_id,
+        "canary_id": put.canary_id,
+        "written": put.sequence_number is not None,
+    }
     if put.landed and put.landed != put.shard.shard_id:
         out["landed_on"] = put.landed
     if put.readback_seconds is not None:

@@ -117,8 +117,7 @@ _DEADLINE_MARGIN = 0.25
 _LABEL_MAX = 64
 #: What interpreting a server's data can raise when the data has a shape the probe did not
 #: foresee (UnicodeError is a ValueError, KeyError and IndexError are LookupErrors).
-_SURPRISES = (TypeError, LookupError, AttributeError, ValueError, RecursionError,
-              ArithmeticError)
+_SURPRISES = (TypeError, LookupError, AttributeError, ValueError, RecursionError, ArithmeticError)
 #: Distinct surprises logged (with their traceback) per check.
 _MAX_LOGGED_SURPRISES = 32
 #: RFC 9110 token: what a header name may be.
@@ -126,10 +125,19 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: RFC 9110 field-value characters (visible ASCII, space, tab, obs-text); no CR, LF or NUL.
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 #: Headers the probe writes itself: a second copy would break the request or the session.
-_RESERVED_HEADERS = frozenset({
-    "host", "content-length", "transfer-encoding", "connection", "mcp-session-id",
-    "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id",
-})
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "last-event-id",
+    }
+)
 
 _log = logging.getLogger(__name__)
 
@@ -153,9 +161,11 @@ class ToolCallParams(ProbeParams):
 class TlsParams(ProbeParams):
     ca_file: str | None = Field(None, description="CA bundle (PEM) to verify the server with.")
     cert_file: str | None = Field(
-        None, description="Client certificate (PEM; may hold the key too) for mutual TLS.")
+        None, description="Client certificate (PEM; may hold the key too) for mutual TLS."
+    )
     key_file: str | None = Field(
-        None, description="The client certificate's private key, when not in `cert_file`.")
+        None, description="The client certificate's private key, when not in `cert_file`."
+    )
 
     @model_validator(mode="after")
     def _key_needs_cert(self) -> TlsParams:
@@ -165,8 +175,10 @@ class TlsParams(ProbeParams):
 
 
 class McpEndpointParams(ProbeParams):
-    url: str = Field(description="The MCP endpoint (e.g. `https://host/mcp`, or `/sse` for "
-                     "the legacy transport).")
+    url: str = Field(
+        description="The MCP endpoint (e.g. `https://host/mcp`, or `/sse` for "
+        "the legacy transport)."
+    )
     transport: Literal["auto", "streamable_http", "stateless", "sse"] = Field(
         "auto",
         description="`auto` detects (and remembers) the transport; `streamable_http` "
@@ -195,21 +207,22 @@ class McpEndpointParams(ProbeParams):
     call: ToolCallParams | None = Field(
         None, description="Optional tools/call for a deep check, with an expected result."
     )
-    degraded_latency: Duration = Field(
-        2.0, description="A handshake slower than this is degraded."
-    )
+    degraded_latency: Duration = Field(2.0, description="A handshake slower than this is degraded.")
     request_timeout: Duration = Field(
         10.0, description="Per-request timeout (also capped by the check's timeout)."
     )
     tls_verify: bool = Field(
-        True, description="Verify the server certificate (its expiry is reported only when "
-        "verified)."
+        True,
+        description="Verify the server certificate (its expiry is reported only when verified).",
     )
     tls_ca_file: str | None = Field(
-        None, description="CA bundle to verify the server with (same as `tls.ca_file`).")
+        None, description="CA bundle to verify the server with (same as `tls.ca_file`)."
+    )
     tls: TlsParams | None = Field(
-        None, description="TLS files: `ca_file` to verify the server, `cert_file` and "
-        "`key_file` for a client certificate (mutual TLS).")
+        None,
+        description="TLS files: `ca_file` to verify the server, `cert_file` and "
+        "`key_file` for a client certificate (mutual TLS).",
+    )
     proxy: Literal["direct"] | SecretStr | None = Field(
         None,
         description="HTTP proxy: unset uses the `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` "
@@ -247,8 +260,10 @@ class McpEndpointParams(ProbeParams):
         for name, secret in value.items():
             shown = repr(name[:60])
             if not _TOKEN.fullmatch(name):
-                raise ValueError(f"header name {shown} is not an HTTP token (letters, digits "
-                                 "and !#$%&'*+-.^_`|~ only)")
+                raise ValueError(
+                    f"header name {shown} is not an HTTP token (letters, digits "
+                    "and !#$%&'*+-.^_`|~ only)"
+                )
             if name.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"header {shown} is set by the probe itself")
             if name.lower() in seen:
@@ -256,9 +271,11 @@ class McpEndpointParams(ProbeParams):
             seen.add(name.lower())
             # The value is a secret: say what is wrong with it, never what it is.
             if not _FIELD_VALUE.fullmatch(secret.get_secret_value()):
-                raise ValueError(f"header {shown} has a value that cannot be sent: only "
-                                 "Latin-1 characters without line breaks or control "
-                                 "characters")
+                raise ValueError(
+                    f"header {shown} has a value that cannot be sent: only "
+                    "Latin-1 characters without line breaks or control "
+                    "characters"
+                )
         return value
 
     @field_validator("proxy")
@@ -274,15 +291,23 @@ class McpEndpointParams(ProbeParams):
             parts.port  # noqa: B018 - raises on a bad port
         except ValueError:
             raise ValueError("has a bad port") from None
-        if (parts.path not in ("", "/") or parts.query or parts.fragment
-                or _host_problem(parts.hostname) is not None):
+        if (
+            parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or _host_problem(parts.hostname) is not None
+        ):
             raise ValueError("must be an http://host:port URL (no path; an encodable host)")
         return value
 
     @model_validator(mode="after")
     def _one_ca_file(self) -> McpEndpointParams:
-        if self.tls is not None and self.tls.ca_file and self.tls_ca_file and (
-                self.tls.ca_file != self.tls_ca_file):
+        if (
+            self.tls is not None
+            and self.tls.ca_file
+            and self.tls_ca_file
+            and (self.tls.ca_file != self.tls_ca_file)
+        ):
             raise ValueError("tls_ca_file and tls.ca_file name different files: keep one")
         return self
 
@@ -325,15 +350,19 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         Observable("total_seconds", "Duration of the whole handshake, connection included."),
         Observable("connect_seconds", "DNS lookup plus TCP connect of the first connection."),
         Observable("tls_seconds", "TLS handshake of the first connection."),
-        Observable("tls_cert_expiry_seconds",
-                   "Time until the server certificate expires (negative: expired)."),
+        Observable(
+            "tls_cert_expiry_seconds",
+            "Time until the server certificate expires (negative: expired).",
+        ),
         Observable("initialize_seconds", "The server's share of the initialize request."),
         Observable("tools_list_seconds", "The tools/list request."),
         Observable("tools_call_seconds", "The configured tools/call request."),
         Observable("tools", "Tools the server listed."),
-        Observable("mcp_server_info", "1, labelled with what the server says it is.",
-                   ("transport", "protocol_version", "server_name", "server_version",
-                    "tools_hash")),
+        Observable(
+            "mcp_server_info",
+            "1, labelled with what the server says it is.",
+            ("transport", "protocol_version", "server_name", "server_version", "tools_hash"),
+        ),
     )
 
     def __init__(self, context: CheckContext, params: McpEndpointParams) -> None:
@@ -344,13 +373,17 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         self.tools_hash: str | None = None
         self._credentials = ClientCredentials(params.oauth) if params.oauth else None
         call = params.call
-        self._call = None if call is None else ToolCallSpec(
-            name=call.name,
-            arguments=call.arguments,
-            expect_contains=call.expect_contains,
-            expect_json_path=call.expect_json_path,
-            expect_value=call.expect_value,
-            has_expect_value="expect_value" in call.model_fields_set,
+        self._call = (
+            None
+            if call is None
+            else ToolCallSpec(
+                name=call.name,
+                arguments=call.arguments,
+                expect_contains=call.expect_contains,
+                expect_json_path=call.expect_json_path,
+                expect_value=call.expect_value,
+                has_expect_value="expect_value" in call.model_fields_set,
+            )
         )
         self._static_headers = {k: v.get_secret_value() for k, v in params.headers.items()}
         #: Surprises already logged with a traceback: (exception type, where it was raised).
@@ -367,14 +400,18 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             if self._credentials is not None:
                 try:
                     token = await self._credentials.token(
-                        plumbing_of(self.context).http, timeout=deadline - loop.time())
+                        plumbing_of(self.context).http, timeout=deadline - loop.time()
+                    )
                 except TokenUnavailable as exc:
                     return ProbeResult.unknown(f"cannot authenticate: {exc}")
                 headers["Authorization"] = f"Bearer {token}"
             try:
                 session = plumbing_of(self.context).http.probe_session(
-                    verify=p.tls_verify, ca_file=p.ca_file, cert_file=p.tls_cert_file,
-                    key_file=p.tls_key_file, proxy=p.proxy_setting,
+                    verify=p.tls_verify,
+                    ca_file=p.ca_file,
+                    cert_file=p.tls_cert_file,
+                    key_file=p.tls_key_file,
+                    proxy=p.proxy_setting,
                     max_body_bytes=p.max_response_bytes,
                 )
             except ClientConfigError as exc:
@@ -385,8 +422,11 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             except ClientConfigError as exc:
                 result = ProbeResult.unknown(f"cannot use the TLS or proxy settings: {exc}")
             except AuthRejected as exc:
-                if (self._credentials is not None and self._credentials.last_from_cache
-                        and not retried_token):
+                if (
+                    self._credentials is not None
+                    and self._credentials.last_from_cache
+                    and not retried_token
+                ):
                     # The cached token may have been revoked: fetch a fresh one, once.
                     self._credentials.forget()
                     retried_token = True
@@ -396,16 +436,19 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 await session.aclose()
             break
         elapsed = time.perf_counter() - started
-        self.era = handshake.facts.era if result.status in (
-            Status.UP, Status.DEGRADED) else None
+        self.era = handshake.facts.era if result.status in (Status.UP, Status.DEGRADED) else None
         return self._report(result, handshake, elapsed)
 
     def _options(self, headers: dict[str, str]) -> HandshakeOptions:
         p = self.params
         return HandshakeOptions(
-            url=p.url, offer=p.protocol_version, headers=headers,
-            request_timeout=p.request_timeout, list_tools=p.list_tools,
-            required_tools=tuple(p.required_tools), call=self._call,
+            url=p.url,
+            offer=p.protocol_version,
+            headers=headers,
+            request_timeout=p.request_timeout,
+            list_tools=p.list_tools,
+            required_tools=tuple(p.required_tools),
+            call=self._call,
         )
 
     async def _talk(self, handshake: Handshake) -> ProbeResult:
@@ -440,11 +483,18 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         kind = type(exc).__name__
         key = (kind, where)
         if key not in self._logged_surprises and (
-                len(self._logged_surprises) < _MAX_LOGGED_SURPRISES):
+            len(self._logged_surprises) < _MAX_LOGGED_SURPRISES
+        ):
             self._logged_surprises.add(key)
-            _log.warning("mcp_endpoint check %s: %s at %s while reading the server's answer "
-                         "during %s (the server broke the protocol, or this is a probe bug)",
-                         self.context.name, kind, where, handshake.phase, exc_info=exc)
+            _log.warning(
+                "mcp_endpoint check %s: %s at %s while reading the server's answer "
+                "during %s (the server broke the protocol, or this is a probe bug)",
+                self.context.name,
+                kind,
+                where,
+                handshake.phase,
+                exc_info=exc,
+            )
         text = str(exc)
         text = text if len(text) <= 200 else text[:200] + "…"
         return ProbeResult.down(
@@ -464,11 +514,14 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 f"{exc.phase}: HTTP {status} without an auth challenge (Bearer)"
             )
         if self.params.auth_gated_ok:
-            return ProbeResult.up(f"auth-gated: HTTP {status} with an auth challenge (Bearer), "
-                                  "auth_gated_ok", details=_gated(challenge))
+            return ProbeResult.up(
+                f"auth-gated: HTTP {status} with an auth challenge (Bearer), auth_gated_ok",
+                details=_gated(challenge),
+            )
         return ProbeResult.down(
             f"authentication required: HTTP {status} with an auth challenge (Bearer); configure "
-            "headers or oauth, or set auth_gated_ok", details=_gated(challenge)
+            "headers or oauth, or set auth_gated_ok",
+            details=_gated(challenge),
         )
 
     def _report(self, result: ProbeResult, handshake: Handshake, elapsed: float) -> ProbeResult:
@@ -504,8 +557,11 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         if result.status is Status.UP and f.protocol_version is not None:
             ok_reason = _summary(f)
             if elapsed > self.params.degraded_latency:
-                findings.add(Status.DEGRADED, f"slow: the handshake took {elapsed:.2f}s "
-                             f"(degraded_latency {self.params.degraded_latency:g}s)")
+                findings.add(
+                    Status.DEGRADED,
+                    f"slow: the handshake took {elapsed:.2f}s "
+                    f"(degraded_latency {self.params.degraded_latency:g}s)",
+                )
             if expiring:
                 findings.add(Status.DEGRADED, expiry)
         else:
@@ -545,10 +601,13 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             details["problems"] = f.problems
         labeled: list[LabeledObservation] = []
         if f.protocol_version is not None:
-            labeled.append(LabeledObservation(
-                "mcp_server_info", 1.0,
-                {k: (v or "")[:_LABEL_MAX] for k, v in facts.items()},
-            ))
+            labeled.append(
+                LabeledObservation(
+                    "mcp_server_info",
+                    1.0,
+                    {k: (v or "")[:_LABEL_MAX] for k, v in facts.items()},
+                )
+            )
         findings.observations.update(observations)
         findings.labeled_observations.extend(labeled)
         findings.details.update(details)

@@ -60,9 +60,7 @@ class S3AccessPointParams(ProbeParams):
     @classmethod
     def _is_access_point_arn(cls, value: str) -> str:
         if not value.startswith("arn:") or ":accesspoint/" not in value:
-            raise ValueError(
-                "not an access point ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)"
-            )
+            raise ValueError("not an access point ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)")
         return value
 
 

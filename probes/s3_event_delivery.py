@@ -290,8 +290,9 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
     default_timeout = 135.0
     observables = (
         Observable("delivery_latency_seconds", "Upload of the canary to its event arriving."),
-        Observable("end_to_end_latency_seconds",
-                   "Upload of the canary to the worker's marker for it."),
+        Observable(
+            "end_to_end_latency_seconds", "Upload of the canary to the worker's marker for it."
+        ),
     )
 
     def __init__(self, context: Any, params: S3EventDeliveryParams) -> None:
@@ -308,8 +309,13 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             await self._sqs()
         if self.params.cleanup and not self._swept:
             # A failed sweep must not block the probe: its error is left for the runs to see.
-            await self._canaries.sweep(s3, self.params.bucket, self._static_prefix(),
-                                       self.params.sweep_min_age, self._canary_re.fullmatch)
+            await self._canaries.sweep(
+                s3,
+                self.params.bucket,
+                self._static_prefix(),
+                self.params.sweep_min_age,
+                self._canary_re.fullmatch,
+            )
             self._swept = True
 
     async def teardown(self) -> None:
@@ -340,8 +346,9 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         findings.details.update(bucket=p.bucket, key=key)
         s3 = await self._s3()
         started = time.monotonic()
-        document = canary.document("s3_event_delivery", self.context.name,
-                                   fields={"key": key}, body_fields=p.body_fields)
+        document = canary.document(
+            "s3_event_delivery", self.context.name, fields={"key": key}, body_fields=p.body_fields
+        )
         try:
             await self._canaries.write(s3, p.bucket, key, document, p.tags)
         except ProbeError as err:
@@ -363,9 +370,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     # -- the queue -------------------------------------------------------------------------
 
-    async def _watch_queue(
-        self, key: str, nonce: str, started: float, findings: Findings
-    ) -> str:
+    async def _watch_queue(self, key: str, nonce: str, started: float, findings: Findings) -> str:
         """Wait for the canary's event on the queue; adds what went wrong to ``findings`` and
         returns the reason when all is well."""
         p = self.params
@@ -431,8 +436,9 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     def _sort_messages(
         self, messages: list[dict[str, Any]], key: str, nonce: str, stats: dict[str, int]
-    ) -> tuple[list[tuple[dict[str, Any], list[S3Event]]], list[dict[str, Any]],
-               list[dict[str, Any]]]:
+    ) -> tuple[
+        list[tuple[dict[str, Any], list[S3Event]]], list[dict[str, Any]], list[dict[str, Any]]
+    ]:
         """Split a batch into this run's canary events, others' messages and this check's
         stale canary events (earlier runs, duplicates, removals of old canaries)."""
         mine: list[tuple[dict[str, Any], list[S3Event]]] = []
@@ -446,9 +452,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
             current = [e for e in ours if e.created and _mentions(e, nonce)]
             if current:
                 mine.append((message, current))
-            elif ours and all(self._is_canary(e) for e in ours) and len(ours) == len(
-                parsed.events
-            ):
+            elif ours and all(self._is_canary(e) for e in ours) and len(ours) == len(parsed.events):
                 stale.append(message)
             else:
                 foreign.append(message)
@@ -487,9 +491,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     # -- end-to-end marker -----------------------------------------------------------------
 
-    async def _watch_marker(
-        self, key: str, nonce: str, started: float, findings: Findings
-    ) -> str:
+    async def _watch_marker(self, key: str, nonce: str, started: float, findings: Findings) -> str:
         """Wait for the worker's marker; adds what went wrong to ``findings`` and returns the
         reason when all is well."""
         e2e = self.params.end_to_end
@@ -608,6 +610,7 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
 
     def _is_canary(self, event: S3Event) -> bool:
         return any(self._canary_re.fullmatch(k) for k in (*event.decoded_keys(), event.raw_key))
+
 
 def _mentions(event: S3Event, nonce: str) -> bool:
     return nonce in event.raw_key or any(nonce in k for k in event.decoded_keys())

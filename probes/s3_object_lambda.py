@@ -112,8 +112,10 @@ class S3ObjectLambdaParams(ProbeParams):
     @field_validator("access_point_arn")
     @classmethod
     def _is_olap_arn(cls, value: str) -> str:
-        if not value.startswith("arn:") or ":s3-object-lambda:" not in value or (
-            ":accesspoint/" not in value
+        if (
+            not value.startswith("arn:")
+            or ":s3-object-lambda:" not in value
+            or (":accesspoint/" not in value)
         ):
             raise ValueError(
                 "not an Object Lambda access point ARN "
@@ -173,8 +175,14 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
         observations = {"transform_latency_seconds": elapsed, "returned_bytes": float(len(body))}
         return self._judge(status, body, elapsed, observations, seed_note)
 
-    def _judge(self, status: int, body: bytes, elapsed: float,
-               observations: dict[str, float], seed_note: str | None) -> ProbeResult:
+    def _judge(
+        self,
+        status: int,
+        body: bytes,
+        elapsed: float,
+        observations: dict[str, float],
+        seed_note: str | None,
+    ) -> ProbeResult:
         p = self.params
         details = self._details(http_status=status, seed=seed_note)
         text = body.decode("utf-8", errors="replace")
@@ -188,12 +196,16 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
                 details={**details, "leaked_samples": leaked},
             )
         if status != 200:
-            return ProbeResult.down(f"Object Lambda answered HTTP {status}, not 200",
-                                    observations=observations, details=details)
+            return ProbeResult.down(
+                f"Object Lambda answered HTTP {status}, not 200",
+                observations=observations,
+                details=details,
+            )
         if elapsed > p.limit:
             return ProbeResult.down(
                 f"transform took {elapsed:.2f}s, over the {p.limit:g}s limit",
-                observations=observations, details=details,
+                observations=observations,
+                details=details,
             )
         missing = [marker for marker in p.expected_markers if marker not in text]
         if missing:
@@ -204,7 +216,8 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
             )
         return ProbeResult.up(
             f"redacted in {elapsed * 1000:.0f} ms, {len(body)} bytes, no raw PII",
-            observations=observations, details=details,
+            observations=observations,
+            details=details,
         )
 
     async def _read(self, s3: Any) -> tuple[int, bytes]:

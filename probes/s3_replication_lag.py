@@ -139,8 +139,10 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
     #: SLA (45 s) + grace (15 s) + time to write, clean up and unwind.
     default_timeout = 80.0
     observables = (
-        Observable("replication_lag_seconds",
-                   "Write of the canary to the source to its arrival in the destination."),
+        Observable(
+            "replication_lag_seconds",
+            "Write of the canary to the source to its arrival in the destination.",
+        ),
     )
 
     def __init__(self, context: Any, params: S3ReplicationLagParams) -> None:
@@ -156,10 +158,17 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         source, destination = await self._source(), await self._destination()
         if self.params.cleanup and not self._swept:
             # Crash leftovers in both buckets; a failed sweep must not block the probe.
-            for client, bucket in ((source, self.params.source_bucket),
-                                   (destination, self.params.destination_bucket)):
-                await self._canaries.sweep(client, bucket, self.params.prefix,
-                                           self.params.sweep_min_age, _looks_like_canary)
+            for client, bucket in (
+                (source, self.params.source_bucket),
+                (destination, self.params.destination_bucket),
+            ):
+                await self._canaries.sweep(
+                    client,
+                    bucket,
+                    self.params.prefix,
+                    self.params.sweep_min_age,
+                    _looks_like_canary,
+                )
             self._swept = True
 
     async def teardown(self) -> None:
@@ -197,14 +206,15 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             sla_seconds=p.sla,
             grace_seconds=p.grace,
         )
-        document = canary.document("s3_replication_lag", self.context.name,
-                                   body_fields=p.body_fields)
+        document = canary.document(
+            "s3_replication_lag", self.context.name, body_fields=p.body_fields
+        )
         try:
-            version_id = await self._canaries.write(source, p.source_bucket, key, document,
-                                                    p.tags)
+            version_id = await self._canaries.write(source, p.source_bucket, key, document, p.tags)
         except ProbeError as err:
-            findings.add_error(err, _WRITE_OVERRIDES,
-                               reason=_write_failure(err.kind, p.source_bucket, key))
+            findings.add_error(
+                err, _WRITE_OVERRIDES, reason=_write_failure(err.kind, p.source_bucket, key)
+            )
             return findings.result()
         written = time.monotonic()
         findings.details["source_version_id"] = version_id
@@ -241,11 +251,13 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
             if now >= next_source_check:
                 next_source_check = now + p.source_status_every
                 polls.source_status = await self._source_status(source, key) or (
-                    polls.source_status)
+                    polls.source_status
+                )
                 if polls.source_status == "FAILED":
                     self._canaries.defer(destination, p.destination_bucket, key)
-                    findings.details.update(polls=polls.count,
-                                            source_replication_status=polls.source_status)
+                    findings.details.update(
+                        polls=polls.count, source_replication_status=polls.source_status
+                    )
                     findings.add(
                         Status.DOWN,
                         f"replication FAILED for {key}: the source object's ReplicationStatus "
@@ -330,8 +342,11 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         p = self.params
         waited = time.monotonic() - polls.written
         details = findings.details
-        details.update(polls=polls.count, poll_errors=polls.errors,
-                       source_replication_status=polls.source_status)
+        details.update(
+            polls=polls.count,
+            poll_errors=polls.errors,
+            source_replication_status=polls.source_status,
+        )
         if polls.forbidden is not None:
             details["forbidden_polls"] = polls.forbidden_count
             details["failure"] = "permission"
@@ -391,8 +406,10 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
 
     def _canary_key(self) -> str:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        return (f"{self.params.prefix}{canary.check_slug(self.context.name)}/"
-                f"{stamp}-{canary.nonce()}.json")
+        return (
+            f"{self.params.prefix}{canary.check_slug(self.context.name)}/"
+            f"{stamp}-{canary.nonce()}.json"
+        )
 
     async def _cleanup_run(self, key: str, details: dict[str, Any]) -> None:
         """Delete the canary from both buckets (a replica still expected is deleted by a

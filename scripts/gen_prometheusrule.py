@@ -55,8 +55,7 @@ def render() -> str:
         },
         "spec": {"groups": rules["groups"]},
     }
-    body = yaml.dump(resource, Dumper=_Dumper, sort_keys=False, width=100,
-                     allow_unicode=True)
+    body = yaml.dump(resource, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
 
 

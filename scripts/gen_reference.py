@@ -44,8 +44,9 @@ __all__ = ["builtin_entry_points", "main", "probe_observations", "render"]
 
 def probe_observations() -> dict[str, list[str]]:
     """Probe type -> sorted names of the observations it declares."""
-    return {name: sorted(o.name for o in declared)
-            for name, declared in declared_observables().items()}
+    return {
+        name: sorted(o.name for o in declared) for name, declared in declared_observables().items()
+    }
 
 
 def observations_table(declared: Sequence[Observable]) -> list[str]:
@@ -95,8 +96,15 @@ def type_text(tp: Any, metadata: Iterable[Any] = ()) -> str:
             return tp.__name__
         if issubclass(tp, enum.Enum):
             return " | ".join(json.dumps(m.value) for m in tp)
-        simple = {str: "string", int: "integer", float: "number", bool: "boolean",
-                  Path: "path", dt.datetime: "datetime", dt.time: "time (HH:MM)"}
+        simple = {
+            str: "string",
+            int: "integer",
+            float: "number",
+            bool: "boolean",
+            Path: "path",
+            dt.datetime: "datetime",
+            dt.time: "time (HH:MM)",
+        }
         if tp in simple:
             return simple[tp]
         return tp.__name__
@@ -175,8 +183,10 @@ def model_tables(
             doc = inspect.getdoc(models[0]) if models else None
             if doc and doc != inspect.getdoc(BaseModel):
                 description = doc.split("\n\n")[0]
-        lines.append(f"| `{key}` | {_cell(type_text(field.annotation, field.metadata))} | "
-                     f"{_cell(default_text(field))} | {_cell(description)} |")
+        lines.append(
+            f"| `{key}` | {_cell(type_text(field.annotation, field.metadata))} | "
+            f"{_cell(default_text(field))} | {_cell(description)} |"
+        )
         for child in nested_models(field.annotation):
             if child not in seen and child not in [c for _, c in children]:
                 children.append((key, child))
@@ -197,8 +207,8 @@ def config_section() -> list[str]:
     lines = [
         "## Configuration file",
         "",
-        "One YAML file (`alivemcp run --config FILE`). Durations accept `30`, `\"30s\"`, "
-        "`\"5m\"`, `\"250ms\"`, `\"2h\"`. Any string may use `${VAR}` or `${VAR:-default}` "
+        'One YAML file (`alivemcp run --config FILE`). Durations accept `30`, `"30s"`, '
+        '`"5m"`, `"250ms"`, `"2h"`. Any string may use `${VAR}` or `${VAR:-default}` '
         "from the environment (a missing variable without a default is an error naming it); "
         "write `$$` for a literal `$`. Unknown keys are errors, with the closest valid key "
         "suggested; top-level keys starting with `x-` are ignored (a place for YAML anchors). "
@@ -259,15 +269,22 @@ def probes_section() -> list[str]:
         if facts:
             lines += ["Engine facts: " + "; ".join(facts) + ".", ""]
         if cls.observables:
-            lines += ["Observations (gauges `alivemcp_probe_<observation>` with labels `check`, "
-                      "`probe`, the check's labels and the extra labels below):", ""]
+            lines += [
+                "Observations (gauges `alivemcp_probe_<observation>` with labels `check`, "
+                "`probe`, the check's labels and the extra labels below):",
+                "",
+            ]
             lines += observations_table(cls.observables)
         actions = _iam_actions(name)
         if actions is None:
             lines += ["IAM: none (no AWS calls).", ""]
         else:
-            lines += [f"IAM ([`deploy/iam/{name}.json`](../deploy/iam/{name}.json)): "
-                      + ", ".join(f"`{a}`" for a in actions) + ".", ""]
+            lines += [
+                f"IAM ([`deploy/iam/{name}.json`](../deploy/iam/{name}.json)): "
+                + ", ".join(f"`{a}`" for a in actions)
+                + ".",
+                "",
+            ]
         lines += model_tables(cls.Params, f"`{name}` params", 4, {m for m, _ in shared})
     lines += ["### Shared blocks", ""]
     for model, what in shared:
@@ -331,8 +348,7 @@ def metrics_section() -> list[str]:
         "|---|---|",
     ]
     for name, obs in probe_observations().items():
-        lines.append(f"| `{name}` | " + ", ".join(f"`{OBSERVATION_PREFIX}{o}`" for o in obs)
-                     + " |")
+        lines.append(f"| `{name}` | " + ", ".join(f"`{OBSERVATION_PREFIX}{o}`" for o in obs) + " |")
     lines.append("")
     return lines
 
@@ -362,8 +378,14 @@ def cli_section() -> list[str]:
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
-                    lines += [f"### `alivemcp {name}`", "", "```text",
-                              sub.format_help().rstrip(), "```", ""]
+                    lines += [
+                        f"### `alivemcp {name}`",
+                        "",
+                        "```text",
+                        sub.format_help().rstrip(),
+                        "```",
+                        "",
+                    ]
     finally:
         if saved is None:
             os.environ.pop("COLUMNS", None)

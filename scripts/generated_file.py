@@ -10,8 +10,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def main(output: Path, render: Callable[[], str], script: str, description: str,
-         argv: list[str] | None = None) -> int:
+def main(
+    output: Path,
+    render: Callable[[], str],
+    script: str,
+    description: str,
+    argv: list[str] | None = None,
+) -> int:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
     args = parser.parse_args(argv)
@@ -19,8 +24,10 @@ def main(output: Path, render: Callable[[], str], script: str, description: str,
     if args.check:
         current = output.read_text(encoding="utf-8") if output.exists() else ""
         if current != text:
-            print(f"{output.relative_to(REPO)} is out of date: run python scripts/{script}",
-                  file=sys.stderr)
+            print(
+                f"{output.relative_to(REPO)} is out of date: run python scripts/{script}",
+                file=sys.stderr,
+            )
             return 1
         return 0
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -38,8 +38,11 @@ def builtin_entry_points() -> dict[str, str]:
 
     data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     group = data["project"]["entry-points"]["alivemcp.probes"]
-    return {name: target for name, target in sorted(group.items())
-            if target.startswith(BUILTIN_MODULE_PREFIX)}
+    return {
+        name: target
+        for name, target in sorted(group.items())
+        if target.startswith(BUILTIN_MODULE_PREFIX)
+    }
 
 
 def declared_observables() -> dict[str, Sequence[Observable]]:

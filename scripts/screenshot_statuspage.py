@@ -27,28 +27,72 @@ from alivemcp.web.statuspage import PAGE_HTML  # noqa: E402
 OUTPUT = REPO / "docs" / "statuspage.png"
 
 SPECIAL: list[tuple[str, str, dict[str, str], str, str]] = [
-    ("mcp/https://crm.example.com/mcp", "mcp_endpoint", {"team": "sales"}, "down",
-     "HTTP 503 from initialize"),
-    ("pii-redaction/tenant-acme", "s3_object_lambda", {"team": "data"}, "down",
-     "RAW PII returned through the Object Lambda access point: ssn, email "
-     "(the transformer failed open)"),
-    ("orders-consumers", "kafka_consumer_lag", {"team": "payments"}, "down",
-     "orders-billing orders/7: stop (no commits for 10 runs, no members); lag 48210 messages"
-     " / 12m"),
-    ("mcp/https://billing.example.com/mcp", "mcp_endpoint", {"team": "payments"}, "degraded",
-     "handshake took 2.41s (> degraded_latency 2s)"),
-    ("orders-replica", "s3_replication_lag", {"team": "payments"}, "degraded",
-     "replica arrived after 61.2s (SLA 45s)"),
-    ("uploads-events", "s3_event_delivery", {"team": "data"}, "unknown",
-     "prober's own permissions: AccessDenied on sqs:ReceiveMessage (role alivemcp-prober)"),
-    ("msk-prod/canary", "kafka_canary", {"team": "platform"}, "up",
-     "12 partitions, produce max 18ms, round trip max 41ms"),
-    ("msk-prod/partitions", "kafka_partition_health", {"team": "platform"}, "up",
-     "312 partitions healthy on 3 brokers"),
-    ("clickstream-firehose", "firehose_freshness", {"team": "data"}, "up",
-     "ACTIVE, freshness 74s, canary delivered in 81s"),
-    ("tenant-acme/access-point", "s3_access_point", {"team": "data"}, "up",
-     "read 2.1 KB in 38ms"),
+    (
+        "mcp/https://crm.example.com/mcp",
+        "mcp_endpoint",
+        {"team": "sales"},
+        "down",
+        "HTTP 503 from initialize",
+    ),
+    (
+        "pii-redaction/tenant-acme",
+        "s3_object_lambda",
+        {"team": "data"},
+        "down",
+        "RAW PII returned through the Object Lambda access point: ssn, email "
+        "(the transformer failed open)",
+    ),
+    (
+        "orders-consumers",
+        "kafka_consumer_lag",
+        {"team": "payments"},
+        "down",
+        "orders-billing orders/7: stop (no commits for 10 runs, no members); lag 48210 messages"
+        " / 12m",
+    ),
+    (
+        "mcp/https://billing.example.com/mcp",
+        "mcp_endpoint",
+        {"team": "payments"},
+        "degraded",
+        "handshake took 2.41s (> degraded_latency 2s)",
+    ),
+    (
+        "orders-replica",
+        "s3_replication_lag",
+        {"team": "payments"},
+        "degraded",
+        "replica arrived after 61.2s (SLA 45s)",
+    ),
+    (
+        "uploads-events",
+        "s3_event_delivery",
+        {"team": "data"},
+        "unknown",
+        "prober's own permissions: AccessDenied on sqs:ReceiveMessage (role alivemcp-prober)",
+    ),
+    (
+        "msk-prod/canary",
+        "kafka_canary",
+        {"team": "platform"},
+        "up",
+        "12 partitions, produce max 18ms, round trip max 41ms",
+    ),
+    (
+        "msk-prod/partitions",
+        "kafka_partition_health",
+        {"team": "platform"},
+        "up",
+        "312 partitions healthy on 3 brokers",
+    ),
+    (
+        "clickstream-firehose",
+        "firehose_freshness",
+        {"team": "data"},
+        "up",
+        "ACTIVE, freshness 74s, canary delivered in 81s",
+    ),
+    ("tenant-acme/access-point", "s3_access_point", {"team": "data"}, "up", "read 2.1 KB in 38ms"),
 ]
 TEAMS = ("search", "sales", "payments", "platform", "data", "support")
 
@@ -59,33 +103,64 @@ def fleet() -> dict[str, Any]:
     rows = list(SPECIAL)
     for i in range(36):
         team = TEAMS[i % len(TEAMS)]
-        rows.append((f"mcp/https://{team}-{i:03d}.mcp.example.com/mcp", "mcp_endpoint",
-                     {"team": team}, "up", f"protocol 2025-11-25, {rng.randint(3, 40)} tools"))
+        rows.append(
+            (
+                f"mcp/https://{team}-{i:03d}.mcp.example.com/mcp",
+                "mcp_endpoint",
+                {"team": team},
+                "up",
+                f"protocol 2025-11-25, {rng.randint(3, 40)} tools",
+            )
+        )
     checks = []
     for name, probe, labels, status, reason in rows:
         base = rng.uniform(0.04, 0.3)
         history = []
         for k in range(20):
             late = k >= 16 and status != "up"
-            history.append([now - (20 - k) * 60, round(base * rng.uniform(0.7, 1.4)
-                                                       * (4 if late else 1), 4),
-                            status if late else "up"])
-        checks.append({
-            "check": name, "probe": probe, "labels": {"env": "production", **labels},
-            "status": status, "reason": reason,
-            "since": now - (rng.uniform(120, 900) if status != "up" else rng.uniform(1e4, 9e5)),
-            "last_run": now - rng.uniform(1, 50), "duration_seconds": history[-1][1],
-            "observations": {"total_seconds": history[-1][1]}, "history": history,
-        })
-    summary = {s: sum(1 for c in checks if c["status"] == s)
-               for s in ("up", "degraded", "down", "unknown", "pending")}
-    severity = {"down": ("target", "critical"), "degraded": ("target", "warning"),
-                "unknown": ("probe_broken", "warning")}
-    alerts = [{"check": c["check"], "alert": severity[c["status"]][0],
-               "severity": severity[c["status"]][1], "since": c["since"], "reason": c["reason"],
-               # The replica alert is held by a maintenance window.
-               "notified": c["check"] != "orders-replica"}
-              for c in checks if c["status"] in severity]
+            history.append(
+                [
+                    now - (20 - k) * 60,
+                    round(base * rng.uniform(0.7, 1.4) * (4 if late else 1), 4),
+                    status if late else "up",
+                ]
+            )
+        checks.append(
+            {
+                "check": name,
+                "probe": probe,
+                "labels": {"env": "production", **labels},
+                "status": status,
+                "reason": reason,
+                "since": now - (rng.uniform(120, 900) if status != "up" else rng.uniform(1e4, 9e5)),
+                "last_run": now - rng.uniform(1, 50),
+                "duration_seconds": history[-1][1],
+                "observations": {"total_seconds": history[-1][1]},
+                "history": history,
+            }
+        )
+    summary = {
+        s: sum(1 for c in checks if c["status"] == s)
+        for s in ("up", "degraded", "down", "unknown", "pending")
+    }
+    severity = {
+        "down": ("target", "critical"),
+        "degraded": ("target", "warning"),
+        "unknown": ("probe_broken", "warning"),
+    }
+    alerts = [
+        {
+            "check": c["check"],
+            "alert": severity[c["status"]][0],
+            "severity": severity[c["status"]][1],
+            "since": c["since"],
+            "reason": c["reason"],
+            # The replica alert is held by a maintenance window.
+            "notified": c["check"] != "orders-replica",
+        }
+        for c in checks
+        if c["status"] in severity
+    ]
     return {"generated_at": now, "summary": summary, "checks": checks, "alerts": alerts}
 
 

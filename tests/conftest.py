@@ -50,16 +50,35 @@ def _registered_secrets_per_test() -> Iterator[None]:
 
 #: Fixtures that need no server, process or network: a test that uses only these, in a module
 #: that starts nothing itself, is a unit test, run by ``make check`` too.
-UNIT_FIXTURES = frozenset({
-    "request", "tmp_path", "tmp_path_factory", "monkeypatch", "caplog", "capsys", "capfd",
-    "recwarn", "_registered_secrets_per_test", "event_loop_policy",
-})
+UNIT_FIXTURES = frozenset(
+    {
+        "request",
+        "tmp_path",
+        "tmp_path_factory",
+        "monkeypatch",
+        "caplog",
+        "capsys",
+        "capfd",
+        "recwarn",
+        "_registered_secrets_per_test",
+        "event_loop_policy",
+    }
+)
 
 
 #: A test module whose source names one of these starts processes or servers (the daemon, the
 #: CLI, the local stack): none of its tests is a unit test.
-_STARTS_THINGS = ("subprocess", "Daemon", "testbed", "serve_http", "ALIVEMCP", "run_check",
-                  "Popen", "start_daemon", "free_port")
+_STARTS_THINGS = (
+    "subprocess",
+    "Daemon",
+    "testbed",
+    "serve_http",
+    "ALIVEMCP",
+    "run_check",
+    "Popen",
+    "start_daemon",
+    "free_port",
+)
 
 
 def _starts_things(module: object, seen: dict[str, bool]) -> bool:
@@ -75,7 +94,8 @@ def _starts_things(module: object, seen: dict[str, bool]) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "unit: no server, process or network (set by conftest; make check runs these)")
+        "markers", "unit: no server, process or network (set by conftest; make check runs these)"
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -71,7 +71,12 @@ async def run_check(
     """Validate one check's config exactly as the daemon would, run it ``runs`` times
     (same probe instance: state between runs is kept), and return the last result."""
     results = await run_check_series(
-        probe, params, plumbing=plumbing, timeout=timeout, interval=interval, labels=labels,
+        probe,
+        params,
+        plumbing=plumbing,
+        timeout=timeout,
+        interval=interval,
+        labels=labels,
         runs=runs,
     )
     return results[-1]
@@ -111,18 +116,25 @@ async def run_check_series(
             await plumbing.aclose()
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
-        input: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``alivemcp`` CLI in a subprocess."""
     full_env = subprocess_env(env)
     return subprocess.run(
-        [*ALIVEMCP, *args], capture_output=True, text=True, env=full_env, timeout=timeout,
-        input=input, cwd=REPO,
+        [*ALIVEMCP, *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        input=input,
+        cwd=REPO,
     )
 
 
-def check_json(config_path: str | Path, *only: str, env: dict[str, str] | None = None,
-               timeout: float = 300) -> tuple[int, dict[str, dict[str, Any]]]:
+def check_json(
+    config_path: str | Path, *only: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> tuple[int, dict[str, dict[str, Any]]]:
     """``alivemcp check --json`` on a config; returns (exit code, results by check name)."""
     args = ["check", "--config", str(config_path), "--json"]
     for name in only:
@@ -140,8 +152,12 @@ def check_json(config_path: str | Path, *only: str, env: dict[str, str] | None =
 
 def write_daemon_config(path: Path, checks: list[dict[str, Any]], **top: Any) -> Path:
     """A daemon config at ``path``: JSON logs, ``data_dir`` beside it, the given checks."""
-    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
-           "checks": checks, **top}
+    doc = {
+        "logging": {"format": "json"},
+        "data_dir": str(path.parent / "data"),
+        "checks": checks,
+        **top,
+    }
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -178,8 +194,9 @@ class DaemonProcess:
     ``with DaemonProcess(config_path) as d: d.get_json("/status")``; logs go to ``d.log_path``.
     """
 
-    def __init__(self, config_path: Path, *, env: dict[str, str] | None = None,
-                 start_timeout: float = 60.0) -> None:
+    def __init__(
+        self, config_path: Path, *, env: dict[str, str] | None = None, start_timeout: float = 60.0
+    ) -> None:
         self.config_path = Path(config_path)
         self.port = free_port()
         self.env = env
@@ -197,9 +214,18 @@ class DaemonProcess:
 
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [*ALIVEMCP, "run", "--config", str(self.config_path), "--listen",
-             f"127.0.0.1:{self.port}"],
-            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(self.env), cwd=REPO,
+            [
+                *ALIVEMCP,
+                "run",
+                "--config",
+                str(self.config_path),
+                "--listen",
+                f"127.0.0.1:{self.port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=subprocess_env(self.env),
+            cwd=REPO,
         )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -299,8 +325,9 @@ async def run_until(
     raise AssertionError(f"{what}: still {last.status} after {within:g}s: {last.reason}")
 
 
-async def run_demo_check(moto: Any, tmp_path: Path, start: Any, check: str
-                         ) -> tuple[int, dict[str, Any]]:
+async def run_demo_check(
+    moto: Any, tmp_path: Path, start: Any, check: str
+) -> tuple[int, dict[str, Any]]:
     """One demo part (``start``, e.g. ``demo_kinesis.start``) on the test's moto, then its
     check from config/demo.yaml through the real ``alivemcp check``: (exit code, the row)."""
     from alivemcp.testbed.stack import DemoStack

@@ -44,9 +44,20 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
     log_path = tmp_path / "demo.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--duration", "400",
-             "--data-dir", str(tmp_path / "data")],
-            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO,
+            [
+                *ALIVEMCP,
+                "demo",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--duration",
+                "400",
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=subprocess_env(),
+            cwd=REPO,
         )
     try:
         names = demo_check_names()
@@ -76,15 +87,22 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
         assert rows["flink-tool-analytics"]["observations"]["input_records"] > 0
         dr_members = rows["dr-ready"]["details"]["members"]
         assert [(m["check"], m["status"]) for m in dr_members] == [
-            ("mcp-sdk", "up"), ("s3-replication-lag", "up")], dr_members
+            ("mcp-sdk", "up"),
+            ("s3-replication-lag", "up"),
+        ], dr_members
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         for name in names:
             assert f'alivemcp_check_up{{check="{name}"' in metrics, name
         # Every probe type's series together, as Prometheus' own linter sees them: names,
         # units, types and help text (a bad name here fails CI, not a user's dashboard).
-        lint = subprocess.run(["promtool", "check", "metrics"], input=metrics,
-                              capture_output=True, text=True, timeout=60)
+        lint = subprocess.run(
+            ["promtool", "check", "metrics"],
+            input=metrics,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert lint.returncode == 0, lint.stdout + lint.stderr
         assert "process_resident_memory_bytes" in metrics
         assert "python_gc_collections_total" in metrics
@@ -98,18 +116,26 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
     assert "Traceback" not in log_path.read_text()
 
 
-def _wait_for(what: str, ready: Callable[[], T | None], proc: subprocess.Popen[bytes],
-              log_path: Path, seconds: float) -> T:
+def _wait_for(
+    what: str,
+    ready: Callable[[], T | None],
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    seconds: float,
+) -> T:
     """Poll ``ready`` until it returns something, while the demo runs; fail at the deadline."""
     deadline = time.monotonic() + seconds
     while True:
-        assert proc.poll() is None, f"the demo exited ({proc.returncode}) waiting for {what}:\n" + (
-            log_path.read_text()[-4000:])
+        assert proc.poll() is None, (
+            f"the demo exited ({proc.returncode}) waiting for {what}:\n"
+            + (log_path.read_text()[-4000:])
+        )
         found = ready()
         if found is not None:
             return found
-        assert time.monotonic() < deadline, f"no {what} within {seconds:.0f}s:\n" + (
-            log_path.read_text()[-4000:])
+        assert time.monotonic() < deadline, (
+            f"no {what} within {seconds:.0f}s:\n" + (log_path.read_text()[-4000:])
+        )
         time.sleep(0.5)
 
 
@@ -124,9 +150,11 @@ def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: 
     log_path = tmp_path / "demo.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--no-kafka",
-             "--duration", "300"],
-            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=where,
+            [*ALIVEMCP, "demo", "--listen", f"127.0.0.1:{port}", "--no-kafka", "--duration", "300"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=subprocess_env(),
+            cwd=where,
         )
     names = demo_check_names()
 
@@ -135,16 +163,24 @@ def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: 
         return match.group(1) if match else None
 
     def report(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*shlex.split(command), *extra], capture_output=True, text=True,
-                              timeout=60, cwd=elsewhere, env=subprocess_env())
+        return subprocess.run(
+            [*shlex.split(command), *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=elsewhere,
+            env=subprocess_env(),
+        )
 
     def runs_by_check() -> dict[str, int] | None:
         done = report("--format", "json")
         assert done.returncode in (0, 1), done.stderr  # 1: no database yet
         if done.returncode:
             return None
-        runs = {row["check"]: sum(row[f"runs_{s}"] for s in ("up", "degraded", "down", "unknown"))
-                for row in json.loads(done.stdout)["checks"]}
+        runs = {
+            row["check"]: sum(row[f"runs_{s}"] for s in ("up", "degraded", "down", "unknown"))
+            for row in json.loads(done.stdout)["checks"]
+        }
         return runs if all(runs.get(name, 0) >= 1 for name in names) else None
 
     try:
@@ -176,9 +212,14 @@ def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: 
     after = runs_by_check()
     assert after is not None and all(after[n] >= runs[n] for n in names), (runs, after)
     # From the directory the demo ran in, the config's own data_dir names the same place.
-    plain = subprocess.run([*ALIVEMCP, "report", "--config", str(REPO / "config" / "demo.yaml"),
-                            "--format", "json"], capture_output=True, text=True, timeout=60,
-                           cwd=where, env=subprocess_env())
+    plain = subprocess.run(
+        [*ALIVEMCP, "report", "--config", str(REPO / "config" / "demo.yaml"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=where,
+        env=subprocess_env(),
+    )
     assert plain.returncode == 0, plain.stderr
     assert {row["check"] for row in json.loads(plain.stdout)["checks"]} == names
 
@@ -187,8 +228,14 @@ def test_a_second_demo_on_the_same_data_dir_starts_nothing(tmp_path: Path) -> No
     lock = DataDirLock(tmp_path / "data")
     lock.acquire()  # as a running demo holds it
     try:
-        done = cli("demo", "--listen", f"127.0.0.1:{free_port()}",
-                   "--data-dir", str(tmp_path / "data"), timeout=60)
+        done = cli(
+            "demo",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--data-dir",
+            str(tmp_path / "data"),
+            timeout=60,
+        )
     finally:
         lock.release()
     assert done.returncode == 2, done.stdout + done.stderr

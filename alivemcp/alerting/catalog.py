@@ -88,8 +88,11 @@ class CheckCatalog:
         previous = self.checks if self._config is not None and self._config == config else {}
         for info, override in checks:
             kept = previous.get(info.name)
-            entries[info.name] = (kept if kept is not None and kept.info is info
-                                  else _entry(info, override, config, router))
+            entries[info.name] = (
+                kept
+                if kept is not None and kept.info is info
+                else _entry(info, override, config, router)
+            )
             for dep in info.depends_on:
                 dependants.setdefault(dep, []).append(info.name)
             yield
@@ -101,8 +104,11 @@ class CheckCatalog:
         for name, check in entries.items():
             unknown = [r for r in check.receivers if r not in known]
             if unknown:
-                log.warning("check routes to receivers that are not configured",
-                            check=name, receivers=unknown)
+                log.warning(
+                    "check routes to receivers that are not configured",
+                    check=name,
+                    receivers=unknown,
+                )
 
     def info_of(self, name: str, probe_type: str, labels: dict[str, str]) -> CheckInfo:
         """The check's info, or (a check no longer configured) one made of what was saved."""
@@ -123,8 +129,9 @@ class CheckCatalog:
         return check is not None and check.enabled
 
 
-def _entry(info: CheckInfo, override: AlertPolicyOverride | None, config: AlertingConfig,
-           router: Router) -> AlertedCheck:
+def _entry(
+    info: CheckInfo, override: AlertPolicyOverride | None, config: AlertingConfig, router: Router
+) -> AlertedCheck:
     policy = override.apply_to(config.policy) if override else config.policy
     if override is not None and override.receivers is not None:
         receivers = tuple(override.receivers)

@@ -72,12 +72,14 @@ class AlertPolicy(_Strict):
         2, ge=1, description="Consecutive up results before a firing alert resolves."
     )
     severity_degraded: Severity = Field(
-        "warning", description="Severity of an alert whose latest result is degraded "
-        "(a check label `severity_degraded` overrides it)."
+        "warning",
+        description="Severity of an alert whose latest result is degraded "
+        "(a check label `severity_degraded` overrides it).",
     )
     severity_down: Severity = Field(
-        "critical", description="Severity of an alert whose latest result is down "
-        "(a check label `severity` overrides it)."
+        "critical",
+        description="Severity of an alert whose latest result is down "
+        "(a check label `severity` overrides it).",
     )
     repeat_interval: Seconds | None = Field(
         None, description="Send a reminder this often while an alert fires (unset: never)."
@@ -89,8 +91,10 @@ class AlertPolicy(_Strict):
         600.0, description="Window in which state changes (up <-> not up) are counted."
     )
     flap_threshold: int = Field(
-        6, ge=0, description="This many state changes within flap_window mark the check "
-        "flapping: one notice instead of a stream (0 disables flap detection)."
+        6,
+        ge=0,
+        description="This many state changes within flap_window mark the check "
+        "flapping: one notice instead of a stream (0 disables flap detection).",
     )
 
 
@@ -142,7 +146,9 @@ class SlackReceiverConfig(_ReceiverBase):
         1.0, description="Minimum time between messages (Slack allows ~1/s per webhook)."
     )
     max_batch: int = Field(
-        1000, ge=1, description="Notifications folded into one grouped message at most "
+        1000,
+        ge=1,
+        description="Notifications folded into one grouped message at most "
         "(it lists the first 20 and counts the rest).",
     )
 
@@ -160,11 +166,15 @@ class PagerDutyReceiverConfig(_ReceiverBase):
         0.5, description="Minimum time between events (PagerDuty allows ~120/min per key)."
     )
     max_batch: int = Field(
-        1000, ge=1, description="Queued events looked at together (for storm grouping); "
+        1000,
+        ge=1,
+        description="Queued events looked at together (for storm grouping); "
         "each event is still its own request.",
     )
     group_threshold: int = Field(
-        10, ge=2, description="When more triggers than this are queued at once, page once "
+        10,
+        ge=2,
+        description="When more triggers than this are queued at once, page once "
         "for the whole group instead of once per check.",
     )
 
@@ -310,7 +320,8 @@ class AlertingConfig(_Strict):
         default_factory=list, description="Receivers of alerts no route matched."
     )
     owner_receivers: list[str] | None = Field(
-        None, description="Receivers of 'probe broken' alerts (checks stuck at unknown: the "
+        None,
+        description="Receivers of 'probe broken' alerts (checks stuck at unknown: the "
         "prober's owners, not the target's); default: default_receivers.",
     )
     policy: AlertPolicy = Field(
@@ -320,11 +331,13 @@ class AlertingConfig(_Strict):
         "warning", description="Severity of 'probe broken' alerts."
     )
     group_wait: SecondsOrZero = Field(
-        2.0, description="Hold a new notification this long so alerts that fire together "
+        2.0,
+        description="Hold a new notification this long so alerts that fire together "
         "reach each receiver as one grouped message.",
     )
     group_interval: SecondsOrZero = Field(
-        10.0, description="After a grouped message, send the next one to that receiver no "
+        10.0,
+        description="After a grouped message, send the next one to that receiver no "
         "sooner than this: a storm that keeps growing over a check interval is summarised in "
         "a few messages, not one a second.",
     )
@@ -353,6 +366,13 @@ class AlertingConfig(_Strict):
                 )
         return self
 
-    def receiver(self, name: str) -> SlackReceiverConfig | PagerDutyReceiverConfig | \
-            WebhookReceiverConfig | LogReceiverConfig | None:
+    def receiver(
+        self, name: str
+    ) -> (
+        SlackReceiverConfig
+        | PagerDutyReceiverConfig
+        | WebhookReceiverConfig
+        | LogReceiverConfig
+        | None
+    ):
         return next((r for r in self.receivers if r.name == name), None)

@@ -87,8 +87,7 @@ class Decider:
         ledger = self._ledger
         state = ledger.states.get(name)
         was_quiet = name not in ledger.attention
-        if (state is not None and result.status is Status.UP and was_quiet
-                and state.steadily_up()):
+        if state is not None and result.status is Status.UP and was_quiet and state.steadily_up():
             # Up, and up before with nothing open (the common case): what apply_result and
             # update_flapping would do comes down to this, and nothing is left to decide (see
             # CheckState.steadily_up); the slow path below would end at the same return.
@@ -104,7 +103,12 @@ class Decider:
             state = ledger.states[name] = CheckState()
         ledger.changed.add(name)
         apply_result(
-            state, result.status, result.reason, now, check.policy, check.info.labels,
+            state,
+            result.status,
+            result.reason,
+            now,
+            check.policy,
+            check.info.labels,
             result.observations,
         )
         update_flapping(state, now, check.policy)
@@ -157,8 +161,9 @@ class Decider:
         for name in list(self._ledger.states):
             if not alerting(name) and name in self._ledger.states:
                 gone = previous.get(name)
-                self.resolve_removed(name, gone.info if gone else None, now,
-                                     self._catalog.why_not_alerting(name))
+                self.resolve_removed(
+                    name, gone.info if gone else None, now, self._catalog.why_not_alerting(name)
+                )
             yield
         for name in list(self._ledger.attention):
             if name in self._catalog.checks and name in self._ledger.attention:
@@ -183,9 +188,7 @@ class Decider:
                 alert.severity = _FLAPPING_SEVERITY
             else:
                 flapping = state.alerts.get(AlertKind.FLAPPING.value)
-                held = held or bool(flapping and flapping.active) or self._dependency_failing(
-                    check
-                )
+                held = held or bool(flapping and flapping.active) or self._dependency_failing(check)
             event = reconcile(alert, now, check.policy, held)
             if event is not None:
                 self._emit(check, state, kind, alert, event, now)
@@ -199,8 +202,11 @@ class Decider:
             if state is None:
                 # Cluster mode: another replica evaluates it; its latest result is in the
                 # status store.
-                if (self._status_of is not None and not self._owns(dep)
-                        and self._status_of(dep) in _FAILING):
+                if (
+                    self._status_of is not None
+                    and not self._owns(dep)
+                    and self._status_of(dep) in _FAILING
+                ):
                     return True
                 continue
             target = state.alerts.get(AlertKind.TARGET.value)
@@ -250,8 +256,12 @@ class Decider:
             kind=kind,
             event=event,
             severity=alert.severity or "warning",
-            status=(alert.status if kind is AlertKind.TARGET and event is not Event.RESOLVED
-                    and alert.status else state.last_status) or "unknown",
+            status=(
+                alert.status
+                if kind is AlertKind.TARGET and event is not Event.RESOLVED and alert.status
+                else state.last_status
+            )
+            or "unknown",
             reason=alert.reason or state.last_reason,
             since=alert.since or now,
             created_at=now,
@@ -279,9 +289,9 @@ def _finite(observations: Mapping[str, float]) -> dict[str, float]:
     """Observations that JSON can carry: NaN and infinities are not JSON (a receiver would
     reject the body, and the saved queue would not load back)."""
     return {
-        name: float(value) for name, value in observations.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-        and math.isfinite(value)
+        name: float(value)
+        for name, value in observations.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     }
 
 

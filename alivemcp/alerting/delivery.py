@@ -150,8 +150,7 @@ class DeliveryWorker:
         if not done:
             log.error("delivery worker did not stop", receiver=self.name)
         elif not task.cancelled() and task.exception() is not None:
-            log.error("delivery worker failed", receiver=self.name,
-                      error=repr(task.exception()))
+            log.error("delivery worker failed", receiver=self.name, error=repr(task.exception()))
 
     async def _run(self) -> None:
         while True:
@@ -192,7 +191,9 @@ class DeliveryWorker:
             failure = result.failure
             left = {id(n) for n in done}
             await self._journal.after_send(
-                self.name, done, [n for n in batch if id(n) not in left],
+                self.name,
+                done,
+                [n for n in batch if id(n) not in left],
                 failure is not None and failure.maybe_delivered,
             )
             if delay:
@@ -200,8 +201,11 @@ class DeliveryWorker:
 
     def _note_unrecorded(self, refused: bool) -> None:
         if refused and not self._unrecorded:
-            log.error("cannot record notifications before sending them; holding them until "
-                      "they can be", receiver=self.name, pending=len(self.queue))
+            log.error(
+                "cannot record notifications before sending them; holding them until they can be",
+                receiver=self.name,
+                pending=len(self.queue),
+            )
         elif not refused and self._unrecorded:
             log.info("notifications recorded again; sending", receiver=self.name)
         self._unrecorded = refused
@@ -266,7 +270,7 @@ class DeliveryWorker:
         if failure.kind == "permanent":
             self._attempt = 0
             count = max(1, failure.count or 1)
-            dropped = batch[delivered:delivered + count]
+            dropped = batch[delivered : delivered + count]
             self._remove(dropped)
             self._metrics.notifications.labels(self.name, "permanent_failure").inc(len(dropped))
             self._metrics.permanent_failures.labels(self.name).inc()

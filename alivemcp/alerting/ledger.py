@@ -79,7 +79,14 @@ class AlertLedger:
             alert = state.alerts.get(kind) if state is not None else None
             if alert is None:
                 continue
-            out.append({"check": name, "alert": kind, "severity": severity,
-                        "since": alert.since, "reason": alert.reason,
-                        "notified": alert.notified})
+            out.append(
+                {
+                    "check": name,
+                    "alert": kind,
+                    "severity": severity,
+                    "since": alert.since,
+                    "reason": alert.reason,
+                    "notified": alert.notified,
+                }
+            )
         return out

@@ -85,22 +85,39 @@ class AlertManager:
         self._receivers = ReceiverWorkers(self._metrics, outbox)
         self._ownership = Ownership(shared)
         self._decider = Decider(
-            config, router, self._catalog, self._ledger, self._receivers.dispatch,
-            clock=clock, owns=self._ownership.owns, status_of=status_of,
+            config,
+            router,
+            self._catalog,
+            self._ledger,
+            self._receivers.dispatch,
+            clock=clock,
+            owns=self._ownership.owns,
+            status_of=status_of,
         )
         self._shared: SharedAlertState | None = None
         if outbox is not None:
             self._shared = SharedAlertState(
-                self._ownership, self._ledger, self._catalog, self._receivers, outbox,
-                self._metrics, clock, self._decider.resolve_removed,
+                self._ownership,
+                self._ledger,
+                self._catalog,
+                self._receivers,
+                outbox,
+                self._metrics,
+                clock,
+                self._decider.resolve_removed,
             )
         self._state_file = LocalStateFile(
-            StateStore(Path(data_dir), self._metrics), self._ledger, self._catalog,
-            self._receivers, self._decider.resolve_removed, shared=shared,
+            StateStore(Path(data_dir), self._metrics),
+            self._ledger,
+            self._catalog,
+            self._receivers,
+            self._decider.resolve_removed,
+            shared=shared,
         )
         self._journal: DeliveryJournal = (
             SharedJournal(self._shared, self._ledger, self._state_file.persist)
-            if self._shared is not None else FileJournal(self._state_file, self._ledger)
+            if self._shared is not None
+            else FileJournal(self._state_file, self._ledger)
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -160,8 +177,10 @@ class AlertManager:
         self._started = False
         left = self._receivers.queued()
         if left and self._shared is None:
-            log.warning("alerting stopped with undelivered notifications; kept for next start",
-                        undelivered=left)
+            log.warning(
+                "alerting stopped with undelivered notifications; kept for next start",
+                undelivered=left,
+            )
 
     async def persist(self) -> None:
         """Write the local state file if it changed (see :class:`.LocalStateFile`)."""

@@ -16,11 +16,23 @@ __all__ = ["OUTCOMES", "STATE_DISCARD_REASONS", "STATE_SECTIONS", "AlertingMetri
 #: handed over (cluster mode: its check moved to another replica, which sends it); possibly
 #: undelivered (cluster mode: its send was interrupted by a replica's loss, and the receiver
 #: must not get a duplicate, so it was not sent again).
-OUTCOMES = ("delivered", "retried", "permanent_failure", "discarded", "handed_over",
-            "possibly_undelivered")
+OUTCOMES = (
+    "delivered",
+    "retried",
+    "permanent_failure",
+    "discarded",
+    "handed_over",
+    "possibly_undelivered",
+)
 #: ``alivemcp_alert_state_discarded_total{reason}``: why a saved state file was set aside.
-STATE_DISCARD_REASONS = ("unreadable", "not_a_file", "too_large", "not_utf8", "not_json",
-                         "bad_shape")
+STATE_DISCARD_REASONS = (
+    "unreadable",
+    "not_a_file",
+    "too_large",
+    "not_utf8",
+    "not_json",
+    "bad_shape",
+)
 #: ``alivemcp_alert_state_entries_dropped_total{section}``: where a damaged entry was.
 STATE_SECTIONS = ("checks", "notifications", "receivers")
 

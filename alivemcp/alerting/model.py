@@ -87,8 +87,9 @@ class Notification:
 
     def copy(self) -> Notification:
         """An independent copy (one per receiver: each stamps its own ``enqueued_at``)."""
-        return replace(self, labels=dict(self.labels), observations=dict(self.observations),
-                       _text=None)
+        return replace(
+            self, labels=dict(self.labels), observations=dict(self.observations), _text=None
+        )
 
     @property
     def firing(self) -> bool:
@@ -103,6 +104,8 @@ class Notification:
             AlertKind.FLAPPING: "flapping" if self.firing else "stopped flapping",
         }[self.kind]
         prefix = {
-            Event.FIRING: "FIRING", Event.RESOLVED: "RESOLVED", Event.REMINDER: "STILL FIRING",
+            Event.FIRING: "FIRING",
+            Event.RESOLVED: "RESOLVED",
+            Event.REMINDER: "STILL FIRING",
         }[self.event]
         return f"{prefix} [{self.severity}] {self.check}: {what}"

@@ -77,8 +77,12 @@ class LocalStateFile:
             except OSError as exc:
                 error = exc.strerror or str(exc)
                 if error != self._error:  # once per distinct error, not every second
-                    log.error("cannot persist alert state; a restart may re-page or lose "
-                              "queued notifications", path=str(self.store.path), error=error)
+                    log.error(
+                        "cannot persist alert state; a restart may re-page or lose "
+                        "queued notifications",
+                        path=str(self.store.path),
+                        error=error,
+                    )
                 self._error = error
                 return
             if self._error is not None:
@@ -132,9 +136,11 @@ class LocalStateFile:
         self._receivers.restore_states(saved.receivers, self.store)
         if self._shared:
             if saved.checks or any(saved.queues.values()):
-                log.warning("alert state of standalone mode found in the data directory; "
-                            "cluster mode keeps it in the alert-state topic and ignores it",
-                            checks=len(saved.checks))
+                log.warning(
+                    "alert state of standalone mode found in the data directory; "
+                    "cluster mode keeps it in the alert-state topic and ignores it",
+                    checks=len(saved.checks),
+                )
             return
         next_id = self._receivers.restore_queues(saved.queues)
         self._ledger.next_id = max(self._ledger.next_id, next_id)

@@ -71,8 +71,13 @@ class CheckState:
         receivers. Such a check stays quiet (:meth:`is_quiet`) after the result, whatever its
         policy: apply_result only resolves alerts that are active and only counts a change
         against a verdict that differs, and update_flapping has no changes to count."""
-        if (self.last_up is not True or self.fail_streak or self.unknown_streak or self.changes
-                or self.alerts.keys() != _ALERT_KINDS):
+        if (
+            self.last_up is not True
+            or self.fail_streak
+            or self.unknown_streak
+            or self.changes
+            or self.alerts.keys() != _ALERT_KINDS
+        ):
             return False
         for alert in self.alerts.values():  # noqa: SIM110 (no generator made on every run)
             if alert.active or alert.notified:
@@ -93,10 +98,10 @@ class CheckState:
             "last_reason": self.last_reason,
             "last_up": self.last_up,
             "changes": list(self.changes),
-            "alerts": {kind: _alert_json(a) for kind, a in self.alerts.items()
-                       if a.active or a.notified},
+            "alerts": {
+                kind: _alert_json(a) for kind, a in self.alerts.items() if a.active or a.notified
+            },
         }
-
 
 
 _ALERT_KINDS = frozenset(kind.value for kind in AlertKind)
@@ -204,9 +209,7 @@ def update_flapping(state: CheckState, now: float, policy: AlertPolicy) -> None:
         flapping.reason = f"{count} state changes within {policy.flap_window:g}s"
 
 
-def reconcile(
-    alert: AlertState, now: float, policy: AlertPolicy, held: bool
-) -> Event | None:
+def reconcile(alert: AlertState, now: float, policy: AlertPolicy, held: bool) -> Event | None:
     """What to tell receivers so they agree with the policy, and record that it was told.
 
     ``held``: pages are suppressed now (maintenance, a failing dependency, flapping).

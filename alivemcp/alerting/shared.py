@@ -154,8 +154,11 @@ class SharedAlertState:
             key = (entry.receiver, notification.id)
             never_sent = key in self._never_sent and record.replica == self._replica
             self._never_sent.pop(key, None)
-            if (entry.phase == "sending" and not never_sent
-                    and not worker.receiver.repeats_are_harmless):
+            if (
+                entry.phase == "sending"
+                and not never_sent
+                and not worker.receiver.repeats_are_harmless
+            ):
                 report.possibly_undelivered += 1
                 self._metrics.notifications.labels(entry.receiver, "possibly_undelivered").inc()
                 log.warning(
@@ -189,7 +192,8 @@ class SharedAlertState:
             return 0
         shard_of = ownership.shard_of
         names = {
-            n for n in [*self._ledger.states, *self.outbox.checks(), *self._recorded]
+            n
+            for n in [*self._ledger.states, *self.outbox.checks(), *self._recorded]
             if shard_of(n) in gone
         }
         ownership.releasing |= names
@@ -213,9 +217,7 @@ class SharedAlertState:
                 if entry.phase == "sending" and not entry.maybe_sent:
                     entry.phase = "queued"  # recorded for a send that will not happen
         if calling:
-            _finished, unfinished = await asyncio.wait(
-                calling, timeout=max(0.0, _left(deadline))
-            )
+            _finished, unfinished = await asyncio.wait(calling, timeout=max(0.0, _left(deadline)))
             for waiting in unfinished:
                 waiting.cancel()
             # What those sends left in the queues (a refusal) is the next owner's now.
@@ -229,9 +231,12 @@ class SharedAlertState:
             answered, late = await asyncio.wait(acks, timeout=max(0.0, _left(deadline)))
             unacked = len(late) + sum(1 for f in answered if not f.result())
         if unacked:
-            log.error("alert state of released checks not acknowledged in time; the next "
-                      "owner may repeat or miss a notification for them",
-                      checks=unacked, timeout_seconds=timeout)
+            log.error(
+                "alert state of released checks not acknowledged in time; the next "
+                "owner may repeat or miss a notification for them",
+                checks=unacked,
+                timeout_seconds=timeout,
+            )
         return unacked
 
     def _drop(self, names: set[str]) -> None:
@@ -271,8 +276,9 @@ class SharedAlertState:
         probe_type = check.info.probe_type if check is not None else ""
         labels = check.info.labels if check is not None else {}
         self._recorded.add(name)
-        value = encode_record(name, state, probe_type, labels, entries, self._replica,
-                              self._clock())
+        value = encode_record(
+            name, state, probe_type, labels, entries, self._replica, self._clock()
+        )
         return self._sink.write(name, value)
 
     def write_records(self) -> None:

@@ -52,8 +52,7 @@ class SharedJournal:
                 entry.phase = "sending"
                 marked.append(entry)
             touched.add(n.check)
-        acks = [f for f in (self._shared.write_record(name) for name in touched)
-                if f is not None]
+        acks = [f for f in (self._shared.write_record(name) for name in touched) if f is not None]
         if not acks:
             return True
         done, late = await asyncio.wait(acks, timeout=RECORD_ACK_SECONDS)

@@ -137,8 +137,12 @@ class StateStore:
                 out.append(notification_from_json(raw))
             except DamagedEntry as exc:
                 check = raw.get("check") if isinstance(raw, dict) else None
-                self.entry_dropped("notifications", str(exc), receiver=receiver,
-                                   check=check if isinstance(check, str) else None)
+                self.entry_dropped(
+                    "notifications",
+                    str(exc),
+                    receiver=receiver,
+                    check=check if isinstance(check, str) else None,
+                )
         return out
 
     def entry_dropped(self, section: str, error: str, **where: str | None) -> None:
@@ -147,12 +151,19 @@ class StateStore:
         self._entries_logged += 1
         context = {k: v[:200] for k, v in where.items() if v is not None}
         if self._entries_logged <= _LOGGED_ENTRIES:
-            log.error("dropped a damaged entry of the saved alert state; the rest is kept",
-                      section=section, error=error, path=str(self.path), **context)
+            log.error(
+                "dropped a damaged entry of the saved alert state; the rest is kept",
+                section=section,
+                error=error,
+                path=str(self.path),
+                **context,
+            )
         elif self._entries_logged == _LOGGED_ENTRIES + 1:
-            log.error("more damaged entries in the saved alert state; no longer logging "
-                      "each (see alivemcp_alert_state_entries_dropped_total)",
-                      path=str(self.path))
+            log.error(
+                "more damaged entries in the saved alert state; no longer logging "
+                "each (see alivemcp_alert_state_entries_dropped_total)",
+                path=str(self.path),
+            )
 
     def _read_top(self) -> SavedFile:
         try:
@@ -187,13 +198,22 @@ class StateStore:
         try:
             os.replace(self.path, aside)
         except OSError as exc:
-            log.error("alert state file cannot be trusted and cannot be moved aside; alerting "
-                      "starts clean and will overwrite it", path=str(self.path), reason=reason,
-                      error=detail, move_error=exc.strerror or type(exc).__name__)
+            log.error(
+                "alert state file cannot be trusted and cannot be moved aside; alerting "
+                "starts clean and will overwrite it",
+                path=str(self.path),
+                reason=reason,
+                error=detail,
+                move_error=exc.strerror or type(exc).__name__,
+            )
             return
-        log.error("alert state file cannot be trusted; moved aside, alerting starts clean "
-                  "(open incidents may be paged again, queued notifications are lost)",
-                  path=str(aside), reason=reason, error=detail)
+        log.error(
+            "alert state file cannot be trusted; moved aside, alerting starts clean "
+            "(open incidents may be paged again, queued notifications are lost)",
+            path=str(aside),
+            reason=reason,
+            error=detail,
+        )
 
     def _aside_path(self) -> Path:
         stamp = int(time.time())
@@ -209,9 +229,14 @@ class StateStore:
     async def save(self, parts: dict[str, str]) -> None:
         """Write a state atomically (temp file, fsync, rename) off the event loop. ``parts``
         maps top-level keys to JSON texts the caller serialised (and may have cached)."""
-        body = "{" + ",".join(
-            f"{json.dumps(key)}:{text}" for key, text in {"version": str(_VERSION), **parts}.items()
-        ) + "}"
+        body = (
+            "{"
+            + ",".join(
+                f"{json.dumps(key)}:{text}"
+                for key, text in {"version": str(_VERSION), **parts}.items()
+            )
+            + "}"
+        )
         async with self._lock:
             await asyncio.to_thread(self._write, body)
 

@@ -62,8 +62,7 @@ class ReceiverWorkers:
 
     async def wait_drained(self, grace: float) -> None:
         """Until the queues are empty, or ``grace`` is over."""
-        pending = [asyncio.ensure_future(w.wait_idle()) for w in self._workers.values()
-                   if w.queue]
+        pending = [asyncio.ensure_future(w.wait_idle()) for w in self._workers.values() if w.queue]
         if pending:
             _done, not_done = await asyncio.wait(pending, timeout=grace)
             for fut in not_done:
@@ -120,8 +119,11 @@ class ReceiverWorkers:
     def _remove(self, name: str) -> set[str]:
         worker = self._workers.pop(name)
         if worker.queue:
-            log.warning("receiver removed from the config; discarding its queue",
-                        receiver=name, count=len(worker.queue))
+            log.warning(
+                "receiver removed from the config; discarding its queue",
+                receiver=name,
+                count=len(worker.queue),
+            )
             self._metrics.notifications.labels(name, "discarded").inc(len(worker.queue))
         touched = self._outbox.drop_receiver(name) if self._outbox is not None else set()
         asyncio.get_running_loop().create_task(worker.stop())
@@ -150,8 +152,11 @@ class ReceiverWorkers:
             worker = self._workers.get(name)
             if worker is None:
                 if notifications:
-                    log.warning("discarding notifications for a receiver no longer configured",
-                                receiver=name, count=len(notifications))
+                    log.warning(
+                        "discarding notifications for a receiver no longer configured",
+                        receiver=name,
+                        count=len(notifications),
+                    )
                     self._metrics.notifications.labels(name, "discarded").inc(len(notifications))
                 continue
             for notification in notifications:

@@ -87,7 +87,10 @@ async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> Lo
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.Popen(  # noqa: ASYNC220 - vfork: two milliseconds (see above)
         [sys.executable, "-m", "alivemcp.app.configload", str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
     loop = asyncio.get_running_loop()
@@ -98,7 +101,8 @@ async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> Lo
         # checks, more than a pipe holds) while the loop goes on.
         await asyncio.to_thread(_feed, proc.stdin, bytes(digests))
         transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)
+            lambda: asyncio.StreamReaderProtocol(reader), proc.stdout
+        )
         loaded = await _read(reader, running)
         code = await asyncio.to_thread(proc.wait)
     except BaseException:
@@ -142,8 +146,9 @@ async def _read(stream: asyncio.StreamReader, running: Sequence[ResolvedCheck]) 
             try:
                 value = pickle.loads(payload)  # our own child: see the module docstring
             except Exception as exc:
-                raise LoaderFailedError(f"unreadable answer from the config loader: "
-                                        f"{type(exc).__name__}") from None
+                raise LoaderFailedError(
+                    f"unreadable answer from the config loader: {type(exc).__name__}"
+                ) from None
             if kind == b"E":
                 errors, source = value
                 raise ConfigError(list(errors), source)
@@ -153,8 +158,9 @@ async def _read(stream: asyncio.StreamReader, running: Sequence[ResolvedCheck]) 
                 for item in value:
                     if isinstance(item, int):  # a running check's position: kept
                         if not 0 <= item < len(running):
-                            raise LoaderFailedError("the config loader kept a check that is "
-                                                    "not running")
+                            raise LoaderFailedError(
+                                "the config loader kept a check that is not running"
+                            )
                         item = running[item]
                     checks.append(item)
             elif kind == b"D" and head is not None:
@@ -176,14 +182,15 @@ def _write(out: BinaryIO, kind: bytes, value: Any) -> None:
 def _child(path: str) -> int:
     out = sys.stdout.buffer
     digests = sys.stdin.buffer.read()  # the running checks' (see the module docstring)
-    running = {digests[at:at + RELOAD_DIGEST_BYTES]: at // RELOAD_DIGEST_BYTES
-               for at in range(0, len(digests), RELOAD_DIGEST_BYTES)}
+    running = {
+        digests[at : at + RELOAD_DIGEST_BYTES]: at // RELOAD_DIGEST_BYTES
+        for at in range(0, len(digests), RELOAD_DIGEST_BYTES)
+    }
     try:
         loaded = load_config(Path(path))
         # A running check's position for each check unchanged, the check itself otherwise,
         # with its fingerprint computed here (inside the digest): the reload compares them.
-        sent: list[ResolvedCheck | int] = [running.get(c.reload_digest(), c)
-                                           for c in loaded.checks]
+        sent: list[ResolvedCheck | int] = [running.get(c.reload_digest(), c) for c in loaded.checks]
     except ConfigError as exc:
         _write(out, b"E", (exc.errors, exc.source))
         return 0
@@ -192,7 +199,7 @@ def _child(path: str) -> int:
         return 0
     _write(out, b"C", dataclasses.replace(loaded, checks=()))
     for start in range(0, len(sent), CHECKS_PER_FRAME):
-        _write(out, b"K", sent[start:start + CHECKS_PER_FRAME])
+        _write(out, b"K", sent[start : start + CHECKS_PER_FRAME])
     _write(out, b"D", None)
     out.flush()
     return 0

@@ -117,8 +117,10 @@ class Daemon:
             self._applied_infos = [check_info(c) for c in loaded.checks]
             self.alerts = AlertManager(
                 loaded.config.alerting,
-                [(info, c.alert)
-                 for info, c in zip(self._applied_infos, loaded.checks, strict=True)],
+                [
+                    (info, c.alert)
+                    for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+                ],
                 Path(loaded.config.data_dir),
                 self.metrics.registry,
                 shared=cluster is not None,
@@ -127,7 +129,8 @@ class Daemon:
         history = loaded.config.history
         self.history = (
             HistoryStore(loaded.config.data_dir, history, self.metrics.registry)
-            if history.enabled else None
+            if history.enabled
+            else None
         )
         if self.history is not None:
             self.metrics.checks.set_uptime_source(history.metrics_window, self.history.live_uptime)
@@ -143,7 +146,8 @@ class Daemon:
             consumers.insert(0, stream)
         self.pipeline = ResultPipeline(consumers, self.metrics.registry)
         self.scheduler = Scheduler(
-            self.store, self.metrics,
+            self.store,
+            self.metrics,
             self.pipeline if cluster is None else self._publish_owned,
             loaded.config.scheduler,
         )
@@ -170,20 +174,29 @@ class Daemon:
 
     # -- cluster mode ------------------------------------------------------------------------
 
-    def _cluster_parts(self, config: ClusterConfig, kafka: ClusterKafka,
-                       stream: ResultsStream) -> _ClusterParts:
+    def _cluster_parts(
+        self, config: ClusterConfig, kafka: ClusterKafka, stream: ResultsStream
+    ) -> _ClusterParts:
         registry = self.metrics.registry
-        view = ResultsView(config, kafka, self.store, self.history,
-                           Path(self._loaded.config.data_dir), registry)
+        view = ResultsView(
+            config, kafka, self.store, self.history, Path(self._loaded.config.data_dir), registry
+        )
         alert_state = AlertStateLog(config, kafka, self.alerts, registry)
         shard_of = ShardMap(config.shards)
-        probing = ProbingListener(self.scheduler, shard_of, self._configured_checks,
-                                  self._build_handle, self._retire, last_run=self._last_run)
+        probing = ProbingListener(
+            self.scheduler,
+            shard_of,
+            self._configured_checks,
+            self._build_handle,
+            self._retire,
+            last_run=self._last_run,
+        )
         # Told in this order of shards gained, in reverse of shards lost: alert state is read
         # before a shard's checks run; probing stops before its results are flushed and its
         # alert state written.
-        node = ClusterNode(config, kafka, [alert_state, stream, probing], registry,
-                           shard_map=shard_of)
+        node = ClusterNode(
+            config, kafka, [alert_state, stream, probing], registry, shard_map=shard_of
+        )
         self.metrics.checks.set_owned(node.owns)
         return _ClusterParts(config, kafka, node, stream, view, alert_state, probing)
 
@@ -236,16 +249,24 @@ class Daemon:
                 self._stop.set()
                 return
             except KafkaUnavailableError as exc:
-                log.warning("cannot reach the cluster's Kafka to check its topics; retrying",
-                            error=str(exc), kafka=parts.kafka.describe())
+                log.warning(
+                    "cannot reach the cluster's Kafka to check its topics; retrying",
+                    error=str(exc),
+                    kafka=parts.kafka.describe(),
+                )
                 await asyncio.sleep(TOPICS_RETRY_SECONDS)
         await parts.view.start()
         await parts.stream.start()
         await parts.alert_state.start()
         await parts.node.start()
-        log.info("cluster mode: joining the group", group=parts.config.group,
-                 replica=parts.config.replica_id, shards=parts.config.shards,
-                 topics_created=created, kafka=parts.kafka.describe())
+        log.info(
+            "cluster mode: joining the group",
+            group=parts.config.group,
+            replica=parts.config.replica_id,
+            shards=parts.config.shards,
+            topics_created=created,
+            kafka=parts.kafka.describe(),
+        )
 
     async def _stop_cluster(self, parts: _ClusterParts) -> None:
         starter, self._cluster_starter = self._cluster_starter, None
@@ -295,9 +316,11 @@ class Daemon:
             return False
         except OSError as exc:
             # An unwritable data_dir does not stop probing or paging (alerting says so too).
-            log.warning("cannot lock data_dir; running without the one-daemon guard",
-                        data_dir=self._data_dir_lock.data_dir,
-                        error=exc.strerror or str(exc))
+            log.warning(
+                "cannot lock data_dir; running without the one-daemon guard",
+                data_dir=self._data_dir_lock.data_dir,
+                error=exc.strerror or str(exc),
+            )
         return True
 
     async def _start(self) -> None:
@@ -317,7 +340,8 @@ class Daemon:
         self._reloader = asyncio.create_task(self._reload_on_request(), name="alivemcp-reload")
         if self.cluster is not None:
             self._cluster_starter = asyncio.create_task(
-                self._start_cluster(self.cluster), name="alivemcp-cluster-start")
+                self._start_cluster(self.cluster), name="alivemcp-cluster-start"
+            )
         log.info(
             "alivemcp running",
             listen=f"{host}:{self.server.port}",
@@ -343,7 +367,9 @@ class Daemon:
         # Canary clean-up (of running checks, and of those a cancelled reload was retiring)
         # and the alert flush (results of the last runs) are independent: side by side.
         await asyncio.gather(
-            _teardown_all(handles), *self._retiring, self.alerts.stop(grace=ALERT_FLUSH_SECONDS),
+            _teardown_all(handles),
+            *self._retiring,
+            self.alerts.stop(grace=ALERT_FLUSH_SECONDS),
             *([self.history.stop(HISTORY_FLUSH_SECONDS)] if self.history is not None else []),
         )
         if self.cluster is not None:
@@ -382,9 +408,12 @@ class Daemon:
                 loaded = await _load_in_background(self._config_path, self._loaded.checks)
             except ConfigError as exc:
                 self.metrics.config_loaded(False)
-                log.error("config reload refused; keeping the running config",
-                          errors=exc.shown(), error_count=len(exc.errors),
-                          source=exc.source)
+                log.error(
+                    "config reload refused; keeping the running config",
+                    errors=exc.shown(),
+                    error_count=len(exc.errors),
+                    source=exc.source,
+                )
                 return False
             configure_logging(loaded.config.logging.level, loaded.config.logging.format)
             if loaded.config.server.listen != self._loaded.config.server.listen:
@@ -397,8 +426,9 @@ class Daemon:
                 log.warning("cluster changed: takes effect on restart")
             if self.history is not None:
                 self.history.reconfigure(loaded.config.history)
-                self.metrics.checks.set_uptime_source(loaded.config.history.metrics_window,
-                                                      self.history.live_uptime)
+                self.metrics.checks.set_uptime_source(
+                    loaded.config.history.metrics_window, self.history.live_uptime
+                )
             loaded, infos = await self._keeping_unchanged(loaded)
             old_teardowns = await self._apply(loaded, self._probed, infos)
             if self.cluster is not None:
@@ -406,10 +436,13 @@ class Daemon:
             self.scheduler.configure_limits(loaded.config.scheduler)
             slices = _Slices()  # (an entry per check: a quarter of a second at 100,000)
             with collector_paused():  # (it builds an entry per check; see _apply)
-                for _ in self.alerts.reconfiguring(loaded.config.alerting, [
-                    (info, c.alert)
-                    for info, c in zip(self._applied_infos, loaded.checks, strict=True)
-                ]):
+                for _ in self.alerts.reconfiguring(
+                    loaded.config.alerting,
+                    [
+                        (info, c.alert)
+                        for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+                    ],
+                ):
                     await slices.step()
                 # Frozen before the collector is back: its first young collection would walk
                 # every object made while it was off (a quarter of a second at 100,000).
@@ -418,9 +451,13 @@ class Daemon:
             self.metrics.config_loaded(True)
             # Logged when the new config takes effect: what follows (teardowns, freeing the
             # replaced checks) is clean-up a stop may cut short, and the reload stands anyway.
-            log.info("config reloaded", checks=len(loaded.checks),
-                     loaded_in="process" if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
-                     else "thread")
+            log.info(
+                "config reloaded",
+                checks=len(loaded.checks),
+                loaded_in="process"
+                if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
+                else "thread",
+            )
             if slices.cancelled:  # a stop: the replaced instances go with its own teardowns
                 self._retire(old_teardowns)
                 raise asyncio.CancelledError
@@ -440,7 +477,8 @@ class Daemon:
             return True
 
     async def _keeping_unchanged(
-            self, loaded: LoadedConfig) -> tuple[LoadedConfig, list[CheckInfo]]:
+        self, loaded: LoadedConfig
+    ) -> tuple[LoadedConfig, list[CheckInfo]]:
         """``loaded`` with each check that did not change replaced by the running one, and the
         checks' infos (a kept check's own). What is kept stays as it was in memory: the
         status entry, the alerting entry and the kept /metrics lines follow the info, so a
@@ -476,8 +514,12 @@ class Daemon:
                 await asyncio.sleep(0)
         return dataclasses.replace(loaded, checks=tuple(incoming)), infos
 
-    async def _apply(self, loaded: LoadedConfig, probed: Callable[[str], bool] | None = None,
-                     infos_made: Sequence[CheckInfo] | None = None) -> list[ProbeHandle]:
+    async def _apply(
+        self,
+        loaded: LoadedConfig,
+        probed: Callable[[str], bool] | None = None,
+        infos_made: Sequence[CheckInfo] | None = None,
+    ) -> list[ProbeHandle]:
         """Make the scheduler match ``loaded`` (only the checks ``probed`` says this process
         runs, if given; status and history know them all); returns handles that need a
         teardown. ``infos_made``: the checks' infos, when the caller made them already.
@@ -507,8 +549,7 @@ class Daemon:
                 if probed is None or probed(name):
                     entry = running.get(name)
                     if entry is None or entry.fingerprint != check.fingerprint():
-                        handle = build_handle(check, self.plumbing, results=self.store,
-                                              info=info)
+                        handle = build_handle(check, self.plumbing, results=self.store, info=info)
                         fresh[name] = (handle, check.fingerprint())
                 if i % APPLY_SLICE == APPLY_SLICE - 1:
                     await asyncio.sleep(0)
@@ -519,8 +560,10 @@ class Daemon:
                 entry = running.get(name)
                 configured = wanted.get(name)
                 if entry is not None and (
-                        configured is None or configured.fingerprint() != entry.fingerprint
-                        or (probed is not None and not probed(name))):
+                    configured is None
+                    or configured.fingerprint() != entry.fingerprint
+                    or (probed is not None and not probed(name))
+                ):
                     self.scheduler.remove(name)
                     if entry.handle.needs_teardown:
                         retired.append(entry.handle)
@@ -535,8 +578,10 @@ class Daemon:
                     if name not in running and (probed is None or probed(name)):
                         built = fresh.get(name)
                         if built is None:  # a shard gained while the others were built
-                            built = (build_handle(check, self.plumbing, results=self.store,
-                                                  info=info), check.fingerprint())
+                            built = (
+                                build_handle(check, self.plumbing, results=self.store, info=info),
+                                check.fingerprint(),
+                            )
                         self.scheduler.add(*built)
                     await slices.step()
             self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
@@ -653,10 +698,12 @@ async def _teardown_all(handles: list[ProbeHandle]) -> None:
     tasks: list[asyncio.Task[None]] = []
     for start in range(0, len(handles), APPLY_SLICE):
         loop = asyncio.get_running_loop()
-        tasks += [loop.create_task(h.teardown(TEARDOWN_SECONDS))
-                  for h in handles[start:start + APPLY_SLICE]]
+        tasks += [
+            loop.create_task(h.teardown(TEARDOWN_SECONDS))
+            for h in handles[start : start + APPLY_SLICE]
+        ]
         if start + APPLY_SLICE < len(handles):
             await asyncio.sleep(0)
     # Waited for a slice at a time too: waiting registers a callback on every task at once.
     for start in range(0, len(tasks), APPLY_SLICE):
-        await asyncio.wait(tasks[start:start + APPLY_SLICE])
+        await asyncio.wait(tasks[start : start + APPLY_SLICE])

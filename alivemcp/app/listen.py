@@ -20,8 +20,9 @@ def port_problem(host: str, port: int) -> str | None:
     if port == 0:
         return None
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except socket.gaierror as exc:
         return f"cannot listen on {host}:{port}: {exc.strerror}"
     family, kind, proto, _, address = infos[0]

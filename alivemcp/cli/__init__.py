@@ -66,9 +66,14 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run checks once and print their results")
     check.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
-    check.add_argument("--only", action="append", default=[], metavar="NAME",
-                       help="run only this check (repeatable; a multi-target check's name "
-                            "selects all its targets)")
+    check.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only this check (repeatable; a multi-target check's name "
+        "selects all its targets)",
+    )
     check.add_argument("--json", action="store_true", help="one JSON object per line")
     check.set_defaults(func=_cmd_check)
 
@@ -76,36 +81,58 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("file", type=Path, nargs="?", help="YAML config file (or --config)")
     validate.add_argument("--config", "-c", type=Path, dest="config", help="YAML config file")
     validate.add_argument(
-        "--allow-missing-env", action="store_true",
+        "--allow-missing-env",
+        action="store_true",
         help="an unset ${VAR} is not an error: check the structure without the secrets (CI)",
     )
     validate.set_defaults(func=_cmd_validate)
 
     probes = sub.add_parser("probes", help="list probe types and their parameters")
-    probes.add_argument("--schema", action="store_true",
-                        help="print the JSON schema of the whole config file")
+    probes.add_argument(
+        "--schema", action="store_true", help="print the JSON schema of the whole config file"
+    )
     probes.set_defaults(func=_cmd_probes)
 
     demo = sub.add_parser("demo", help="run the daemon against an embedded local stack")
     demo.add_argument("--listen", default="127.0.0.1:9464", help="HOST:PORT for the daemon")
-    demo.add_argument("--config", type=Path, default=None,
-                      help="demo config (default: config/demo.yaml)")
+    demo.add_argument(
+        "--config", type=Path, default=None, help="demo config (default: config/demo.yaml)"
+    )
     demo.add_argument("--no-kafka", action="store_true", help="do not start a Kafka broker")
-    demo.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                      help="where the demo keeps its history and alert state, kept between "
-                           "runs (default: .cache/demo in the current directory); the demo "
-                           "prints the `alivemcp report` command that reads it")
-    demo.add_argument("--duration", type=float, default=None,
-                      help="stop after this many seconds (default: until Ctrl-C)")
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the demo keeps its history and alert state, kept between "
+        "runs (default: .cache/demo in the current directory); the demo "
+        "prints the `alivemcp report` command that reads it",
+    )
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop after this many seconds (default: until Ctrl-C)",
+    )
     demo.set_defaults(func=_cmd_demo)
 
-    new_probe = sub.add_parser("new-probe",
-                               help="create a probe type as an installable plugin project")
-    new_probe.add_argument("name", metavar="NAME",
-                           help="the probe type's name (lower_snake_case, at most 32 characters)")
-    new_probe.add_argument("--dir", type=Path, default=None, dest="directory", metavar="DIR",
-                           help="where to create the project (default: ./alivemcp-NAME; it must "
-                                "not exist or be empty)")
+    new_probe = sub.add_parser(
+        "new-probe", help="create a probe type as an installable plugin project"
+    )
+    new_probe.add_argument(
+        "name",
+        metavar="NAME",
+        help="the probe type's name (lower_snake_case, at most 32 characters)",
+    )
+    new_probe.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        dest="directory",
+        metavar="DIR",
+        help="where to create the project (default: ./alivemcp-NAME; it must "
+        "not exist or be empty)",
+    )
     new_probe.set_defaults(func=_cmd_new_probe)
 
     alert = sub.add_parser("alert-test", help="send a test notification to a receiver")
@@ -115,8 +142,10 @@ def _parser() -> argparse.ArgumentParser:
 
     from alivemcp.cli.report import add_arguments as add_report_arguments
 
-    report = sub.add_parser("report", help="uptime, incidents, downtime and MTTR per check "
-                            "over a period (the SLA report)")
+    report = sub.add_parser(
+        "report",
+        help="uptime, incidents, downtime and MTTR per check over a period (the SLA report)",
+    )
     add_report_arguments(report)
     report.set_defaults(func=_cmd_report)
     return parser
@@ -165,8 +194,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     listen = args.listen or loaded.config.server.listen
     problem = _listen_problem(listen)
     if problem:
-        print(f"{problem}: set server.listen in {args.config} or pass --listen HOST:PORT",
-              file=sys.stderr)
+        print(
+            f"{problem}: set server.listen in {args.config} or pass --listen HOST:PORT",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     configure_logging(loaded.config.logging.level, loaded.config.logging.format)
     from alivemcp.app.daemon import Daemon
@@ -205,8 +236,9 @@ def _select(checks: Sequence[ResolvedCheck], only: list[str]) -> list[ResolvedCh
     return chosen
 
 
-def _with_members(selected: list[ResolvedCheck], every: Sequence[ResolvedCheck]
-                  ) -> list[ResolvedCheck]:
+def _with_members(
+    selected: list[ResolvedCheck], every: Sequence[ResolvedCheck]
+) -> list[ResolvedCheck]:
     """The selected checks plus every check they read (a composite's members), transitively:
     a reader decides from its members' results, so they run first, once."""
     by_name = {c.name: c for c in every}
@@ -233,8 +265,9 @@ async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json
     plumbing = Plumbing()
     limit = asyncio.Semaphore(loaded.config.scheduler.max_concurrency)
     handles = {c.name: build_handle(c, plumbing, results=store) for c in checks}
-    waiting = {c.name: {m.name for ref in c.reads for m in ref.checks} & handles.keys()
-               for c in checks}
+    waiting = {
+        c.name: {m.name for ref in c.reads for m in ref.checks} & handles.keys() for c in checks
+    }
     all_up = True
 
     async def one(handle: ProbeHandle) -> CheckResult:
@@ -255,8 +288,11 @@ async def _check_once(loaded: LoadedConfig, checks: list[ResolvedCheck], as_json
                 if as_json:
                     print(json.dumps(result.as_json(), default=str), flush=True)
                 else:
-                    print(f"{result.status.value:<9} {result.check.name}  "
-                          f"({result.duration_seconds:.3f}s)  {result.reason}", flush=True)
+                    print(
+                        f"{result.status.value:<9} {result.check.name}  "
+                        f"({result.duration_seconds:.3f}s)  {result.reason}",
+                        flush=True,
+                    )
     finally:
         await asyncio.gather(*(h.teardown() for h in handles.values()))
         await plumbing.aclose()
@@ -277,8 +313,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         by_type[check.probe_type] = by_type.get(check.probe_type, 0) + 1
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items())) or "no checks"
     if loaded.unchecked:
-        print(f"{path}: ok, except {len(loaded.unchecked)} field(s) filled by environment "
-              "variables that are not set:")
+        print(
+            f"{path}: ok, except {len(loaded.unchecked)} field(s) filled by environment "
+            "variables that are not set:"
+        )
         for line in loaded.unchecked:
             print(f"  {line}")
     else:
@@ -296,9 +334,11 @@ def _cluster_summary(cluster: ClusterConfig, names: list[str]) -> str:
     per_shard = [0] * cluster.shards
     for name in names:
         per_shard[shard_of(name, cluster.shards)] += 1
-    return (f"cluster mode: replica {cluster.replica_id!r} in group {cluster.group!r}, "
-            f"{cluster.shards} shards (checks per shard: {min(per_shard)} to "
-            f"{max(per_shard)}), results topic {cluster.topics.results!r}")
+    return (
+        f"cluster mode: replica {cluster.replica_id!r} in group {cluster.group!r}, "
+        f"{cluster.shards} shards (checks per shard: {min(per_shard)} to "
+        f"{max(per_shard)}), results topic {cluster.topics.results!r}"
+    )
 
 
 def _listen_problem(listen: str) -> str | None:
@@ -332,8 +372,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if problem:
         # Before the local stack starts: nothing to stop, one line to read.
-        print(f"{problem}: choose another with `make demo LISTEN=127.0.0.1:9465` "
-              "(or `alivemcp demo --listen HOST:PORT`)", file=sys.stderr)
+        print(
+            f"{problem}: choose another with `make demo LISTEN=127.0.0.1:9465` "
+            "(or `alivemcp demo --listen HOST:PORT`)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     return _run_async(lambda: run_demo(args))
 

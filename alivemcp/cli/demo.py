@@ -66,8 +66,16 @@ def report_command(config_path: Path, data_dir: Path) -> str:
         program = [str(script.absolute())]
     else:
         program = [sys.executable, "-m", "alivemcp"]
-    return shlex.join([*program, "report", "--config", str(config_path.absolute()),
-                       "--data-dir", str(data_dir.absolute())])
+    return shlex.join(
+        [
+            *program,
+            "report",
+            "--config",
+            str(config_path.absolute()),
+            "--data-dir",
+            str(data_dir.absolute()),
+        ]
+    )
 
 
 async def start_stack(workdir: Path, data_dir: Path, *, kafka: bool = True) -> DemoStack:
@@ -151,11 +159,20 @@ def _history_lines(loaded: LoadedConfig, config_path: Path) -> tuple[Path, str, 
     data_dir than the one the demo published."""
     effective = Path(loaded.config.data_dir).resolve()
     if not loaded.config.history.enabled:
-        return effective, "", [f"  data dir:    {effective} (history.enabled is false: no "
-                               "history to report)"]
+        return (
+            effective,
+            "",
+            [f"  data dir:    {effective} (history.enabled is false: no history to report)"],
+        )
     report = report_command(config_path, effective)
-    return effective, report, [f"  data dir:    {effective} (history kept between demo runs)",
-                               f"  SLA report:  {report}"]
+    return (
+        effective,
+        report,
+        [
+            f"  data dir:    {effective} (history kept between demo runs)",
+            f"  SLA report:  {report}",
+        ],
+    )
 
 
 def _data_dir_problem(data_dir: Path) -> tuple[Path, str | None]:
@@ -166,9 +183,11 @@ def _data_dir_problem(data_dir: Path) -> tuple[Path, str | None]:
     try:
         lock.acquire()
     except DataDirInUseError as exc:
-        return data_dir, (f"the demo's data dir {data_dir} is in use by another alivemcp "
-                          f"({exc.holder}): stop it, or give this demo its own with "
-                          "`alivemcp demo --data-dir DIR`")
+        return data_dir, (
+            f"the demo's data dir {data_dir} is in use by another alivemcp "
+            f"({exc.holder}): stop it, or give this demo its own with "
+            "`alivemcp demo --data-dir DIR`"
+        )
     except OSError as exc:
         return data_dir, f"the demo's data dir {data_dir} cannot be used: {exc.strerror or exc}"
     lock.release()

@@ -79,14 +79,30 @@ EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 #: The fields of every per-check row, in order: CSV columns and JSON keys. Times are unix
 #: seconds, durations seconds, ratios 0..1; empty (null) when there is nothing to say.
 COLUMNS = (
-    "check", "probe", "period_start", "period_end", "counted_from", "counted_until",
-    "up_ratio", "available_ratio",
-    "runs_up", "runs_degraded", "runs_down", "runs_unknown",
-    "incidents", "incidents_resolved", "downtime_seconds", "mttr_seconds",
-    "longest_incident_started_at", "longest_incident_ended_at",
-    "longest_incident_duration_seconds", "longest_incident_worst_status",
+    "check",
+    "probe",
+    "period_start",
+    "period_end",
+    "counted_from",
+    "counted_until",
+    "up_ratio",
+    "available_ratio",
+    "runs_up",
+    "runs_degraded",
+    "runs_down",
+    "runs_unknown",
+    "incidents",
+    "incidents_resolved",
+    "downtime_seconds",
+    "mttr_seconds",
+    "longest_incident_started_at",
+    "longest_incident_ended_at",
+    "longest_incident_duration_seconds",
+    "longest_incident_worst_status",
     "longest_incident_first_reason",
-    "open_incident_started_at", "open_incident_worst_status", "open_incident_last_reason",
+    "open_incident_started_at",
+    "open_incident_worst_status",
+    "open_incident_last_reason",
 )
 
 #: Bucket tables from finest to coarsest, with the retention field that bounds each.
@@ -137,25 +153,37 @@ def plan_period(since: float, until: float, retention: Retention, now: float) ->
     counted_until = math.ceil(until / width) * width
     notes = []
     if since < now - retention.day:
-        notes.append(f"history before {_when(now - retention.day)} is past its retention "
-                     f"(history.retention.day, {format_duration(retention.day)}): run counts "
-                     "cover less than the period")
+        notes.append(
+            f"history before {_when(now - retention.day)} is past its retention "
+            f"(history.retention.day, {format_duration(retention.day)}): run counts "
+            "cover less than the period"
+        )
     if since < now - retention.incidents:
-        notes.append(f"incidents ended before {_when(now - retention.incidents)} are past their "
-                     f"retention (history.retention.incidents, "
-                     f"{format_duration(retention.incidents)})")
+        notes.append(
+            f"incidents ended before {_when(now - retention.incidents)} are past their "
+            f"retention (history.retention.incidents, "
+            f"{format_duration(retention.incidents)})"
+        )
     if counted_from != since or counted_until != until:
-        notes.append(f"run counts and uptime use whole {table} buckets: {_when(counted_from)} "
-                     f"to {_when(counted_until)}; incidents and downtime are exact to the period")
+        notes.append(
+            f"run counts and uptime use whole {table} buckets: {_when(counted_from)} "
+            f"to {_when(counted_until)}; incidents and downtime are exact to the period"
+        )
     return Period(since, until, table, counted_from, counted_until, tuple(notes))
 
 
 # -- the rows -----------------------------------------------------------------------------------
 
 
-def build_report(db_path: str | Path, since: float, until: float,
-                 names: Iterable[str] | None = None, *, retention: Retention | None = None,
-                 now: float | None = None) -> list[dict[str, Any]]:
+def build_report(
+    db_path: str | Path,
+    since: float,
+    until: float,
+    names: Iterable[str] | None = None,
+    *,
+    retention: Retention | None = None,
+    now: float | None = None,
+) -> list[dict[str, Any]]:
     """One row per check (keys :data:`COLUMNS`), worst uptime first.
 
     Without ``names``: every check with runs or incidents in the period. With ``names``: those
@@ -166,8 +194,9 @@ def build_report(db_path: str | Path, since: float, until: float,
     return collect_rows(Path(db_path), period, names, now)
 
 
-def collect_rows(db_path: Path, period: Period, names: Iterable[str] | None,
-                 now: float) -> list[dict[str, Any]]:
+def collect_rows(
+    db_path: Path, period: Period, names: Iterable[str] | None, now: float
+) -> list[dict[str, Any]]:
     """:func:`build_report` for a period already planned (the CLI shows its notes too)."""
     db = _open(db_path)
     try:
@@ -178,11 +207,13 @@ def collect_rows(db_path: Path, period: Period, names: Iterable[str] | None,
             wanted = list(dict.fromkeys(names))
             missing = [n for n in wanted if n not in known]
             if missing:
-                raise ReportError(f"no history for check(s) {', '.join(map(repr, missing))} in "
-                                  f"{db_path}")
+                raise ReportError(
+                    f"no history for check(s) {', '.join(map(repr, missing))} in {db_path}"
+                )
         by_check = _incidents_by_check(db, period)
-        totals = _bucket_totals(db, period, None if names is None else
-                                [known[name][0] for name in wanted])
+        totals = _bucket_totals(
+            db, period, None if names is None else [known[name][0] for name in wanted]
+        )
         rows = []
         for name in wanted:
             cid, probe = known[name]
@@ -209,23 +240,30 @@ def _open(path: Path) -> sqlite3.Connection:
         raise ReportError(f"cannot read the history database {path}: {exc}") from None
     if version != schema.SCHEMA_VERSION:
         db.close()
-        raise ReportError(f"{path} is not a history database this alivemcp reads (schema "
-                          f"version {version}, expected {schema.SCHEMA_VERSION})")
+        raise ReportError(
+            f"{path} is not a history database this alivemcp reads (schema "
+            f"version {version}, expected {schema.SCHEMA_VERSION})"
+        )
     return db
 
 
-def _bucket_totals(db: sqlite3.Connection, period: Period, ids: Sequence[int] | None
-                   ) -> dict[int, queries.Counts]:
+def _bucket_totals(
+    db: sqlite3.Connection, period: Period, ids: Sequence[int] | None
+) -> dict[int, queries.Counts]:
     """check id → run counts of the counted range, summed by SQLite (50,000 checks x 31 days
     in about a second; decoding latency summaries in Python would take several)."""
-    sql = (f"SELECT check_id, SUM(up), SUM(degraded), SUM(down), SUM(unknown) "
-           f"FROM {period.table} WHERE bucket >= ? AND bucket < ? ")
+    sql = (
+        f"SELECT check_id, SUM(up), SUM(degraded), SUM(down), SUM(unknown) "
+        f"FROM {period.table} WHERE bucket >= ? AND bucket < ? "
+    )
     span = (period.counted_from, period.counted_until)
     if ids is None:  # every check: one pass over the table in key order
         found = db.execute(sql + "GROUP BY check_id", span).fetchall()
     else:
-        found = [db.execute(sql + "AND check_id = ? GROUP BY check_id", (*span, cid)).fetchone()
-                 for cid in ids]
+        found = [
+            db.execute(sql + "AND check_id = ? GROUP BY check_id", (*span, cid)).fetchone()
+            for cid in ids
+        ]
     return {row[0]: tuple(row[1:5]) for row in found if row is not None}
 
 
@@ -244,15 +282,26 @@ def _incidents_by_check(db: sqlite3.Connection, period: Period) -> dict[int, lis
     return out
 
 
-def _row(name: str, probe: str, period: Period, counts: queries.Counts,
-         found: Sequence[_Incident], now: float) -> dict[str, Any]:
+def _row(
+    name: str,
+    probe: str,
+    period: Period,
+    counts: queries.Counts,
+    found: Sequence[_Incident],
+    now: float,
+) -> dict[str, Any]:
     up, degraded, down, unknown = counts
     up_ratio, available_ratio = queries.ratios(up, degraded, down)
     # An open incident lasts until now; the period's share of it ends with the period.
-    downtime = sum(max(0.0, min(now if ended is None else ended, period.until)
-                       - max(started, period.since)) for started, ended, *_ in found)
-    resolved = [ended - started for started, ended, *_ in found
-                if ended is not None and period.since <= ended < period.until]
+    downtime = sum(
+        max(0.0, min(now if ended is None else ended, period.until) - max(started, period.since))
+        for started, ended, *_ in found
+    )
+    resolved = [
+        ended - started
+        for started, ended, *_ in found
+        if ended is not None and period.since <= ended < period.until
+    ]
     longest = max(found, key=lambda i: (i[1] if i[1] is not None else now) - i[0], default=None)
     still_open = next((i for i in reversed(found) if i[1] is None or i[1] >= period.until), None)
     row: dict[str, Any] = {
@@ -283,18 +332,26 @@ def _row(name: str, probe: str, period: Period, counts: queries.Counts,
     }
     if longest is not None:
         started, ended, worst, first, _ = longest
-        row.update({
-            "longest_incident_started_at": started,
-            "longest_incident_ended_at": ended,
-            "longest_incident_duration_seconds": round(
-                (ended if ended is not None else now) - started, 3),
-            "longest_incident_worst_status": worst,
-            "longest_incident_first_reason": first,
-        })
+        row.update(
+            {
+                "longest_incident_started_at": started,
+                "longest_incident_ended_at": ended,
+                "longest_incident_duration_seconds": round(
+                    (ended if ended is not None else now) - started, 3
+                ),
+                "longest_incident_worst_status": worst,
+                "longest_incident_first_reason": first,
+            }
+        )
     if still_open is not None:
         started, _, worst, _, last = still_open
-        row.update({"open_incident_started_at": started, "open_incident_worst_status": worst,
-                    "open_incident_last_reason": last})
+        row.update(
+            {
+                "open_incident_started_at": started,
+                "open_incident_worst_status": worst,
+                "open_incident_last_reason": last,
+            }
+        )
     return row
 
 
@@ -334,39 +391,61 @@ def to_csv(rows: Sequence[dict[str, Any]]) -> str:
 def to_markdown(rows: Sequence[dict[str, Any]], period: Period, now: float) -> str:
     """A report that reads well rendered (wiki) and as plain text (Slack, e-mail): a title,
     one summary line, a table worst uptime first, open and longest incidents, what it means."""
-    lines = [f"## Uptime report: {_when(period.since)} to {_when(period.until)} UTC", "",
-             _summary(rows), ""]
+    lines = [
+        f"## Uptime report: {_when(period.since)} to {_when(period.until)} UTC",
+        "",
+        _summary(rows),
+        "",
+    ]
     if rows:
         lines += _table(
             ["Check", "Up", "Available", "Incidents", "Downtime", "MTTR", "Longest incident"],
             "lrrrrrl",
-            [[_md(r["check"]), format_ratio(r["up_ratio"]), format_ratio(r["available_ratio"]),
-              str(r["incidents"]), format_duration(r["downtime_seconds"]),
-              format_duration(r["mttr_seconds"]), _longest_cell(r)] for r in rows],
+            [
+                [
+                    _md(r["check"]),
+                    format_ratio(r["up_ratio"]),
+                    format_ratio(r["available_ratio"]),
+                    str(r["incidents"]),
+                    format_duration(r["downtime_seconds"]),
+                    format_duration(r["mttr_seconds"]),
+                    _longest_cell(r),
+                ]
+                for r in rows
+            ],
         )
         lines.append("")
     still_open = [r for r in rows if r["open_incident_started_at"] is not None]
     if still_open:
         lines.append("**Open now**" if period.until >= now else "**Open at the end of the period**")
-        lines += [f"- {_md(r['check'])}: {r['open_incident_worst_status']} since "
-                  f"{_when(r['open_incident_started_at'])} UTC: "
-                  f"{_md(_clip(r['open_incident_last_reason']))}" for r in still_open]
+        lines += [
+            f"- {_md(r['check'])}: {r['open_incident_worst_status']} since "
+            f"{_when(r['open_incident_started_at'])} UTC: "
+            f"{_md(_clip(r['open_incident_last_reason']))}"
+            for r in still_open
+        ]
         lines.append("")
-    longest = sorted((r for r in rows if r["longest_incident_started_at"] is not None),
-                     key=lambda r: -r["longest_incident_duration_seconds"])[:5]
+    longest = sorted(
+        (r for r in rows if r["longest_incident_started_at"] is not None),
+        key=lambda r: -r["longest_incident_duration_seconds"],
+    )[:5]
     if longest:
         lines.append("**Longest incidents**")
-        lines += [f"- {_md(r['check'])}: {format_duration(r['longest_incident_duration_seconds'])}"
-                  f" {r['longest_incident_worst_status']} from "
-                  f"{_when(r['longest_incident_started_at'])} UTC: "
-                  f"{_md(_clip(r['longest_incident_first_reason']))}" for r in longest]
+        lines += [
+            f"- {_md(r['check'])}: {format_duration(r['longest_incident_duration_seconds'])}"
+            f" {r['longest_incident_worst_status']} from "
+            f"{_when(r['longest_incident_started_at'])} UTC: "
+            f"{_md(_clip(r['longest_incident_first_reason']))}"
+            for r in longest
+        ]
         lines.append("")
     unknown = sum(r["runs_unknown"] for r in rows)
     lines.append(
         "_Up: share of decided runs that were up; Available: up or degraded. Runs the prober "
         f"could not decide (unknown: {unknown:,} here) are excluded. Downtime: time of "
         "incidents (stretches of degraded or down runs) within the period. MTTR: mean duration "
-        "of the incidents that ended in the period._")
+        "of the incidents that ended in the period._"
+    )
     lines += [f"_Note: {_md(note)}._" for note in period.notes]
     lines.append(f"_Generated by alivemcp at {_when(now)} UTC._")
     return "\n".join(lines) + "\n"
@@ -380,8 +459,10 @@ def _summary(rows: Sequence[dict[str, Any]]) -> str:
     downtime = sum(r["downtime_seconds"] for r in rows)
     parts = [f"{len(rows)} check{'s' if len(rows) != 1 else ''}"]
     if incidents:
-        parts.append(f"{incidents} incident{'s' if incidents != 1 else ''} on {affected} "
-                     f"check{'s' if affected != 1 else ''}")
+        parts.append(
+            f"{incidents} incident{'s' if incidents != 1 else ''} on {affected} "
+            f"check{'s' if affected != 1 else ''}"
+        )
         parts.append(f"{format_duration(downtime)} downtime in all")
     else:
         parts.append("no incidents")
@@ -397,9 +478,11 @@ def _summary(rows: Sequence[dict[str, Any]]) -> str:
 def _longest_cell(row: dict[str, Any]) -> str:
     if row["longest_incident_started_at"] is None:
         return "none"
-    return (f"{format_duration(row['longest_incident_duration_seconds'])} "
-            f"{row['longest_incident_worst_status']}, "
-            f"{_when(row['longest_incident_started_at'])}")
+    return (
+        f"{format_duration(row['longest_incident_duration_seconds'])} "
+        f"{row['longest_incident_worst_status']}, "
+        f"{_when(row['longest_incident_started_at'])}"
+    )
 
 
 def _table(header: list[str], align: str, body: list[list[str]]) -> list[str]:
@@ -408,11 +491,23 @@ def _table(header: list[str], align: str, body: list[list[str]]) -> list[str]:
     widths = [max(w, 3) for w in widths]
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) if a == "r" else c.ljust(w)
-                                 for c, w, a in zip(cells, widths, align, strict=True)) + " |"
+        return (
+            "| "
+            + " | ".join(
+                c.rjust(w) if a == "r" else c.ljust(w)
+                for c, w, a in zip(cells, widths, align, strict=True)
+            )
+            + " |"
+        )
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
-                          for w, a in zip(widths, align, strict=True)) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
+            for w, a in zip(widths, align, strict=True)
+        )
+        + "|"
+    )
     return [line(header), rule, *(line(row) for row in body)]
 
 
@@ -465,32 +560,71 @@ def _md(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``alivemcp report`` (also used by ``python -m alivemcp.cli.report``)."""
     parser.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
-    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                        help="read the history in this directory instead of the config's "
-                             "data_dir (a copy of it, or `alivemcp demo --data-dir`)")
-    parser.add_argument("--since", default="30d",
-                        help="start of the period: a duration before now (30d), a date "
-                             "(2026-11-01, midnight UTC), an ISO datetime or unix seconds "
-                             "(default 30d)")
-    parser.add_argument("--until", default=None,
-                        help="end of the period (excluded), same forms (default now)")
-    parser.add_argument("--format", choices=FORMATS, default="markdown", dest="fmt",
-                        help="markdown (wiki, Slack), csv or json (default markdown)")
-    parser.add_argument("--check", action="append", default=[], metavar="NAME", dest="names",
-                        help="report only this check (repeatable; default every check with "
-                             "history in the period)")
-    parser.add_argument("--output", "-o", type=Path, default=None,
-                        help="write to this file instead of standard output")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read the history in this directory instead of the config's "
+        "data_dir (a copy of it, or `alivemcp demo --data-dir`)",
+    )
+    parser.add_argument(
+        "--since",
+        default="30d",
+        help="start of the period: a duration before now (30d), a date "
+        "(2026-11-01, midnight UTC), an ISO datetime or unix seconds "
+        "(default 30d)",
+    )
+    parser.add_argument(
+        "--until", default=None, help="end of the period (excluded), same forms (default now)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="markdown",
+        dest="fmt",
+        help="markdown (wiki, Slack), csv or json (default markdown)",
+    )
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        dest="names",
+        help="report only this check (repeatable; default every check with history in the period)",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=None,
+        help="write to this file instead of standard output",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    return main(args.config, args.since, args.until, args.fmt, args.output,
-                names=args.names or None, data_dir=args.data_dir)
+    return main(
+        args.config,
+        args.since,
+        args.until,
+        args.fmt,
+        args.output,
+        names=args.names or None,
+        data_dir=args.data_dir,
+    )
 
 
-def main(config_path: str | Path, since: str, until: str | None = None, fmt: str = "markdown",
-         out: TextIO | str | Path | None = None, *, names: Sequence[str] | None = None,
-         now: float | None = None, data_dir: str | Path | None = None) -> int:
+def main(
+    config_path: str | Path,
+    since: str,
+    until: str | None = None,
+    fmt: str = "markdown",
+    out: TextIO | str | Path | None = None,
+    *,
+    names: Sequence[str] | None = None,
+    now: float | None = None,
+    data_dir: str | Path | None = None,
+) -> int:
     """Load the config (for data_dir and retention), build the report, write it to ``out``
     (a stream, a file path, or standard output when None). ``data_dir`` replaces the
     config's."""
@@ -547,7 +681,8 @@ def main(config_path: str | Path, since: str, until: str | None = None, fmt: str
 def _cli(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="alivemcp report",
-        description="The SLA report of a period, per check, from the history database.")
+        description="The SLA report of a period, per check, from the history database.",
+    )
     add_arguments(parser)
     return run_from_args(parser.parse_args(argv))
 

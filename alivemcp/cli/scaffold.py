@@ -49,12 +49,16 @@ class ProjectNames:
         if not _NAME.fullmatch(name) or "__" in name or name.endswith("_"):
             raise ScaffoldError(
                 f"probe type name {name[:60]!r} must be lower_snake_case: a lower-case letter, "
-                "then letters, digits and single underscores (at most 32 characters)")
+                "then letters, digits and single underscores (at most 32 characters)"
+            )
         release = __version__ if __version__ != "0.0.0" else "0.1.0"
-        return cls(probe=name, package=f"alivemcp_{name}",
-                   project="alivemcp-" + name.replace("_", "-"),
-                   klass="".join(part.capitalize() for part in name.split("_")),
-                   alivemcp_version=release)
+        return cls(
+            probe=name,
+            package=f"alivemcp_{name}",
+            project="alivemcp-" + name.replace("_", "-"),
+            klass="".join(part.capitalize() for part in name.split("_")),
+            alivemcp_version=release,
+        )
 
 
 def new_probe(name: str, directory: Path | None = None) -> list[Path]:
@@ -68,8 +72,7 @@ def new_probe(name: str, directory: Path | None = None) -> list[Path]:
     planned: list[tuple[Path, str]] = []
     for template in sorted(TEMPLATE_DIR.rglob(f"*{_TEMPLATE_SUFFIX}")):
         relative = template.relative_to(TEMPLATE_DIR).as_posix()[: -len(_TEMPLATE_SUFFIX)]
-        relative = relative.replace("__package__", names.package).replace("__probe__",
-                                                                          names.probe)
+        relative = relative.replace("__package__", names.package).replace("__probe__", names.probe)
         text = Template(template.read_text(encoding="utf-8")).substitute(values)
         planned.append((target / relative, text))
     if not planned:
@@ -83,8 +86,9 @@ def new_probe(name: str, directory: Path | None = None) -> list[Path]:
 def run_new_probe(name: str, directory: Path | None = None) -> int:
     """The ``alivemcp new-probe NAME [--dir DIR]`` command: 0 when written, 2 otherwise."""
     try:
-        root = Path(directory) if directory is not None else Path(
-            ProjectNames.for_probe(name).project)
+        root = (
+            Path(directory) if directory is not None else Path(ProjectNames.for_probe(name).project)
+        )
         written = new_probe(name, root)
     except (ScaffoldError, OSError) as exc:
         print(f"new-probe: {exc}", file=sys.stderr)
@@ -92,6 +96,8 @@ def run_new_probe(name: str, directory: Path | None = None) -> int:
     print(f"created probe type {name} in {root}:")
     for path in written:
         print(f"  {path.relative_to(root)}")
-    print(f"\nnext:\n  cd {root}\n  pip install -e '.[test]'   # registers {name} next to "
-          "alivemcp\n  pytest\n  alivemcp probes            # lists it with its params")
+    print(
+        f"\nnext:\n  cd {root}\n  pip install -e '.[test]'   # registers {name} next to "
+        "alivemcp\n  pytest\n  alivemcp probes            # lists it with its params"
+    )
     return 0

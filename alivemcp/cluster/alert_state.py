@@ -213,9 +213,12 @@ class AlertStateLog:
             async with asyncio.timeout(self._read_timeout):
                 await self._read_and_adopt(gained)
         except Exception as exc:  # Kafka unreachable, a timeout: retried in the background
-            log.error("cannot read the alert state of gained shards; their alerts wait "
-                      "until it is read (retrying)", shards=sorted(gained),
-                      error=_describe(exc))
+            log.error(
+                "cannot read the alert state of gained shards; their alerts wait "
+                "until it is read (retrying)",
+                shards=sorted(gained),
+                error=_describe(exc),
+            )
         finally:  # also when the node gives up on this call
             if gained & self._unread:
                 self._retry_reads()
@@ -255,9 +258,12 @@ class AlertStateLog:
                     await self._read_and_adopt(frozenset(self._unread))
             except Exception as exc:
                 delay = min(delay * 2, _BACKOFF_MAX)
-                log.warning("alert state of gained shards still unreadable; retrying",
-                            shards=sorted(self._unread), error=_describe(exc),
-                            retry_in_seconds=delay)
+                log.warning(
+                    "alert state of gained shards still unreadable; retrying",
+                    shards=sorted(self._unread),
+                    error=_describe(exc),
+                    retry_in_seconds=delay,
+                )
         log.info("alert state of every held shard read")
 
     async def _read_and_adopt(self, shards: frozenset[int]) -> None:
@@ -268,8 +274,9 @@ class AlertStateLog:
             started = time.monotonic()
             records, damaged = await self._read(shards)
             shards = shards & self._unread
-            records = {k: v for k, v in records.items()
-                       if shard_of(k, self._config.shards) in shards}
+            records = {
+                k: v for k, v in records.items() if shard_of(k, self._config.shards) in shards
+            }
             report = self._alerts.adopt(shards, records)
             self._unread -= shards
             self._held |= shards
@@ -278,8 +285,11 @@ class AlertStateLog:
             if report.damaged_entries:
                 self._metrics.damaged.labels("outbox_entry").inc(len(report.damaged_entries))
                 for detail in report.damaged_entries[:_LOGGED_DAMAGED]:
-                    log.error("dropped a damaged notification of an alert-state record; the "
-                              "rest is kept", topic=self._topic, error=detail)
+                    log.error(
+                        "dropped a damaged notification of an alert-state record; the rest is kept",
+                        topic=self._topic,
+                        error=detail,
+                    )
             log.info(
                 "alert state of gained shards adopted",
                 shards=sorted(shards),
@@ -296,7 +306,9 @@ class AlertStateLog:
         """The latest value of every key in the shards' partitions, up to the high watermarks
         seen at the start (later records are ours, or a former owner's late ones)."""
         consumer: AIOKafkaConsumer = await self._kafka.consumer(
-            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
         )
         latest: dict[str, bytes | None] = {}
         damaged = 0
@@ -342,9 +354,13 @@ class AlertStateLog:
                 self._metrics.damaged.labels(exc.reason).inc()
                 logged += 1
                 if logged <= _LOGGED_DAMAGED:
-                    log.error("alert-state record cannot be trusted; the check starts from a "
-                              "clean state", topic=self._topic, check=key[:200],
-                              reason=exc.reason, error=str(exc))
+                    log.error(
+                        "alert-state record cannot be trusted; the check starts from a clean state",
+                        topic=self._topic,
+                        check=key[:200],
+                        reason=exc.reason,
+                        error=str(exc),
+                    )
         return records, damaged
 
     def _key_of(self, raw: bytes | None, partition: int) -> str | None:
@@ -462,9 +478,13 @@ class AlertStateLog:
     def _trouble(self, exc: BaseException) -> None:
         error = _describe(exc)
         if self._write_trouble is None:
-            log.error("cannot write alert-state records; notifications wait until their "
-                      "record is written (retrying)", topic=self._topic,
-                      kafka=self._kafka.describe(), error=error)
+            log.error(
+                "cannot write alert-state records; notifications wait until their "
+                "record is written (retrying)",
+                topic=self._topic,
+                kafka=self._kafka.describe(),
+                error=error,
+            )
         self._write_trouble = error
 
     def _acked(self, name: str, seq: int) -> None:
@@ -514,8 +534,10 @@ class AlertStateLog:
                 if name not in self._pending:
                     self._pending[name] = item
             await self._close_producer(flush=False, timeout=1.0)
-            log.warning("alert-state producer discarded: records of released shards were not "
-                        "acknowledged", topic=self._topic)
+            log.warning(
+                "alert-state producer discarded: records of released shards were not acknowledged",
+                topic=self._topic,
+            )
         finally:  # the other shards' records still need a writer
             if self._started and self._writer is None:
                 self._writer = asyncio.get_running_loop().create_task(
@@ -568,4 +590,3 @@ def _describe(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
     return f"{name}: {text[:200]}" if text else name
-

@@ -24,14 +24,16 @@ class _Strict(BaseModel):
 
 class ClusterTopics(_Strict):
     results: str = Field(
-        "mcp-probe-results", description="Every result, keyed by check name, one partition per "
+        "mcp-probe-results",
+        description="Every result, keyed by check name, one partition per "
         "shard; its partitions are the shards the consumer group hands out.",
     )
     status_changes: str = Field(
         "mcp-status-changes", description="Status transitions only, keyed by check name."
     )
     alert_state: str = Field(
-        "alivemcp-alert-state", description="Alert state per check (compacted), keyed by check "
+        "alivemcp-alert-state",
+        description="Alert state per check (compacted), keyed by check "
         "name with the results topic's partitioning.",
     )
 
@@ -58,18 +60,25 @@ class ClusterConfig(_Strict):
         "alivemcp", min_length=1, max_length=249, description="Consumer group of the replicas."
     )
     shards: int = Field(
-        60, ge=1, le=10_000, description="Shards = partitions of the results, status-change "
+        60,
+        ge=1,
+        le=10_000,
+        description="Shards = partitions of the results, status-change "
         "and alert-state topics. Changing it re-homes most checks: stop all replicas first.",
     )
     replica_id: str = Field(
-        "", max_length=249,
+        "",
+        max_length=249,
         description="This replica's id (empty: the host name): the owner shown in /status, "
         "and its static group membership (a replica restarted with the same id within the "
         "session timeout gets its shards back without a rebalance).",
     )
     topics: ClusterTopics = Field(default_factory=ClusterTopics, description="Topic names.")
     session_timeout: Duration = Field(
-        10.0, ge=6, le=300, description="Consumer-group session timeout: a replica silent this "
+        10.0,
+        ge=6,
+        le=300,
+        description="Consumer-group session timeout: a replica silent this "
         "long loses its shards to the others; one that cannot reach the group coordinator this "
         "long stops probing (see docs/cluster.md, split brain). Within the brokers' "
         "group.min/max.session.timeout.ms (6 s - 30 min by default).",
@@ -78,24 +87,30 @@ class ClusterConfig(_Strict):
         1.0, le=60, description="Group heartbeats; at most a third of session_timeout."
     )
     create_topics: bool = Field(
-        True, description="Create missing topics with the settings below (needs CreateTopics "
+        True,
+        description="Create missing topics with the settings below (needs CreateTopics "
         "permission); false: they must exist (docs/cluster.md lists them).",
     )
     replication_factor: int = Field(3, ge=1, le=32, description="For created topics.")
     min_insync_replicas: int = Field(2, ge=1, le=32, description="For created topics.")
-    results_retention: Duration = Field(7 * DAY, description="Results topic retention (the SLA "
-                                        "window in the seed's design).")
+    results_retention: Duration = Field(
+        7 * DAY, description="Results topic retention (the SLA window in the seed's design)."
+    )
     status_changes_retention: Duration = Field(30 * DAY, description="Status-changes retention.")
     compression: Literal["lz4", "zstd", "gzip", "snappy", "none"] = Field(
         "lz4", description="Producer compression of results and status changes."
     )
     view_replay: Duration = Field(
-        600.0, description="How far back a starting replica reads the results topic to fill "
+        600.0,
+        description="How far back a starting replica reads the results topic to fill "
         "its status page (and, on its first start, its history); a restart resumes history "
         "where it stopped.",
     )
     produce_buffer: int = Field(
-        100_000, ge=100, le=10_000_000, description="Results waiting to be produced; beyond it "
+        100_000,
+        ge=100,
+        le=10_000_000,
+        description="Results waiting to be produced; beyond it "
         "the oldest are dropped and counted (probing never waits for Kafka).",
     )
 

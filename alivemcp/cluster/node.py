@@ -82,8 +82,9 @@ def _stray_cancel() -> bool:
 def _sticky_assignor() -> type[StickyPartitionAssignor]:
     """aiokafka's sticky assignor keeps the member's last assignment in class attributes; a
     subclass per node keeps two nodes of one process (tests) from sharing it."""
-    return type("StickyAssignor", (StickyPartitionAssignor,),
-                {"member_assignment": None, "generation": -1})
+    return type(
+        "StickyAssignor", (StickyPartitionAssignor,), {"member_assignment": None, "generation": -1}
+    )
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -100,9 +101,15 @@ class _Rebalance(ConsumerRebalanceListener):
 class ClusterNode:
     """Membership, shard assignment and the lease of one replica."""
 
-    def __init__(self, config: ClusterConfig, kafka: ClusterKafka,
-                 listeners: Sequence[ShardListener], registry: CollectorRegistry, *,
-                 shard_map: ShardMap | None = None) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        kafka: ClusterKafka,
+        listeners: Sequence[ShardListener],
+        registry: CollectorRegistry,
+        *,
+        shard_map: ShardMap | None = None,
+    ) -> None:
         """``shard_map``: a check-to-shard cache to share (the daemon's probing uses it)."""
         self.config = config
         self.kafka = kafka
@@ -114,8 +121,9 @@ class ClusterNode:
         #: What the listeners act on: ``assigned``, unless fenced.
         self.held: frozenset[int] = frozenset()
         self.fenced = False
-        self.lease_seconds = (config.session_timeout
-                              - LEASE_MARGIN_HEARTBEATS * config.heartbeat_interval)
+        self.lease_seconds = (
+            config.session_timeout - LEASE_MARGIN_HEARTBEATS * config.heartbeat_interval
+        )
         self._joined = False  # a member of the current generation, as far as we know
         self._lease_from = 0.0  # monotonic: send time of the latest accepted commit
         self._epoch = 0  # bumped on every assignment change; a commit counts for its epoch only
@@ -133,38 +141,55 @@ class ClusterNode:
     # -- metrics ------------------------------------------------------------------------------
 
     def _metrics(self, registry: CollectorRegistry) -> None:
-        Gauge("alivemcp_cluster_member",
-              "1 while this replica is a member of the group in good standing (joined, lease "
-              "live); 0 while joining, fenced, or away from Kafka.",
-              registry=registry).set_function(lambda: 1.0 if self.member else 0.0)
-        Gauge("alivemcp_cluster_shards_held", "Shards this replica probes.",
-              registry=registry).set_function(lambda: float(len(self.held)))
-        Gauge("alivemcp_cluster_shards", "Shards in all (cluster.shards).",
-              registry=registry).set(self.config.shards)
-        Gauge("alivemcp_cluster_lease_age_seconds",
-              "Seconds since the last commit the group coordinator accepted (the lease ends "
-              "at session_timeout - 2 x heartbeat_interval); 0 when holding no shards.",
-              registry=registry).set_function(self._lease_age)
+        Gauge(
+            "alivemcp_cluster_member",
+            "1 while this replica is a member of the group in good standing (joined, lease "
+            "live); 0 while joining, fenced, or away from Kafka.",
+            registry=registry,
+        ).set_function(lambda: 1.0 if self.member else 0.0)
+        Gauge(
+            "alivemcp_cluster_shards_held", "Shards this replica probes.", registry=registry
+        ).set_function(lambda: float(len(self.held)))
+        Gauge("alivemcp_cluster_shards", "Shards in all (cluster.shards).", registry=registry).set(
+            self.config.shards
+        )
+        Gauge(
+            "alivemcp_cluster_lease_age_seconds",
+            "Seconds since the last commit the group coordinator accepted (the lease ends "
+            "at session_timeout - 2 x heartbeat_interval); 0 when holding no shards.",
+            registry=registry,
+        ).set_function(self._lease_age)
         self._rebalances = Counter(
-            "alivemcp_cluster_rebalances", "Shard assignments received from the group.",
-            registry=registry)
+            "alivemcp_cluster_rebalances",
+            "Shard assignments received from the group.",
+            registry=registry,
+        )
         self._fences = Counter(
             "alivemcp_cluster_fenced",
             "Times this replica stopped probing its shards because its lease ran out "
-            "(no contact with the group coordinator).", registry=registry)
+            "(no contact with the group coordinator).",
+            registry=registry,
+        )
         self._withheld = Counter(
             "alivemcp_cluster_results_withheld",
             "Results of this replica's runs not published: their shard was no longer held, "
-            "or the lease had run out, when the run finished.", registry=registry)
+            "or the lease had run out, when the run finished.",
+            registry=registry,
+        )
         self._listener_errors = Counter(
             "alivemcp_cluster_listener_errors",
             "Shard listeners (probing, results stream, alert state) that failed or overran "
-            "when told of shards gained or lost.", ["listener"], registry=registry)
+            "when told of shards gained or lost.",
+            ["listener"],
+            registry=registry,
+        )
         self._handover = Histogram(
             "alivemcp_cluster_handover_seconds",
             "Time the listeners took to act on shards gained (assign) or lost (revoke).",
-            ["phase"], registry=registry,
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
+            ["phase"],
+            registry=registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+        )
         for listener in self.listeners:
             self._listener_errors.labels(listener=listener.name)
         for phase in ("assign", "revoke"):
@@ -267,8 +292,7 @@ class ClusterNode:
                 self._resolved("group consumer started")
                 await self._poll(consumer)
             except (KafkaError, KafkaPlumbingError, OSError) as exc:
-                self._problem("cannot take part in the cluster's consumer group; retrying",
-                              exc)
+                self._problem("cannot take part in the cluster's consumer group; retrying", exc)
             except asyncio.CancelledError as exc:
                 if not _stray_cancel():
                     raise
@@ -344,14 +368,18 @@ class ClusterNode:
         try:
             while not self._stopping:
                 if self.assigned and (commit is None or commit.done()):
-                    commit = asyncio.create_task(self._commit(self._epoch, time.monotonic()),
-                                                 name="alivemcp-cluster-lease-commit")
+                    commit = asyncio.create_task(
+                        self._commit(self._epoch, time.monotonic()),
+                        name="alivemcp-cluster-lease-commit",
+                    )
                 if self.held and not self.lease_live():
                     await self._fence()
                 wait = interval
                 if self.held:  # wake up when the lease runs out, not a heartbeat later
-                    wait = min(wait, max(0.01, self._lease_from + self.lease_seconds
-                                         - time.monotonic() + 0.001))
+                    wait = min(
+                        wait,
+                        max(0.01, self._lease_from + self.lease_seconds - time.monotonic() + 0.001),
+                    )
                 await asyncio.sleep(wait)
         finally:
             if commit is not None and not commit.done():
@@ -380,13 +408,18 @@ class ClusterNode:
         # Back only on a commit recent enough to hold a lease (one sent long ago and answered
         # by a new coordinator proves membership then, not now); in a task of its own, so
         # that lease commits go on while the listeners take the shards back.
-        if self.fenced and self.lease_live() and (
-                self._unfencing is None or self._unfencing.done()):
-            self._unfencing = asyncio.create_task(self._unfence(epoch),
-                                                  name="alivemcp-cluster-unfence")
+        if (
+            self.fenced
+            and self.lease_live()
+            and (self._unfencing is None or self._unfencing.done())
+        ):
+            self._unfencing = asyncio.create_task(
+                self._unfence(epoch), name="alivemcp-cluster-unfence"
+            )
 
-    async def _lease_offsets(self, consumer: AIOKafkaConsumer,
-                             shards: frozenset[int]) -> dict[TopicPartition, tuple[int, str]]:
+    async def _lease_offsets(
+        self, consumer: AIOKafkaConsumer, shards: frozenset[int]
+    ) -> dict[TopicPartition, tuple[int, str]]:
         now = time.monotonic()
         if not self._ends or now - self._ends_at > ENDS_EVERY_SECONDS:
             tps = [TopicPartition(self.topic, p) for p in sorted(shards)]
@@ -396,8 +429,9 @@ class ClusterNode:
                 self._ends = {tp.partition: offset for tp, offset in ends.items()}
                 self._ends_at = now
         meta = f"alivemcp lease {self.config.replica_id}"
-        return {TopicPartition(self.topic, p): (self._ends[p], meta)
-                for p in shards if p in self._ends}
+        return {
+            TopicPartition(self.topic, p): (self._ends[p], meta) for p in shards if p in self._ends
+        }
 
     async def _fence(self) -> None:
         async with self._lock:
@@ -410,21 +444,22 @@ class ClusterNode:
                 "no contact with the group coordinator for longer than the lease: stopped "
                 "probing this replica's shards (the group gives them to others after the "
                 "session timeout); probing resumes when the group answers again",
-                lease_seconds=round(self.lease_seconds, 3), shards=len(shards),
+                lease_seconds=round(self.lease_seconds, 3),
+                shards=len(shards),
                 replica=self.config.replica_id,
             )
             await self._tell_revoked(shards)
 
     async def _unfence(self, epoch: int) -> None:
         async with self._lock:
-            if (not self.fenced or epoch != self._epoch or self._stopping
-                    or not self.lease_live()):
+            if not self.fenced or epoch != self._epoch or self._stopping or not self.lease_live():
                 return
             self.fenced = False
             self._epoch += 1
             self.held = self.assigned
-            log.warning("the group coordinator answers again: probing resumes",
-                        shards=len(self.held))
+            log.warning(
+                "the group coordinator answers again: probing resumes", shards=len(self.held)
+            )
             if self.held:
                 await self._tell_assigned(self.held)
 
@@ -442,9 +477,12 @@ class ClusterNode:
             await self._tell(listener, listener.on_revoked, shards)
         self._handover.labels(phase="revoke").observe(time.monotonic() - started)
 
-    async def _tell(self, listener: ShardListener,
-                    call: Callable[[frozenset[int]], Awaitable[None]],
-                    shards: frozenset[int]) -> None:
+    async def _tell(
+        self,
+        listener: ShardListener,
+        call: Callable[[frozenset[int]], Awaitable[None]],
+        shards: frozenset[int],
+    ) -> None:
         # Bounded: a listener stuck on Kafka must not hold the group (the coordinator drops
         # a member that does not rejoin within the session timeout).
         # A listener's stray CancelledError (see _stray_cancel) is its failure too: passed on
@@ -456,8 +494,12 @@ class ClusterNode:
             if isinstance(exc, asyncio.CancelledError) and not _stray_cancel():
                 raise
             self._listener_errors.labels(listener=listener.name).inc()
-            log.error("shard listener failed", listener=listener.name,
-                      error=f"{type(exc).__name__}: {exc}", shards=len(shards))
+            log.error(
+                "shard listener failed",
+                listener=listener.name,
+                error=f"{type(exc).__name__}: {exc}",
+                shards=len(shards),
+            )
 
     # -- logging Kafka trouble once -----------------------------------------------------------
 

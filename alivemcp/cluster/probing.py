@@ -99,8 +99,12 @@ class ProbingListener:
             if entry is not None:
                 self._parked[name] = (entry.handle, entry.fingerprint)
         cancelled = await self._scheduler.cancel_runs(set(names), self._cancel_timeout)
-        log.info("stopped probing shards", shards=len(shards), checks=len(names),
-                 runs_cancelled=cancelled)
+        log.info(
+            "stopped probing shards",
+            shards=len(shards),
+            checks=len(names),
+            runs_cancelled=cancelled,
+        )
 
     def retire_parked(self) -> None:
         """Tear down the parked instances (the shards did not come back)."""

@@ -139,9 +139,15 @@ class ResultsStream:
 
     name = "results_stream"
 
-    def __init__(self, config: ClusterConfig, kafka: ClusterKafka, store: StatusStore,
-                 registry: CollectorRegistry, *,
-                 flush_on_revoke: float = FLUSH_ON_REVOKE_SECONDS) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        kafka: ClusterKafka,
+        store: StatusStore,
+        registry: CollectorRegistry,
+        *,
+        flush_on_revoke: float = FLUSH_ON_REVOKE_SECONDS,
+    ) -> None:
         self.config = config
         self.kafka = kafka
         self.store = store
@@ -178,13 +184,15 @@ class ResultsStream:
         self._produced = Counter(
             "alivemcp_cluster_produced_records",
             "Records acknowledged by Kafka (acks=all), by topic: results or status_changes.",
-            ["topic"], registry=registry,
+            ["topic"],
+            registry=registry,
         )
         self._dropped = Counter(
             "alivemcp_cluster_produce_dropped_records",
             "Records never produced: buffer_full (the oldest gave way), rejected (Kafka refused "
             "the batch for good), shutdown (still buffered when the daemon stopped).",
-            ["reason"], registry=registry,
+            ["reason"],
+            registry=registry,
         )
         self._errors = Counter(
             "alivemcp_cluster_produce_errors",
@@ -221,17 +229,25 @@ class ResultsStream:
         key = name.encode()
         stamp = int(result.finished_at * 1000) if math.isfinite(result.finished_at) else None
         timestamp_ms = stamp if stamp is not None and stamp >= 0 else int(time.time() * 1000)
-        self._enqueue(RESULTS, shard, key, result_record(result, replica), timestamp_ms,
-                      result.finished_at)
+        self._enqueue(
+            RESULTS, shard, key, result_record(result, replica), timestamp_ms, result.finished_at
+        )
         # The stream is the pipeline's first consumer: the store still holds the previous run.
         previous = self.store.get(name)
         before = previous.last.status if previous is not None and previous.last else None
         if before is not None and before is not result.status:
-            self._enqueue(CHANGES, shard, key, change_record(result, before.value, replica),
-                          timestamp_ms, result.finished_at)
+            self._enqueue(
+                CHANGES,
+                shard,
+                key,
+                change_record(result, before.value, replica),
+                timestamp_ms,
+                result.finished_at,
+            )
 
-    def _enqueue(self, kind: int, shard: int, key: bytes, value: bytes, timestamp_ms: int,
-                 finished_at: float) -> None:
+    def _enqueue(
+        self, kind: int, shard: int, key: bytes, value: bytes, timestamp_ms: int, finished_at: float
+    ) -> None:
         if self._closing:
             self._drop("shutdown", 1)
             return
@@ -285,8 +301,12 @@ class ResultsStream:
         wait = 0.0 if self._down_since is not None else self.flush_on_revoke
         left = await self.flush(shards, wait)
         if left:
-            log.warning("results of revoked shards not yet acknowledged; they are sent later",
-                        shards=sorted(shards), records=left, waited_seconds=wait)
+            log.warning(
+                "results of revoked shards not yet acknowledged; they are sent later",
+                shards=sorted(shards),
+                records=left,
+                waited_seconds=wait,
+            )
 
     async def flush(self, shards: Iterable[int] | None = None, timeout: float = 5.0) -> int:
         """Wait until the records of ``shards`` (all: None) are acknowledged; returns how many
@@ -369,7 +389,8 @@ class ResultsStream:
             producer = await self.kafka.producer(
                 enable_idempotence=True,
                 acks="all",
-                compression_type=None if self.config.compression == "none"
+                compression_type=None
+                if self.config.compression == "none"
                 else self.config.compression,
                 max_batch_size=MAX_BATCH_BYTES,
                 linger_ms=0,
@@ -397,8 +418,10 @@ class ResultsStream:
             taken: list[_Item] = []
             while queue:
                 item = queue[0]
-                if batch.append(timestamp=item.timestamp_ms, key=item.key,
-                                value=item.value) is None:
+                if (
+                    batch.append(timestamp=item.timestamp_ms, key=item.key, value=item.value)
+                    is None
+                ):
                     break
                 taken.append(queue.popleft())
             self._buffered -= len(taken)
@@ -407,8 +430,9 @@ class ResultsStream:
                 # Each lane has nothing in flight: the producer takes the batch at once
                 # unless it is waiting for the topic's metadata.
                 async with asyncio.timeout(self._stall_after):
-                    future = await producer.send_batch(batch, self.topics[kind],
-                                                       partition=partition)
+                    future = await producer.send_batch(
+                        batch, self.topics[kind], partition=partition
+                    )
             except (KafkaError, TimeoutError) as exc:
                 if self._in_flight[lane] is flight:
                     self._in_flight[lane] = None
@@ -437,9 +461,12 @@ class ResultsStream:
         if exc is not None:
             self._errors.inc()
             self._drop("rejected", len(flight.items))
-            log.error("Kafka rejected a batch of records; they are dropped",
-                      topic=self.topics[lane // self._shards], records=len(flight.items),
-                      error=f"{type(exc).__name__}: {exc}")
+            log.error(
+                "Kafka rejected a batch of records; they are dropped",
+                topic=self.topics[lane // self._shards],
+                records=len(flight.items),
+                error=f"{type(exc).__name__}: {exc}",
+            )
             return
         self._last_ack = time.monotonic()
         now = time.time()
@@ -473,9 +500,11 @@ class ResultsStream:
         for flight in self._in_flight:
             # Acknowledgements arriving (for other batches) mean Kafka is there and busy.
             if flight is not None and now - max(flight.since, self._last_ack) > self._stall_after:
-                self._unreachable(TimeoutError(
-                    f"a batch waits for acknowledgement for over {self._stall_after:g}s"
-                ))
+                self._unreachable(
+                    TimeoutError(
+                        f"a batch waits for acknowledgement for over {self._stall_after:g}s"
+                    )
+                )
                 return
 
     # -- the two log lines --------------------------------------------------------------------
@@ -488,8 +517,10 @@ class ResultsStream:
         log.warning(
             "Kafka unreachable: results wait in the produce buffer (oldest dropped beyond "
             "the limit); probing goes on",
-            kafka=self.kafka.describe(), error=f"{type(exc).__name__}: {exc}",
-            buffered=self.pending(), buffer_limit=self.limit,
+            kafka=self.kafka.describe(),
+            error=f"{type(exc).__name__}: {exc}",
+            buffered=self.pending(),
+            buffer_limit=self.limit,
         )
 
     def _reachable(self) -> None:
@@ -498,8 +529,10 @@ class ResultsStream:
         down = time.monotonic() - self._down_since
         self._down_since = None
         log.info(
-            "Kafka reachable again: results are produced", kafka=self.kafka.describe(),
-            down_seconds=round(down, 1), dropped=self._dropped_total - self._dropped_at_down,
+            "Kafka reachable again: results are produced",
+            kafka=self.kafka.describe(),
+            down_seconds=round(down, 1),
+            dropped=self._dropped_total - self._dropped_at_down,
             buffered=self.pending(),
         )
 

@@ -54,26 +54,43 @@ def topic_specs(config: ClusterConfig) -> list[TopicSpec]:
     """The topics and the settings they are created with."""
     common = {"min.insync.replicas": str(config.min_insync_replicas)}
     return [
-        TopicSpec(config.topics.results, "results", {
-            **common, "cleanup.policy": "delete",
-            "retention.ms": str(int(config.results_retention * 1000)),
-        }),
-        TopicSpec(config.topics.status_changes, "status_changes", {
-            **common, "cleanup.policy": "delete",
-            "retention.ms": str(int(config.status_changes_retention * 1000)),
-        }),
+        TopicSpec(
+            config.topics.results,
+            "results",
+            {
+                **common,
+                "cleanup.policy": "delete",
+                "retention.ms": str(int(config.results_retention * 1000)),
+            },
+        ),
+        TopicSpec(
+            config.topics.status_changes,
+            "status_changes",
+            {
+                **common,
+                "cleanup.policy": "delete",
+                "retention.ms": str(int(config.status_changes_retention * 1000)),
+            },
+        ),
         # Hourly segments and an eager cleaner: compaction never touches the active segment,
         # and with the default week-long segments a takeover would read every superseded
         # record of the week before it may evaluate the shard's alerts.
-        TopicSpec(config.topics.alert_state, "alert_state", {
-            **common, "cleanup.policy": "compact",
-            "segment.ms": "3600000", "min.cleanable.dirty.ratio": "0.1",
-        }),
+        TopicSpec(
+            config.topics.alert_state,
+            "alert_state",
+            {
+                **common,
+                "cleanup.policy": "compact",
+                "segment.ms": "3600000",
+                "min.cleanable.dirty.ratio": "0.1",
+            },
+        ),
     ]
 
 
-async def ensure_topics(config: ClusterConfig, kafka: ClusterKafka,
-                        timeout: float = 30.0) -> list[str]:
+async def ensure_topics(
+    config: ClusterConfig, kafka: ClusterKafka, timeout: float = 30.0
+) -> list[str]:
     """Create the missing topics (when ``create_topics``), then check that every topic has
     ``shards`` partitions. Returns the names created. Raises :class:`ClusterTopicsError`
     (fatal) or :class:`KafkaUnavailableError` (retry)."""
@@ -98,7 +115,8 @@ async def _ensure(config: ClusterConfig, kafka: ClusterKafka) -> list[str]:
         created: list[str] = []
         if missing and not config.create_topics:
             raise ClusterTopicsError(
-                "cluster topics missing: " + ", ".join(s.name for s in missing)
+                "cluster topics missing: "
+                + ", ".join(s.name for s in missing)
                 + f" (create them with {config.shards} partitions, see docs/cluster.md, "
                 "or set cluster.create_topics: true)"
             )
@@ -110,10 +128,13 @@ async def _ensure(config: ClusterConfig, kafka: ClusterKafka) -> list[str]:
         await admin.close()
 
 
-async def _create(admin: AIOKafkaAdminClient, config: ClusterConfig,
-                  missing: list[TopicSpec]) -> list[str]:
-    new = [NewTopic(spec.name, config.shards, config.replication_factor,
-                    topic_configs=spec.configs) for spec in missing]
+async def _create(
+    admin: AIOKafkaAdminClient, config: ClusterConfig, missing: list[TopicSpec]
+) -> list[str]:
+    new = [
+        NewTopic(spec.name, config.shards, config.replication_factor, topic_configs=spec.configs)
+        for spec in missing
+    ]
     response = await admin.create_topics(new)
     created: list[str] = []
     for topic, code, *rest in response.topic_errors:
@@ -126,14 +147,19 @@ async def _create(admin: AIOKafkaAdminClient, config: ClusterConfig,
                 f"replication factor {config.replication_factor}): {message}"
             )
     if created:
-        log.info("cluster topics created", topics=created, partitions=config.shards,
-                 replication_factor=config.replication_factor,
-                 min_insync_replicas=config.min_insync_replicas)
+        log.info(
+            "cluster topics created",
+            topics=created,
+            partitions=config.shards,
+            replication_factor=config.replication_factor,
+            min_insync_replicas=config.min_insync_replicas,
+        )
     return created
 
 
-async def _check_layout(admin: AIOKafkaAdminClient, config: ClusterConfig, specs: list[TopicSpec],
-                        settle: float = 10.0) -> None:
+async def _check_layout(
+    admin: AIOKafkaAdminClient, config: ClusterConfig, specs: list[TopicSpec], settle: float = 10.0
+) -> None:
     """Every topic has ``shards`` partitions. A topic just created may not be in every
     broker's metadata yet: asked again for up to ``settle`` seconds."""
     deadline = time.monotonic() + settle

@@ -122,10 +122,13 @@ def _labeled(value: Any) -> tuple[LabeledObservation, ...]:
         labels = entry.get("labels", {})
         if type(labels) is not dict or len(labels) > MAX_LABELS:
             raise _Invalid
-        out.append(LabeledObservation(
-            name=_text(entry.get("name")), value=_number(entry.get("value")),
-            labels={_text(k): _text(v) for k, v in labels.items()},
-        ))
+        out.append(
+            LabeledObservation(
+                name=_text(entry.get("name")),
+                value=_number(entry.get("value")),
+                labels={_text(k): _text(v) for k, v in labels.items()},
+            )
+        )
     return tuple(out)
 
 
@@ -170,10 +173,19 @@ def decode_result(value: bytes | None, store: StatusStore) -> tuple[str, CheckRe
 class ResultsView:
     name = "view"
 
-    def __init__(self, config: ClusterConfig, kafka: ClusterKafka, store: StatusStore,
-                 history: HistoryStore | None, data_dir: Path, registry: CollectorRegistry, *,
-                 replay: float | None = None, save_every: float = SAVE_EVERY_SECONDS,
-                 start_wait: float = START_WAIT_SECONDS) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        kafka: ClusterKafka,
+        store: StatusStore,
+        history: HistoryStore | None,
+        data_dir: Path,
+        registry: CollectorRegistry,
+        *,
+        replay: float | None = None,
+        save_every: float = SAVE_EVERY_SECONDS,
+        start_wait: float = START_WAIT_SECONDS,
+    ) -> None:
         self.config = config
         self.kafka = kafka
         self.store = store
@@ -204,13 +216,15 @@ class ResultsView:
             "alivemcp_cluster_view_records",
             "Results read from the results topic: status (another replica's run, shown in "
             "/status) or own (this process's run, already shown; history only).",
-            ["outcome"], registry=registry,
+            ["outcome"],
+            registry=registry,
         )
         self._dropped = Counter(
             "alivemcp_cluster_view_dropped_records",
             "Records of the results topic not taken: invalid (not a result), unknown_check "
             "(not in this config), wrong_partition (not in its check's shard), error.",
-            ["reason"], registry=registry,
+            ["reason"],
+            registry=registry,
         )
         Gauge(
             "alivemcp_cluster_view_behind_records",
@@ -276,9 +290,12 @@ class ResultsView:
                 await self._connect()
             except Exception as exc:  # KafkaError, OSError, timeouts, settings errors
                 if not failing:
-                    log.warning("results view cannot read the results topic yet; retrying",
-                                kafka=self.kafka.describe(), topic=self.topic,
-                                error=f"{type(exc).__name__}: {exc}")
+                    log.warning(
+                        "results view cannot read the results topic yet; retrying",
+                        kafka=self.kafka.describe(),
+                        topic=self.topic,
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
                     failing = True
                 await asyncio.sleep(backoff)
                 backoff = min(RETRY_MAX_SECONDS, backoff * 2)
@@ -292,8 +309,9 @@ class ResultsView:
             try:
                 batches = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
             except Exception as exc:  # KafkaError mostly; the view must outlive any of them
-                log.warning("results view fetch failed; retrying",
-                            error=f"{type(exc).__name__}: {exc}")
+                log.warning(
+                    "results view fetch failed; retrying", error=f"{type(exc).__name__}: {exc}"
+                )
                 await asyncio.sleep(1.0)
                 continue
             for tp, records in batches.items():
@@ -302,14 +320,20 @@ class ResultsView:
                 taken += len(records)
             if not self.caught_up.is_set() and self._reached_start_end():
                 self.caught_up.set()
-                log.info("results view caught up", records=taken,
-                         seconds=round(time.monotonic() - started, 2))
+                log.info(
+                    "results view caught up",
+                    records=taken,
+                    seconds=round(time.monotonic() - started, 2),
+                )
             await asyncio.sleep(0)
 
     async def _connect(self) -> None:
         consumer = await self.kafka.consumer(
-            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-            fetch_max_wait_ms=500, isolation_level="read_uncommitted",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=500,
+            isolation_level="read_uncommitted",
         )
         try:
             async with asyncio.timeout(self.kafka.conn.request_timeout * 3):
@@ -346,10 +370,13 @@ class ResultsView:
         self._history_from = history_from
         self._catch_up_to = [end[tp] for tp in tps]
         self._next = start_at
-        log.info("results view positioned", topic=self.topic,
-                 saved_position=saved is not None, replay_seconds=self.replay,
-                 records_to_read=sum(e - s for e, s in zip(self._catch_up_to, start_at,
-                                                            strict=True)))
+        log.info(
+            "results view positioned",
+            topic=self.topic,
+            saved_position=saved is not None,
+            replay_seconds=self.replay,
+            records_to_read=sum(e - s for e, s in zip(self._catch_up_to, start_at, strict=True)),
+        )
 
     def _reached_start_end(self) -> bool:
         positions = self._next
@@ -377,8 +404,9 @@ class ResultsView:
             self._taken.labels(outcome="status").inc()
         except Exception:  # a record must never stop the view
             self._dropped.labels(reason="error").inc()
-            log.exception("results view could not take a record", partition=partition,
-                          offset=offset)
+            log.exception(
+                "results view could not take a record", partition=partition, offset=offset
+            )
 
     # -- the saved position -------------------------------------------------------------------
 
@@ -394,13 +422,18 @@ class ResultsView:
         positions = list(self._next)
         if self.history is not None:
             await self.history.flush(timeout)
-        doc = {"topic": self.topic, "partitions": self._shards, "offsets": positions,
-               "saved_at": time.time()}
+        doc = {
+            "topic": self.topic,
+            "partitions": self._shards,
+            "offsets": positions,
+            "saved_at": time.time(),
+        }
         try:
             await asyncio.to_thread(_write_atomically, self.path, json.dumps(doc))
         except OSError as exc:
-            log.warning("results view could not save its position", path=str(self.path),
-                        error=str(exc))
+            log.warning(
+                "results view could not save its position", path=str(self.path), error=str(exc)
+            )
 
     def _load(self) -> Mapping[int, int] | None:
         try:
@@ -408,13 +441,21 @@ class ResultsView:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            log.warning("results view position unreadable; starting from the replay window",
-                        path=str(self.path), error=str(exc))
+            log.warning(
+                "results view position unreadable; starting from the replay window",
+                path=str(self.path),
+                error=str(exc),
+            )
             return None
-        if (type(doc) is not dict or doc.get("topic") != self.topic
-                or doc.get("partitions") != self._shards):
-            log.info("results view position is for another topic or shard count; ignored",
-                     path=str(self.path))
+        if (
+            type(doc) is not dict
+            or doc.get("topic") != self.topic
+            or doc.get("partitions") != self._shards
+        ):
+            log.info(
+                "results view position is for another topic or shard count; ignored",
+                path=str(self.path),
+            )
             return None
         offsets = doc.get("offsets")
         if type(offsets) is not list or len(offsets) != self._shards:

@@ -105,7 +105,8 @@ class SchedulerConfig(_Strict):
         description="Runs in flight at once per probe type (at least 1: 0 would never run).",
     )
     shutdown_grace: Duration = Field(
-        10.0, description="How long runs in flight at SIGTERM may finish (then canaries are "
+        10.0,
+        description="How long runs in flight at SIGTERM may finish (then canaries are "
         "cleaned up: a whole stop takes up to this plus about 8 s; keep it under 20 s where "
         "Kubernetes allows 30 s).",
     )
@@ -133,8 +134,9 @@ class CheckSpec(_Strict):
     probe: str = Field(description="Probe type (see `alivemcp probes`).")
     interval: Duration | None = Field(None, description="How often it runs (default: defaults).")
     timeout: Duration | None = Field(
-        None, description="Per-run timeout, at most the interval (default: defaults, then the "
-        "probe type's, then min(10s, 80% interval))."
+        None,
+        description="Per-run timeout, at most the interval (default: defaults, then the "
+        "probe type's, then min(10s, 80% interval)).",
     )
     labels: dict[str, str] = Field(
         default_factory=dict, description="Labels (metrics, routing), merged over defaults."
@@ -166,7 +168,8 @@ class Config(_Strict):
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Log output.")
     data_dir: str = Field(
-        "./data", description="Where alert state and history are kept; locked by one daemon at "
+        "./data",
+        description="Where alert state and history are kept; locked by one daemon at "
         "a time (a second daemon on the same data_dir refuses to start).",
     )
     checks: list[CheckSpec] = Field(default_factory=list, description="The checks to run.")
@@ -178,7 +181,8 @@ class Config(_Strict):
         description="Uptime history, incidents and latency kept in data_dir/history.sqlite.",
     )
     cluster: ClusterConfig | None = Field(
-        None, description="Cluster mode: replicas share the checks through a Kafka consumer "
+        None,
+        description="Cluster mode: replicas share the checks through a Kafka consumer "
         "group (docs/cluster.md). Absent: standalone, this process probes every check.",
     )
 
@@ -211,9 +215,11 @@ class ResolvedCheck:
     #: each name resolved to concrete checks and their intervals.
     reads: tuple[Reference, ...] = ()
     _fingerprint: bytes | None = dataclasses.field(
-        default=None, init=False, repr=False, compare=False)
+        default=None, init=False, repr=False, compare=False
+    )
     _reload_digest: bytes | None = dataclasses.field(
-        default=None, init=False, repr=False, compare=False)
+        default=None, init=False, repr=False, compare=False
+    )
 
     def fingerprint(self) -> bytes:
         """Equal fingerprints mean a reload can keep the running probe instance. Computed
@@ -221,22 +227,25 @@ class ResolvedCheck:
         fields and params it digests were about 450 bytes a check, kept for good."""
         cached = self._fingerprint
         if cached is None:
-            fields = repr((
-                self.probe_type,
-                self.interval,
-                self.timeout,
-                sorted(self.labels.items()),
-                # A reader is rebuilt when what its names stand for changes (a target added
-                # to a member, a member's interval), so its view never holds the old
-                # resolution.
-                self.reads,
-            ))
+            fields = repr(
+                (
+                    self.probe_type,
+                    self.interval,
+                    self.timeout,
+                    sorted(self.labels.items()),
+                    # A reader is rebuilt when what its names stand for changes (a target added
+                    # to a member, a member's interval), so its view never holds the old
+                    # resolution.
+                    self.reads,
+                )
+            )
             # One hash over the fields and the params' text: a digest of the params first, its
             # hex in the fields' repr, then a digest of that took 17.6 us a check against
             # 9.8 us (a reload of 100,000 checks digests every one). The NUL between the two
             # cannot occur in a repr, so no two fields and params give the same input.
-            digest = hashlib.blake2b(fields.encode("utf-8", "surrogatepass"),
-                                     digest_size=FINGERPRINT_BYTES)
+            digest = hashlib.blake2b(
+                fields.encode("utf-8", "surrogatepass"), digest_size=FINGERPRINT_BYTES
+            )
             digest.update(b"\0")
             digest.update(_params_text(self.params))
             cached = digest.digest()
@@ -247,16 +256,29 @@ class ResolvedCheck:
         """Whether ``other`` is this check as configured, field for field (the params by
         their digest, secrets included): a reload keeps the running check's objects then."""
         return self is other or (
-            self.name == other.name and self.fingerprint() == other.fingerprint()
-            and self.depends_on == other.depends_on and self.alert == other.alert)
+            self.name == other.name
+            and self.fingerprint() == other.fingerprint()
+            and self.depends_on == other.depends_on
+            and self.alert == other.alert
+        )
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # The fields in order, not dataclasses' own state (it calls ``fields()`` on every
         # check: a fifth of a second per 100,000 pickled), and unpickled through
         # _unpickled_check, which shares equal values (see sharing()).
         return _unpickled_check, (
-            self.name, self.probe_type, self.interval, self.timeout, self.labels, self.params,
-            self.depends_on, self.alert, self.reads, self._fingerprint, self._reload_digest)
+            self.name,
+            self.probe_type,
+            self.interval,
+            self.timeout,
+            self.labels,
+            self.params,
+            self.depends_on,
+            self.alert,
+            self.reads,
+            self._fingerprint,
+            self._reload_digest,
+        )
 
     def reload_digest(self) -> bytes:
         """16 bytes that change whenever :meth:`same_as` would tell this check from its
@@ -267,8 +289,9 @@ class ResolvedCheck:
         if cached is None:
             alert = None if self.alert is None else self.alert.model_dump_json()
             text = repr((self.name, self.fingerprint(), self.depends_on, alert))
-            cached = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
-                                     digest_size=RELOAD_DIGEST_BYTES).digest()
+            cached = hashlib.blake2b(
+                text.encode("utf-8", "surrogatepass"), digest_size=RELOAD_DIGEST_BYTES
+            ).digest()
             object.__setattr__(self, "_reload_digest", cached)
         return cached
 
@@ -307,10 +330,10 @@ class SharedValues:
         return typing.cast(_V, self._values.setdefault((type(value), value), value))
 
 
-
 #: While set, unpickled checks share their equal values through it (see :func:`sharing`).
 _UNPICKLED_SHARE: contextvars.ContextVar[SharedValues | None] = contextvars.ContextVar(
-    "alivemcp_unpickled_share", default=None)
+    "alivemcp_unpickled_share", default=None
+)
 
 
 @contextlib.contextmanager
@@ -325,19 +348,31 @@ def sharing(shared: SharedValues) -> Iterator[None]:
         _UNPICKLED_SHARE.reset(token)
 
 
-def _unpickled_check(name: str, probe_type: str, interval: float, timeout: float,
-                     labels: Mapping[str, str], params: ProbeParams,
-                     depends_on: tuple[str, ...], alert: AlertPolicyOverride | None,
-                     reads: tuple[Reference, ...], fingerprint: bytes | None,
-                     reload_digest: bytes | None) -> ResolvedCheck:
+def _unpickled_check(
+    name: str,
+    probe_type: str,
+    interval: float,
+    timeout: float,
+    labels: Mapping[str, str],
+    params: ProbeParams,
+    depends_on: tuple[str, ...],
+    alert: AlertPolicyOverride | None,
+    reads: tuple[Reference, ...],
+    fingerprint: bytes | None,
+    reload_digest: bytes | None,
+) -> ResolvedCheck:
     shared = _UNPICKLED_SHARE.get()
     if shared is not None:
         probe_type, interval, timeout = (
-            shared.value(probe_type), shared.value(interval), shared.value(timeout))
+            shared.value(probe_type),
+            shared.value(interval),
+            shared.value(timeout),
+        )
         if type(labels) is dict:
             labels = shared.labels(labels)
-    check = ResolvedCheck(name, probe_type, interval, timeout, labels, params, depends_on,
-                          alert, reads)
+    check = ResolvedCheck(
+        name, probe_type, interval, timeout, labels, params, depends_on, alert, reads
+    )
     object.__setattr__(check, "_fingerprint", fingerprint)
     object.__setattr__(check, "_reload_digest", reload_digest)
     return check
@@ -504,7 +539,10 @@ def _load_config_text(
     # a config through, so no caller can forget to.
     secrets.register()
     return LoadedConfig(
-        config=config, checks=tuple(checks), source=source, secrets=frozenset(secrets.values),
+        config=config,
+        checks=tuple(checks),
+        source=source,
+        secrets=frozenset(secrets.values),
         unchecked=tuple(unchecked),
     )
 
@@ -579,13 +617,16 @@ def _set_aside_missing(
 
 
 def _covers(missing: str, where: str) -> bool:
-    return (where == missing or where.startswith((missing + ".", missing + "["))
-            or missing.startswith((where + ".", where + "[")))
+    return (
+        where == missing
+        or where.startswith((missing + ".", missing + "["))
+        or missing.startswith((where + ".", where + "["))
+    )
 
 
 def _with_one_segment_less(path: str) -> list[str]:
     parts = path.split(".")
-    return [path, *(".".join(parts[:i] + parts[i + 1:]) for i in range(1, len(parts)))]
+    return [path, *(".".join(parts[:i] + parts[i + 1 :]) for i in range(1, len(parts)))]
 
 
 # -- interpolation ---------------------------------------------------------------------------
@@ -665,17 +706,23 @@ def _resolve_checks(
         for label in labels:
             where = f"{path}.labels.{label}" if label in spec.labels else f"defaults.labels.{label}"
             if not _LABEL_NAME.match(label) or label.startswith("__"):
-                errors.append(f"{where}: not a usable Prometheus label name "
-                              "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)")
+                errors.append(
+                    f"{where}: not a usable Prometheus label name "
+                    "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"
+                )
             elif label in owners:
-                errors.append(f"{where}: {owners[label]} already carries a label {label!r} "
-                              "(this check's series would have it twice, and Prometheus "
-                              "rejects the whole scrape); rename it")
+                errors.append(
+                    f"{where}: {owners[label]} already carries a label {label!r} "
+                    "(this check's series would have it twice, and Prometheus "
+                    "rejects the whole scrape); rename it"
+                )
         interval = spec.interval or config.defaults.interval
         if interval < MIN_INTERVAL_SECONDS:
             where = f"{path}.interval" if spec.interval else "defaults.interval"
-            errors.append(f"{where}: {interval:g}s is shorter than the shortest interval "
-                          f"allowed ({MIN_INTERVAL_SECONDS:g}s)")
+            errors.append(
+                f"{where}: {interval:g}s is shorter than the shortest interval "
+                f"allowed ({MIN_INTERVAL_SECONDS:g}s)"
+            )
             failed.add(spec.name)
             continue
         timeout = spec.timeout or config.defaults.timeout or probe_cls.default_timeout
@@ -684,7 +731,8 @@ def _resolve_checks(
         if timeout > interval:
             where = "timeout" if spec.timeout else "interval"
             origin = (
-                "" if spec.timeout or config.defaults.timeout
+                ""
+                if spec.timeout or config.defaults.timeout
                 else f" ({spec.probe}'s default timeout)"
             )
             errors.append(
@@ -694,8 +742,9 @@ def _resolve_checks(
             )
             failed.add(spec.name)
             continue
-        for name, target_labels, overrides, tpath in _expand(spec, probe_cls, base_dir, path,
-                                                             errors):
+        for name, target_labels, overrides, tpath in _expand(
+            spec, probe_cls, base_dir, path, errors
+        ):
             params_raw = {**spec.params, **overrides}
             try:
                 params = probe_cls.Params.model_validate(params_raw)
@@ -769,17 +818,22 @@ def _resolve_references(
                 continue
             if check.name in targets:
                 what = "is" if name == check.name else "includes"
-                errors.append(f"{where}: {name!r} {what} this check itself (a check cannot "
-                              "read its own result)")
+                errors.append(
+                    f"{where}: {name!r} {what} this check itself (a check cannot "
+                    "read its own result)"
+                )
                 continue
-            references.append(Reference(name, tuple(
-                ReadableCheck(t, by_name[t].interval) for t in targets
-            )))
+            references.append(
+                Reference(name, tuple(ReadableCheck(t, by_name[t].interval) for t in targets))
+            )
             edges.setdefault(check.name, []).extend(targets)
         out.append(dataclasses.replace(check, reads=tuple(references)))
     for cycle in _cycles(edges):
-        errors.append(f"{paths[cycle[0]]}.params: checks read each other's results in a cycle: "
-                      + " -> ".join(cycle) + " (no result could ever be fresh)")
+        errors.append(
+            f"{paths[cycle[0]]}.params: checks read each other's results in a cycle: "
+            + " -> ".join(cycle)
+            + " (no result could ever be fresh)"
+        )
     return out
 
 
@@ -793,13 +847,19 @@ def _cycles(edges: Mapping[str, list[str]]) -> list[list[str]]:
     return found
 
 
-def _visit(edges: Mapping[str, list[str]], node: str, stack: list[str], on_stack: set[str],
-           done: set[str], found: list[list[str]]) -> None:
+def _visit(
+    edges: Mapping[str, list[str]],
+    node: str,
+    stack: list[str],
+    on_stack: set[str],
+    done: set[str],
+    found: list[list[str]],
+) -> None:
     # A module function, not a closure: a nested function that calls itself is a reference
     # cycle, and the daemon's heap is frozen out of the collector's reach after a load.
     for nxt in edges.get(node, ()):
         if nxt in on_stack:
-            found.append([*stack[stack.index(nxt):], nxt])
+            found.append([*stack[stack.index(nxt) :], nxt])
         elif nxt not in done and nxt in edges:
             stack.append(nxt)
             on_stack.add(nxt)

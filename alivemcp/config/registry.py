@@ -57,9 +57,7 @@ class Registry:
         if cls is not None:
             return cls
         if name in self._broken:
-            raise ProbeTypeError(
-                f"probe type {name!r} failed to load ({self._broken[name].error})"
-            )
+            raise ProbeTypeError(f"probe type {name!r} failed to load ({self._broken[name].error})")
         hint = difflib.get_close_matches(name, self.names(), n=1)
         suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
         raise ProbeTypeError(

@@ -89,25 +89,31 @@ def config_json_schema() -> dict[str, Any]:
         defs[def_name] = params_schema
         is_probe = {"properties": {"probe": {"const": name}}, "required": ["probe"]}
         # A params model with required fields needs a `params:` mapping (absent means {}).
-        full = {"properties": {"params": {"$ref": f"#/$defs/{def_name}"}},
-                **({"required": ["params"]} if params_schema.get("required") else {})}
+        full = {
+            "properties": {"params": {"$ref": f"#/$defs/{def_name}"}},
+            **({"required": ["params"]} if params_schema.get("required") else {}),
+        }
         target = probe_cls.target_param
         if target is None or target not in params_schema.get("required", []):
             branches.append({"if": is_probe, "then": full})
             continue
         # With targets, each target fills the target param: the check's own params may omit it.
-        targeted = {**params_schema,
-                    "required": [r for r in params_schema["required"] if r != target]}
+        targeted = {
+            **params_schema,
+            "required": [r for r in params_schema["required"] if r != target],
+        }
         defs[f"{def_name}_targeted"] = targeted
         has_targets = {"anyOf": [{"required": ["targets"]}, {"required": ["targets_file"]}]}
-        branches.append({
-            "if": is_probe,
-            "then": {
-                "if": has_targets,
-                "then": {"properties": {"params": {"$ref": f"#/$defs/{def_name}_targeted"}}},
-                "else": full,
-            },
-        })
+        branches.append(
+            {
+                "if": is_probe,
+                "then": {
+                    "if": has_targets,
+                    "then": {"properties": {"params": {"$ref": f"#/$defs/{def_name}_targeted"}}},
+                    "else": full,
+                },
+            }
+        )
     check = defs.get("CheckSpec")
     if check is not None:
         check["properties"]["probe"]["enum"] = reg.names()
@@ -132,6 +138,5 @@ def _allow_env_references(node: Any) -> None:
         _allow_env_references(value)
     kind = node.get("type")
     if kind in ("number", "integer", "boolean"):
-        keep = {k: node.pop(k) for k in list(node) if k not in ("title", "description",
-                                                                  "default")}
+        keep = {k: node.pop(k) for k in list(node) if k not in ("title", "description", "default")}
         node["anyOf"] = [keep, dict(_ENV_REFERENCE)]

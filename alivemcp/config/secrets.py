@@ -33,11 +33,22 @@ __all__ = ["ConfigSecrets", "mask_url_secrets"]
 
 #: Header values shorter than this are not treated as secrets ("true", "json", "v2").
 _MIN_HEADER_SECRET = 8
-_PUBLIC_HEADERS = frozenset({
-    "accept", "accept-encoding", "accept-language", "cache-control", "connection",
-    "content-type", "host", "mcp-protocol-version", "origin", "pragma", "referer",
-    "user-agent",
-})
+_PUBLIC_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "cache-control",
+        "connection",
+        "content-type",
+        "host",
+        "mcp-protocol-version",
+        "origin",
+        "pragma",
+        "referer",
+        "user-agent",
+    }
+)
 _CREDENTIAL_QUERY_KEYS = re.compile(
     r"(?i)^(key|sig|signature|code|auth|access[_-]?token|x-amz-(signature|credential|"
     r"security-token))$"

@@ -59,7 +59,8 @@ class _Loader(_BASE):  # type: ignore[misc]
 
     _implicit: dict[str, tuple[tuple[str, Any], ...]] = {
         first: tuple(resolvers)
-        for first, resolvers in _BASE.yaml_implicit_resolvers.items() if first is not None
+        for first, resolvers in _BASE.yaml_implicit_resolvers.items()
+        if first is not None
     }
 
     def __init__(self, stream: str) -> None:
@@ -180,8 +181,11 @@ def _construct(node: yaml.Node, loader: Any, built: dict[int, Any]) -> Any:
             if type(k) is not yaml.ScalarNode or k.tag != _STR:
                 break  # a merge key, a typed or a complex key: PyYAML's way
             # (A string value inline: most values are, and a call each adds up.)
-            mapping[k.value] = (v.value if type(v) is yaml.ScalarNode and v.tag == _STR
-                                else _construct(v, loader, built))
+            mapping[k.value] = (
+                v.value
+                if type(v) is yaml.ScalarNode and v.tag == _STR
+                else _construct(v, loader, built)
+            )
         else:
             value = mapping
     elif kind is yaml.SequenceNode and node.tag == _SEQ:

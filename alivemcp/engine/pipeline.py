@@ -34,7 +34,8 @@ class ResultPipeline:
         self._errors = Counter(
             "alivemcp_result_consumer_errors",
             "Results a consumer (status, alerting, history) failed to take.",
-            ["consumer"], registry=registry,
+            ["consumer"],
+            registry=registry,
         )
         for consumer in self.consumers:
             self._errors.labels(consumer=consumer.name)
@@ -45,5 +46,6 @@ class ResultPipeline:
                 consumer.consume(result)
             except Exception:
                 self._errors.labels(consumer=consumer.name).inc()
-                log.exception("result consumer failed", consumer=consumer.name,
-                              check=result.check.name)
+                log.exception(
+                    "result consumer failed", consumer=consumer.name, check=result.check.name
+                )

@@ -74,8 +74,9 @@ class ProbeHandle:
         assert result is not None  # only cancel() delivers None
         return result
 
-    def start(self, planned_at: float | None,
-              deliver: Callable[[CheckResult | None], None]) -> ProbeRun:
+    def start(
+        self, planned_at: float | None, deliver: Callable[[CheckResult | None], None]
+    ) -> ProbeRun:
         """Start one run; ``deliver`` gets its result once, from a loop callback (``None`` if
         the run was cancelled with :meth:`ProbeRun.cancel`). The scheduler's path: one task and
         one timer per run, no coroutine of the engine's own around the probe."""
@@ -133,11 +134,23 @@ class ProbeRun:
     * :meth:`cancel`: the same unwinding, and ``None`` is delivered instead of a result.
     """
 
-    __slots__ = ("_deliver", "_handle", "_lateness", "_started", "_started_wall", "_state",
-                 "_timer", "task")
+    __slots__ = (
+        "_deliver",
+        "_handle",
+        "_lateness",
+        "_started",
+        "_started_wall",
+        "_state",
+        "_timer",
+        "task",
+    )
 
-    def __init__(self, handle: ProbeHandle, planned_at: float | None,
-                 deliver: Callable[[CheckResult | None], None]) -> None:
+    def __init__(
+        self,
+        handle: ProbeHandle,
+        planned_at: float | None,
+        deliver: Callable[[CheckResult | None], None],
+    ) -> None:
         loop = asyncio.get_running_loop()
         self._handle = handle
         self._deliver = deliver
@@ -155,8 +168,9 @@ class ProbeRun:
             self._state = _CANCELLED
             self._timer.cancel()
             self.task.cancel()
-            self._timer = asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS,
-                                                                self._left_behind)
+            self._timer = asyncio.get_running_loop().call_later(
+                CANCEL_GRACE_SECONDS, self._left_behind
+            )
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         state = self._state
@@ -177,8 +191,7 @@ class ProbeRun:
         self._state = _TIMED_OUT
         self.task.cancel()
         # Give the probe a moment to unwind (close sockets) before the result is recorded.
-        self._timer = asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS,
-                                                            self._left_behind)
+        self._timer = asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS, self._left_behind)
 
     def _left_behind(self) -> None:
         """The probe ignored its cancellation for the whole grace: left behind (kept
@@ -216,18 +229,20 @@ class ProbeRun:
         started_wall = self._started_wall
         # The boundary: whatever the target sent and the probe passed on is made safe here,
         # once, for every consumer (metrics, API, logs, alerts, state files).
-        self._deliver(CheckResult(
-            check=self._handle.info,
-            status=result.status,
-            reason=clean_text(redact_text(result.reason)),
-            duration_seconds=duration,
-            started_at=started_wall,
-            finished_at=started_wall + duration,
-            observations=result.observations,
-            labeled_observations=_clean_labeled(result.labeled_observations),
-            details=clean_details(result.details, redacted=True) if result.details else None,
-            lateness_seconds=self._lateness,
-        ))
+        self._deliver(
+            CheckResult(
+                check=self._handle.info,
+                status=result.status,
+                reason=clean_text(redact_text(result.reason)),
+                duration_seconds=duration,
+                started_at=started_wall,
+                finished_at=started_wall + duration,
+                observations=result.observations,
+                labeled_observations=_clean_labeled(result.labeled_observations),
+                details=clean_details(result.details, redacted=True) if result.details else None,
+                lateness_seconds=self._lateness,
+            )
+        )
 
 
 def _clean_labeled(items: Sequence[LabeledObservation]) -> Sequence[LabeledObservation]:
@@ -235,7 +250,8 @@ def _clean_labeled(items: Sequence[LabeledObservation]) -> Sequence[LabeledObser
         return items
     return [
         LabeledObservation(
-            item.name, item.value,
+            item.name,
+            item.value,
             {k: clean_label(redact_text(v)) for k, v in item.labels.items()},
         )
         for item in items
@@ -274,11 +290,18 @@ def _layout(result: ProbeResult) -> tuple[object, ...] | None:
     """The names of ``result``'s observations, and of each labeled observation with its label
     names; None when a value or a container is not of the plain kinds the shortcut vouches
     for (then the full checks run)."""
-    observations, labeled, details = (result.observations, result.labeled_observations,
-                                      result.details)
-    if (type(observations) is not dict or type(labeled) not in (tuple, list)
-            or (details is not None and type(details) is not dict)
-            or type(result.status) is not Status or type(result.reason) is not str):
+    observations, labeled, details = (
+        result.observations,
+        result.labeled_observations,
+        result.details,
+    )
+    if (
+        type(observations) is not dict
+        or type(labeled) not in (tuple, list)
+        or (details is not None and type(details) is not dict)
+        or type(result.status) is not Status
+        or type(result.reason) is not str
+    ):
         return None
     for value in observations.values():
         if (type(value) is not float and type(value) is not int) or value != value:  # NaN
@@ -323,8 +346,9 @@ def _undeclared(result: ProbeResult, declared: Mapping[str, Observable]) -> list
     for name in result.observations:
         spec = declared.get(name)
         if spec is None or spec.labels:
-            problems.append(f"observation {name!r} is not declared"
-                            + (" without labels" if spec else ""))
+            problems.append(
+                f"observation {name!r} is not declared" + (" without labels" if spec else "")
+            )
     for item in result.labeled_observations:
         spec = declared.get(item.name)
         if spec is None:

@@ -178,8 +178,9 @@ class ScheduledCheck:
 FirstRunPlan = list[tuple[float, ScheduledCheck]]  # (first run, check), earliest first
 
 
-def plan_first_runs(entries: list[ScheduledCheck], now: float,
-                    window: float | None = None) -> FirstRunPlan:
+def plan_first_runs(
+    entries: list[ScheduledCheck], now: float, window: float | None = None
+) -> FirstRunPlan:
     """First-run times of checks added together at ``now``, earliest first; ``window``: the
     start window of the whole batch, when ``entries`` are a slice of it."""
     if window is None:
@@ -300,8 +301,14 @@ class Scheduler:
         interval = handle.context.interval
         if name in self._checks:  # replaced in place: the old schedule goes first
             self.remove(name)
-        entry = ScheduledCheck(name, handle, interval, stable_offset(name, interval), fingerprint,
-                               key=next(self._sequence))
+        entry = ScheduledCheck(
+            name,
+            handle,
+            interval,
+            stable_offset(name, interval),
+            fingerprint,
+            key=next(self._sequence),
+        )
         self._checks[name] = entry
         self._arrivals.append(entry)
         if not run_soon:
@@ -320,8 +327,7 @@ class Scheduler:
             yield
         finally:
             self._batching -= 1
-            if (not self._batching and self._arrivals and self._started
-                    and not self._planning_soon):
+            if not self._batching and self._arrivals and self._started and not self._planning_soon:
                 self._planning_soon = True
                 asyncio.get_running_loop().call_soon(self._plan_arrivals)
 
@@ -346,16 +352,26 @@ class Scheduler:
         keyed = self._keyed
         if self._stale > max(1000, len(heap) // 2):
             # A reload replaced many checks: drop their entries now rather than one by one.
-            heap[:] = [item for item in heap
-                       if (entry := keyed.get(item[1])) is not None and entry.due == item[0]]
+            heap[:] = [
+                item
+                for item in heap
+                if (entry := keyed.get(item[1])) is not None and entry.due == item[0]
+            ]
             heapq.heapify(heap)
             self._stale = 0
         now = time.time()
         window = start_window(sum(1 for entry in batch if entry not in on_grid))
         self._plan_slice(batch, on_grid, now, window, 0, now)
 
-    def _plan_slice(self, batch: list[ScheduledCheck], on_grid: set[ScheduledCheck],
-                    now: float, window: float, start: int, latest: float) -> None:
+    def _plan_slice(
+        self,
+        batch: list[ScheduledCheck],
+        on_grid: set[ScheduledCheck],
+        now: float,
+        window: float,
+        start: int,
+        latest: float,
+    ) -> None:
         """Plan the first runs of ``batch[start:start + PLAN_SLICE]``, then of the rest in
         later turns of the loop: at 100,000 checks planning them in one callback (a salted hash
         of each name) held the loop for a quarter of a second on every full reload. Each
@@ -367,9 +383,12 @@ class Scheduler:
         heap = self._heap
         keyed = self._keyed
         checks = self._checks
-        live = [entry for entry in batch[start:start + PLAN_SLICE]
-                # not removed (or replaced) since it arrived
-                if checks.get(entry.name) is entry and entry.due >= 0]
+        live = [
+            entry
+            for entry in batch[start : start + PLAN_SLICE]
+            # not removed (or replaced) since it arrived
+            if checks.get(entry.name) is entry and entry.due >= 0
+        ]
         plan = plan_first_runs([entry for entry in live if entry not in on_grid], now, window)
         for entry in live:
             if entry in on_grid:
@@ -383,14 +402,16 @@ class Scheduler:
         self._arm()
         loop = asyncio.get_running_loop()
         if start + PLAN_SLICE < len(batch):
-            loop.call_soon(self._plan_slice, batch, on_grid, now, window, start + PLAN_SLICE,
-                           latest)
+            loop.call_soon(
+                self._plan_slice, batch, on_grid, now, window, start + PLAN_SLICE, latest
+            )
         else:
             # One pending settle: a later batch's replaces it (it comes after both batches).
             if self._settle is not None:
                 self._settle.cancel()
-            self._settle = loop.call_later(latest - now + SETTLE_AFTER_FIRST_RUNS,
-                                           _settle_young_objects)
+            self._settle = loop.call_later(
+                latest - now + SETTLE_AFTER_FIRST_RUNS, _settle_young_objects
+            )
 
     def _arm(self) -> None:
         """Set the loop's timer for the earliest planned run."""
@@ -443,8 +464,11 @@ class Scheduler:
         self._busy[entry.name] = entry
         per_type = self._type_slots(entry)
         global_slots = self._global
-        if (per_type is None or per_type.free > 0) and global_slots.free > 0 and not (
-                global_slots.waiters or (per_type is not None and per_type.waiters)):
+        if (
+            (per_type is None or per_type.free > 0)
+            and global_slots.free > 0
+            and not (global_slots.waiters or (per_type is not None and per_type.waiters))
+        ):
             # The common case: slots free, taken at once, no task to wait in.
             if per_type is None:
                 global_slots.free -= 1
@@ -457,10 +481,12 @@ class Scheduler:
             return
         entry.waiter = asyncio.get_running_loop().create_task(
             self._wait_for_slots(entry, planned, per_type, global_slots),
-            name=f"alivemcp-slot:{entry.name}")
+            name=f"alivemcp-slot:{entry.name}",
+        )
 
-    async def _wait_for_slots(self, entry: ScheduledCheck, planned: float,
-                              per_type: _Slots | None, global_slots: _Slots) -> None:
+    async def _wait_for_slots(
+        self, entry: ScheduledCheck, planned: float, per_type: _Slots | None, global_slots: _Slots
+    ) -> None:
         taken: list[_Slots] = []
         try:
             for slots in (per_type, global_slots):
@@ -588,8 +614,11 @@ class Scheduler:
             log.info("waiting for runs in flight", runs=len(self._busy), grace_seconds=grace)
             await self._until_idle(None, grace)
         if self._busy:
-            log.warning("runs cancelled at the end of the shutdown grace",
-                        checks=sorted(self._busy)[:20], count=len(self._busy))
+            log.warning(
+                "runs cancelled at the end of the shutdown grace",
+                checks=sorted(self._busy)[:20],
+                count=len(self._busy),
+            )
             for entry in list(self._busy.values()):
                 self._cancel(entry)
             await self._until_idle(None, 2)

@@ -109,8 +109,7 @@ class StatusStore:
     def _record(self, result: CheckResult, state: CheckState | None) -> CheckState | None:
         if state is None:  # removed by a reload while it ran
             return None
-        if (result.replica and state.last is not None
-                and result.started_at < state.last.started_at):
+        if result.replica and state.last is not None and result.started_at < state.last.started_at:
             # Cluster mode: a result from the stream older than the one already shown (the
             # echo of a run of ours, or one delayed across a handover).
             return None
@@ -161,8 +160,7 @@ class StatusStore:
     def ready(self) -> bool:
         return all(s.last is not None or s.in_flight for s in self._states.values())
 
-    def snapshot(self, *, brief: bool = False, only: Iterable[str] | None = None
-                 ) -> dict[str, Any]:
+    def snapshot(self, *, brief: bool = False, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``/status`` document. ``brief`` leaves out each row's observations, recent runs
         and details (a 50,000-check page paints from the brief list: the full document is
         ~50 MB); ``only`` keeps just the named checks (the page's rows on screen)."""

@@ -30,11 +30,15 @@ class Retention(_Strict):
     @model_validator(mode="after")
     def _covers_windows(self) -> Retention:
         for field, least, window in (
-            ("minute", HOUR, "1h"), ("hour", DAY, "24h"), ("day", 30 * DAY, "30d"),
+            ("minute", HOUR, "1h"),
+            ("hour", DAY, "24h"),
+            ("day", 30 * DAY, "30d"),
         ):
             if getattr(self, field) < least:
-                raise ValueError(f"retention.{field} must be at least {window}: the {window} "
-                                 f"window is answered from {field} buckets")
+                raise ValueError(
+                    f"retention.{field} must be at least {window}: the {window} "
+                    f"window is answered from {field} buckets"
+                )
         return self
 
 
@@ -44,6 +48,7 @@ class HistoryConfig(_Strict):
     )
     retention: Retention = Field(default_factory=Retention, description="Retention per resolution.")
     metrics_window: Literal["24h", "7d", "30d"] | None = Field(
-        None, description="Export alivemcp_check_uptime_ratio over this window (one series per "
+        None,
+        description="Export alivemcp_check_uptime_ratio over this window (one series per "
         "check; off by default).",
     )

@@ -135,8 +135,9 @@ def merge_many(blobs: Iterable[bytes | None]) -> dict[int, int]:
     return counts
 
 
-def percentiles(counts: Mapping[int, int], quantiles: Iterable[float] = (0.5, 0.95, 0.99)
-                ) -> list[float | None]:
+def percentiles(
+    counts: Mapping[int, int], quantiles: Iterable[float] = (0.5, 0.95, 0.99)
+) -> list[float | None]:
     """Values at ``quantiles`` (nearest rank); None for each when there is nothing."""
     total = sum(counts.values())
     wanted = list(quantiles)

@@ -68,14 +68,15 @@ class LiveWindows:
             base, at = cid * _STRIDE, cid * _TOTALS
             day = base + _DAY_BASE
             for k in range(3):
-                totals[at + k] = sum(counts[base + k:day:3])
-                totals[at + 6 + k] = sum(counts[day + k:base + _STRIDE:3])
+                totals[at + k] = sum(counts[base + k : day : 3])
+                totals[at + 6 + k] = sum(counts[day + k : base + _STRIDE : 3])
             newest = self._last_day[cid]
             if newest > -(2**62):
                 self._sum_week(cid, newest, day)
 
-    def _load(self, rows: Iterable[Row], width: int, slots: int, offset: int, last: array[int],
-              now: float) -> None:
+    def _load(
+        self, rows: Iterable[Row], width: int, slots: int, offset: int, last: array[int], now: float
+    ) -> None:
         counts = self._counts
         current = int(now) // width
         oldest = current - slots
@@ -96,18 +97,43 @@ class LiveWindows:
         """Counts of the hour bucket starting at ``bucket`` (unix seconds)."""
         if check_id >= len(self._last_hour):
             self._grow(check_id)
-        self._add(self._last_hour, check_id, bucket // 3600, _HOUR_SLOTS, check_id * _STRIDE,
-                  up, degraded, down)
+        self._add(
+            self._last_hour,
+            check_id,
+            bucket // 3600,
+            _HOUR_SLOTS,
+            check_id * _STRIDE,
+            up,
+            degraded,
+            down,
+        )
 
     def add_day(self, check_id: int, bucket: int, up: int, degraded: int, down: int) -> None:
         """Counts of the day bucket starting at ``bucket`` (unix seconds)."""
         if check_id >= len(self._last_hour):
             self._grow(check_id)
-        self._add(self._last_day, check_id, bucket // 86400, _DAY_SLOTS,
-                  check_id * _STRIDE + _DAY_BASE, up, degraded, down)
+        self._add(
+            self._last_day,
+            check_id,
+            bucket // 86400,
+            _DAY_SLOTS,
+            check_id * _STRIDE + _DAY_BASE,
+            up,
+            degraded,
+            down,
+        )
 
-    def _add(self, last: array[int], check_id: int, index: int, slots: int, base: int,
-             up: int, degraded: int, down: int) -> None:
+    def _add(
+        self,
+        last: array[int],
+        check_id: int,
+        index: int,
+        slots: int,
+        base: int,
+        up: int,
+        degraded: int,
+        down: int,
+    ) -> None:
         counts, totals = self._counts, self._totals
         hourly = slots == _HOUR_SLOTS
         whole = check_id * _TOTALS + (0 if hourly else 6)  # the totals of the whole ring
@@ -154,10 +180,10 @@ class LiveWindows:
         if check_id >= len(self._last_hour):
             return
         base = check_id * _STRIDE
-        self._counts[base:base + _STRIDE] = array("I", bytes(4 * _STRIDE))
+        self._counts[base : base + _STRIDE] = array("I", bytes(4 * _STRIDE))
         self._last_hour[check_id] = self._last_day[check_id] = -(2**62)
         at = check_id * _TOTALS
-        self._totals[at:at + _TOTALS] = array("q", bytes(8 * _TOTALS))
+        self._totals[at : at + _TOTALS] = array("q", bytes(8 * _TOTALS))
 
     def windows(self, check_id: int, now: float) -> tuple[int, ...]:
         """(up, degraded, down) of 24h, 7d and 30d: nine counts."""
@@ -171,8 +197,14 @@ class LiveWindows:
         else:
             hour = self.window(check_id, "24h", now)
         if self._last_day[check_id] == second // 86400:
-            days: tuple[int, ...] = (t[at + 3], t[at + 4], t[at + 5], t[at + 6], t[at + 7],
-                                     t[at + 8])
+            days: tuple[int, ...] = (
+                t[at + 3],
+                t[at + 4],
+                t[at + 5],
+                t[at + 6],
+                t[at + 7],
+                t[at + 8],
+            )
         else:
             days = (*self.window(check_id, "7d", now), *self.window(check_id, "30d", now))
         return (*hour, *days)

@@ -60,8 +60,9 @@ def check_id(db: sqlite3.Connection, name: str) -> int | None:
 
 def known_checks(db: sqlite3.Connection) -> dict[str, tuple[int, str]]:
     """name → (id, probe type) of every check with history."""
-    return {name: (cid, probe) for cid, name, probe in
-            db.execute("SELECT id, name, probe FROM checks")}
+    return {
+        name: (cid, probe) for cid, name, probe in db.execute("SELECT id, name, probe FROM checks")
+    }
 
 
 def ratios(up: int, degraded: int, down: int) -> tuple[float | None, float | None]:
@@ -72,19 +73,25 @@ def ratios(up: int, degraded: int, down: int) -> tuple[float | None, float | Non
     return up / decided, (up + degraded) / decided
 
 
-def _rows(db: sqlite3.Connection, cid: int, table: str, start: int, end: int | None = None
-          ) -> Iterator[tuple[int, int, int, int, int, bytes | None]]:
+def _rows(
+    db: sqlite3.Connection, cid: int, table: str, start: int, end: int | None = None
+) -> Iterator[tuple[int, int, int, int, int, bytes | None]]:
     if end is None:
         return db.execute(
             f"SELECT bucket, up, degraded, down, unknown, latency FROM {table} "
-            "WHERE check_id = ? AND bucket >= ? ORDER BY bucket", (cid, start))
+            "WHERE check_id = ? AND bucket >= ? ORDER BY bucket",
+            (cid, start),
+        )
     return db.execute(
         f"SELECT bucket, up, degraded, down, unknown, latency FROM {table} "
-        "WHERE check_id = ? AND bucket >= ? AND bucket < ? ORDER BY bucket", (cid, start, end))
+        "WHERE check_id = ? AND bucket >= ? AND bucket < ? ORDER BY bucket",
+        (cid, start, end),
+    )
 
 
-def counts_between(db: sqlite3.Connection, cid: int, table: str, start: int,
-                   end: int | None = None) -> tuple[Counts, dict[int, int]]:
+def counts_between(
+    db: sqlite3.Connection, cid: int, table: str, start: int, end: int | None = None
+) -> tuple[Counts, dict[int, int]]:
     """Run counts and merged latency of buckets starting in [start, end)."""
     up = degraded = down = unknown = 0
     hist: dict[int, int] = {}
@@ -134,19 +141,22 @@ def series(db: sqlite3.Connection, name: str, window: str, now: float) -> dict[s
         counts = row[1:5] if row else (0, 0, 0, 0)
         up_ratio, available_ratio = ratios(*counts[:3])
         present = [s for s, c in zip(STATUSES, counts, strict=True) if c]
-        buckets.append({
-            "start": bucket,
-            "runs": dict(zip(STATUSES, counts, strict=True)),
-            "up_ratio": up_ratio,
-            "available_ratio": available_ratio,
-            "worst_status": max(present, key=_SEVERITY.index) if present else None,
-            "latency_seconds": _latency_doc(latency.decode(row[5]) if row else {}),
-        })
+        buckets.append(
+            {
+                "start": bucket,
+                "runs": dict(zip(STATUSES, counts, strict=True)),
+                "up_ratio": up_ratio,
+                "available_ratio": available_ratio,
+                "worst_status": max(present, key=_SEVERITY.index) if present else None,
+                "latency_seconds": _latency_doc(latency.decode(row[5]) if row else {}),
+            }
+        )
     return {"check": name, "window": window, "resolution_seconds": width, "buckets": buckets}
 
 
-def incidents(db: sqlite3.Connection, name: str, since: float, now: float,
-              limit: int = 100) -> list[dict[str, Any]]:
+def incidents(
+    db: sqlite3.Connection, name: str, since: float, now: float, limit: int = 100
+) -> list[dict[str, Any]]:
     """Incidents of ``name`` open at or after ``since``, newest first."""
     cid = check_id(db, name)
     if cid is None:
@@ -154,12 +164,15 @@ def incidents(db: sqlite3.Connection, name: str, since: float, now: float,
     rows = db.execute(
         "SELECT started_at, ended_at, worst, first_reason, last_reason FROM incidents "
         "WHERE check_id = ? AND COALESCE(ended_at, 9e18) >= ? "
-        "ORDER BY started_at DESC LIMIT ?", (cid, since, limit))
+        "ORDER BY started_at DESC LIMIT ?",
+        (cid, since, limit),
+    )
     return [incident_doc(name, *row, now=now) for row in rows]
 
 
-def incident_doc(name: str, started: float, ended: float | None, worst: str, first: str,
-                 last: str, *, now: float) -> dict[str, Any]:
+def incident_doc(
+    name: str, started: float, ended: float | None, worst: str, first: str, last: str, *, now: float
+) -> dict[str, Any]:
     return {
         "check": name,
         "started_at": started,
@@ -171,10 +184,13 @@ def incident_doc(name: str, started: float, ended: float | None, worst: str, fir
     }
 
 
-def incidents_between(db: sqlite3.Connection, cid: int, start: float, end: float
-                      ) -> Sequence[tuple[float, float | None, str, str, str]]:
+def incidents_between(
+    db: sqlite3.Connection, cid: int, start: float, end: float
+) -> Sequence[tuple[float, float | None, str, str, str]]:
     """Incidents overlapping [start, end), oldest first."""
     return db.execute(
         "SELECT started_at, ended_at, worst, first_reason, last_reason FROM incidents "
         "WHERE check_id = ? AND started_at < ? AND COALESCE(ended_at, 9e18) >= ? "
-        "ORDER BY started_at", (cid, end, start)).fetchall()
+        "ORDER BY started_at",
+        (cid, end, start),
+    ).fetchall()

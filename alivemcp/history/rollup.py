@@ -21,8 +21,17 @@ from dataclasses import dataclass
 
 from alivemcp.history import latency, schema
 
-__all__ = ["DEGRADED", "DOWN", "UNKNOWN", "UP", "Batch", "Incident", "Pending", "Row",
-           "write_batch"]
+__all__ = [
+    "DEGRADED",
+    "DOWN",
+    "UNKNOWN",
+    "UP",
+    "Batch",
+    "Incident",
+    "Pending",
+    "Row",
+    "write_batch",
+]
 
 UP, DEGRADED, DOWN, UNKNOWN = range(4)
 WORST_NAME = {DEGRADED: "degraded", DOWN: "down"}
@@ -50,8 +59,9 @@ class Pending:
         self.durations = array("d")
         self.reasons: list[str] = []
 
-    def append(self, name: str, probe: str, code: int, started: float, duration: float,
-               reason: str) -> None:
+    def append(
+        self, name: str, probe: str, code: int, started: float, duration: float, reason: str
+    ) -> None:
         self.names.append(name)
         self.probes.append(probe)
         self.codes.append(code)
@@ -71,8 +81,16 @@ class Pending:
         return len(self.codes)
 
     def rows(self) -> Iterator[Row]:
-        return zip(self.names, self.probes, self.codes, self.started, self.durations,
-                   self.reasons, strict=True)
+        return zip(
+            self.names,
+            self.probes,
+            self.codes,
+            self.started,
+            self.durations,
+            self.reasons,
+            strict=True,
+        )
+
 
 _UPSERT = """
 INSERT INTO {table} (check_id, bucket, up, degraded, down, unknown, latency)
@@ -109,16 +127,22 @@ class Batch:
 
 def load_open_incidents(db: sqlite3.Connection) -> dict[int, Incident]:
     return {
-        cid: Incident(iid, cid, started, last, DOWN if worst == "down" else DEGRADED,
-                      first, last_reason)
+        cid: Incident(
+            iid, cid, started, last, DOWN if worst == "down" else DEGRADED, first, last_reason
+        )
         for iid, cid, started, last, worst, first, last_reason in db.execute(
             "SELECT id, check_id, started_at, last_at, worst, first_reason, last_reason "
-            "FROM incidents WHERE ended_at IS NULL ORDER BY started_at")
+            "FROM incidents WHERE ended_at IS NULL ORDER BY started_at"
+        )
     }
 
 
-def write_batch(db: sqlite3.Connection, batch: Pending, ids: Mapping[str, int],
-                open_incidents: Mapping[int, Incident]) -> Batch:
+def write_batch(
+    db: sqlite3.Connection,
+    batch: Pending,
+    ids: Mapping[str, int],
+    open_incidents: Mapping[int, Incident],
+) -> Batch:
     """Add ``batch`` to the database in one transaction (committed on return)."""
     new_ids: dict[str, int] = {}
     working: dict[int, Incident | None] = {}
@@ -130,16 +154,21 @@ def write_batch(db: sqlite3.Connection, batch: Pending, ids: Mapping[str, int],
     for name, probe, code, started, _, reason in batch.rows():
         cid = ids.get(name) or new_ids.get(name)
         if cid is None:
-            cid = db.execute("INSERT INTO checks (name, probe, first_seen) VALUES (?, ?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET probe = excluded.probe "
-                             "RETURNING id", (name, probe, started)).fetchone()[0]
+            cid = db.execute(
+                "INSERT INTO checks (name, probe, first_seen) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET probe = excluded.probe "
+                "RETURNING id",
+                (name, probe, started),
+            ).fetchone()[0]
             new_ids[name] = cid
         check_ids.append(cid)
         if code == UP and cid not in working and cid not in open_incidents:
             continue  # nothing to open, extend or close
         _track_incident(cid, code, started, reason, open_incidents, working, touched)
-    summaries = [None if code == UNKNOWN else latency.one_run(duration)
-                 for code, duration in zip(batch.codes, batch.durations, strict=True)]
+    summaries = [
+        None if code == UNKNOWN else latency.one_run(duration)
+        for code, duration in zip(batch.codes, batch.durations, strict=True)
+    ]
     # Checks run at most once a batch at intervals of a second or more, so a batch usually
     # names each check once: then one upsert per result, with no grouping to pay for (a set
     # of ints is built in C). Otherwise a batch's runs of one bucket are added up here first
@@ -153,22 +182,33 @@ def write_batch(db: sqlite3.Connection, batch: Pending, ids: Mapping[str, int],
     return Batch(new_ids, working, check_ids)
 
 
-def _bucket_rows(batch: Pending, check_ids: array[int], summaries: list[bytes | None],
-                 width: int) -> Iterator[tuple[int, int, int, int, int, int, bytes | None]]:
-    for cid, code, started, summary in zip(check_ids, batch.codes, batch.started, summaries,
-                                           strict=True):
+def _bucket_rows(
+    batch: Pending, check_ids: array[int], summaries: list[bytes | None], width: int
+) -> Iterator[tuple[int, int, int, int, int, int, bytes | None]]:
+    for cid, code, started, summary in zip(
+        check_ids, batch.codes, batch.started, summaries, strict=True
+    ):
         second = int(started)
-        yield (cid, second - second % width, code == UP, code == DEGRADED, code == DOWN,
-               code == UNKNOWN, summary)
+        yield (
+            cid,
+            second - second % width,
+            code == UP,
+            code == DEGRADED,
+            code == DOWN,
+            code == UNKNOWN,
+            summary,
+        )
 
 
-def _summed_rows(batch: Pending, check_ids: array[int], summaries: list[bytes | None],
-                 width: int) -> Iterator[tuple[int, int, int, int, int, int, bytes | None]]:
+def _summed_rows(
+    batch: Pending, check_ids: array[int], summaries: list[bytes | None], width: int
+) -> Iterator[tuple[int, int, int, int, int, int, bytes | None]]:
     """One row per (check, bucket) of the batch: its runs' counts and latencies added up."""
     sums: dict[tuple[int, int], list[int]] = {}
     latencies: dict[tuple[int, int], dict[int, int]] = {}
-    for cid, code, started, summary in zip(check_ids, batch.codes, batch.started, summaries,
-                                           strict=True):
+    for cid, code, started, summary in zip(
+        check_ids, batch.codes, batch.started, summaries, strict=True
+    ):
         second = int(started)
         key = (cid, second - second % width)
         counts = sums.get(key)
@@ -182,9 +222,15 @@ def _summed_rows(batch: Pending, check_ids: array[int], summaries: list[bytes | 
         yield (*key, up, degraded, down, unknown, latency.encode(bins) if bins else None)
 
 
-def _track_incident(cid: int, code: int, started: float, reason: str,
-                    open_incidents: Mapping[int, Incident],
-                    working: dict[int, Incident | None], touched: dict[int, Incident]) -> None:
+def _track_incident(
+    cid: int,
+    code: int,
+    started: float,
+    reason: str,
+    open_incidents: Mapping[int, Incident],
+    working: dict[int, Incident | None],
+    touched: dict[int, Incident],
+) -> None:
     if code == UNKNOWN:
         return
     if cid in working:
@@ -214,38 +260,60 @@ def _save_incident(db: sqlite3.Connection, incident: Incident) -> None:
         incident.id = db.execute(
             "INSERT INTO incidents (check_id, started_at, ended_at, last_at, worst, "
             "first_reason, last_reason) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (incident.check_id, incident.started_at, incident.ended_at, incident.last_at,
-             WORST_NAME[incident.worst], incident.first_reason, incident.last_reason),
+            (
+                incident.check_id,
+                incident.started_at,
+                incident.ended_at,
+                incident.last_at,
+                WORST_NAME[incident.worst],
+                incident.first_reason,
+                incident.last_reason,
+            ),
         ).fetchone()[0]
     else:
         db.execute(
             "UPDATE incidents SET ended_at = ?, last_at = ?, worst = ?, last_reason = ? "
             "WHERE id = ?",
-            (incident.ended_at, incident.last_at, WORST_NAME[incident.worst],
-             incident.last_reason, incident.id),
+            (
+                incident.ended_at,
+                incident.last_at,
+                WORST_NAME[incident.worst],
+                incident.last_reason,
+                incident.id,
+            ),
         )
 
 
-def prune(db: sqlite3.Connection, now: float, keep: Mapping[str, float], incidents_keep: float,
-          ids: Mapping[str, int], configured: frozenset[str]) -> list[tuple[int, str]]:
+def prune(
+    db: sqlite3.Connection,
+    now: float,
+    keep: Mapping[str, float],
+    incidents_keep: float,
+    ids: Mapping[str, int],
+    configured: frozenset[str],
+) -> list[tuple[int, str]]:
     """Delete buckets and incidents older than their retention, then the names of removed
     checks with nothing left; returns those (id, name). One transaction."""
     db.execute("BEGIN IMMEDIATE")
     for table, seconds in keep.items():
         width = schema.RESOLUTIONS[table]
         # Keep one bucket beyond the retention so a window of that length is always whole.
-        db.execute(f"DELETE FROM {table} WHERE bucket < ?",
-                   (int(now - seconds) // width * width - width,))
-    db.execute("DELETE FROM incidents WHERE COALESCE(ended_at, last_at) < ?",
-               (now - incidents_keep,))
+        db.execute(
+            f"DELETE FROM {table} WHERE bucket < ?", (int(now - seconds) // width * width - width,)
+        )
+    db.execute(
+        "DELETE FROM incidents WHERE COALESCE(ended_at, last_at) < ?", (now - incidents_keep,)
+    )
     gone = [
-        (cid, name) for name, cid in ids.items()
+        (cid, name)
+        for name, cid in ids.items()
         if name not in configured
         and db.execute(
             "SELECT NOT EXISTS (SELECT 1 FROM day WHERE check_id = ?1) "
             "AND NOT EXISTS (SELECT 1 FROM hour WHERE check_id = ?1) "
             "AND NOT EXISTS (SELECT 1 FROM minute WHERE check_id = ?1) "
-            "AND NOT EXISTS (SELECT 1 FROM incidents WHERE check_id = ?1)", (cid,),
+            "AND NOT EXISTS (SELECT 1 FROM incidents WHERE check_id = ?1)",
+            (cid,),
         ).fetchone()[0]
     ]
     db.executemany("DELETE FROM checks WHERE id = ?", [(cid,) for cid, _ in gone])

@@ -67,12 +67,14 @@ def connect(path: Path, *, readonly: bool = False, timeout: float = 5.0) -> sqli
     """A connection with the project's settings. ``readonly`` opens an existing file only
     (reports and the API never create or change the database)."""
     if readonly:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout,
-                             check_same_thread=False)
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout, check_same_thread=False
+        )
         db.execute("PRAGMA query_only = ON")
     else:
-        db = sqlite3.connect(path, timeout=timeout, check_same_thread=False,
-                             isolation_level=None)  # explicit BEGIN/COMMIT by the writer
+        db = sqlite3.connect(
+            path, timeout=timeout, check_same_thread=False, isolation_level=None
+        )  # explicit BEGIN/COMMIT by the writer
         db.execute("PRAGMA journal_mode = WAL")
         # NORMAL in WAL: a commit survives a process crash (kill -9); only an OS crash or power
         # loss can take the last transactions. Durability per batch, not per fsync.
@@ -85,8 +87,10 @@ def create(db: sqlite3.Connection) -> None:
     """Create the tables, or check an existing file is ours."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, SCHEMA_VERSION):
-        raise SchemaError(f"history schema version {version} is newer than this alivemcp "
-                          f"understands ({SCHEMA_VERSION})")
+        raise SchemaError(
+            f"history schema version {version} is newer than this alivemcp "
+            f"understands ({SCHEMA_VERSION})"
+        )
     db.execute("BEGIN IMMEDIATE")
     try:
         for statement in _DDL:

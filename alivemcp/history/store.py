@@ -40,8 +40,9 @@ class HistoryUnavailable(Exception):
 class HistoryStore:
     name = "history"
 
-    def __init__(self, data_dir: str | Path, config: HistoryConfig,
-                 registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path, config: HistoryConfig, registry: CollectorRegistry | None = None
+    ) -> None:
         self.path = Path(data_dir) / schema.FILE_NAME
         self.config = config
         self.writer = HistoryWriter(self.path, config.retention)
@@ -80,8 +81,9 @@ class HistoryStore:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def live_uptime(self, name: str, window: str, now: float | None = None
-                    ) -> tuple[float | None, float | None]:
+    def live_uptime(
+        self, name: str, window: str, now: float | None = None
+    ) -> tuple[float | None, float | None]:
         """(up_ratio, available_ratio) of 24h, 7d or 30d from memory: no database read."""
         both = self.live_uptimes(name, time.time() if now is None else now)
         at = 2 * _LIVE_ORDER.index(window)
@@ -146,34 +148,49 @@ class _HistoryCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         writer = self._store.writer
         stats = writer.stats
-        yield GaugeMetricFamily("alivemcp_history_writable",
-                                "1 when the last history write (or open) succeeded.",
-                                value=1.0 if stats.ok else 0.0)
-        errors = CounterMetricFamily("alivemcp_history_write_errors",
-                                     "Failed history writes or opens, by reason.",
-                                     labels=["reason"])
+        yield GaugeMetricFamily(
+            "alivemcp_history_writable",
+            "1 when the last history write (or open) succeeded.",
+            value=1.0 if stats.ok else 0.0,
+        )
+        errors = CounterMetricFamily(
+            "alivemcp_history_write_errors",
+            "Failed history writes or opens, by reason.",
+            labels=["reason"],
+        )
         for reason in FAULT_REASONS:
             errors.add_metric([reason], float(stats.errors.get(reason, 0)))
         yield errors
-        yield CounterMetricFamily("alivemcp_history_results_written",
-                                  "Check results committed to history.",
-                                  value=float(stats.committed_results))
-        yield CounterMetricFamily("alivemcp_history_results_dropped",
-                                  "Results dropped because history could not be written for "
-                                  "too long (the in-memory queue was full).",
-                                  value=float(stats.dropped))
-        yield GaugeMetricFamily("alivemcp_history_pending_results",
-                                "Results waiting to be written.", value=float(writer.pending()))
-        yield GaugeMetricFamily("alivemcp_history_last_batch_seconds",
-                                "How long the last history batch took to write.",
-                                value=stats.last_batch_seconds)
+        yield CounterMetricFamily(
+            "alivemcp_history_results_written",
+            "Check results committed to history.",
+            value=float(stats.committed_results),
+        )
+        yield CounterMetricFamily(
+            "alivemcp_history_results_dropped",
+            "Results dropped because history could not be written for "
+            "too long (the in-memory queue was full).",
+            value=float(stats.dropped),
+        )
+        yield GaugeMetricFamily(
+            "alivemcp_history_pending_results",
+            "Results waiting to be written.",
+            value=float(writer.pending()),
+        )
+        yield GaugeMetricFamily(
+            "alivemcp_history_last_batch_seconds",
+            "How long the last history batch took to write.",
+            value=stats.last_batch_seconds,
+        )
         size = 0
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
                 size += writer.path.with_name(writer.path.name + suffix).stat().st_size
-        yield GaugeMetricFamily("alivemcp_history_database_bytes",
-                                "Size of the history database and its write-ahead log.",
-                                value=float(size))
+        yield GaugeMetricFamily(
+            "alivemcp_history_database_bytes",
+            "Size of the history database and its write-ahead log.",
+            value=float(size),
+        )
 
 
 def metrics_window_ok(window: str | None) -> bool:

@@ -53,8 +53,12 @@ REASON_CHARS = 500
 #: Why a write can fail, as counted in alivemcp_history_write_errors{reason}.
 FAULT_REASONS = ("disk_full", "unwritable", "corrupt", "locked", "io", "other")
 
-_CODE = {Status.UP: rollup.UP, Status.DEGRADED: rollup.DEGRADED, Status.DOWN: rollup.DOWN,
-         Status.UNKNOWN: rollup.UNKNOWN}
+_CODE = {
+    Status.UP: rollup.UP,
+    Status.DEGRADED: rollup.DEGRADED,
+    Status.DOWN: rollup.DOWN,
+    Status.UNKNOWN: rollup.UNKNOWN,
+}
 #: Faults of the connection or the file: close it and open again on the next attempt.
 _REOPEN_ON = frozenset({"corrupt", "io", "unwritable"})
 
@@ -90,8 +94,11 @@ def fault_reason(exc: BaseException) -> str:
         return "io"
     if name.startswith("SQLITE_FULL") or "disk is full" in text:
         return "disk_full"
-    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")) or \
-            "readonly" in text or "unable to open" in text:
+    if (
+        name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"))
+        or "readonly" in text
+        or "unable to open" in text
+    ):
         return "unwritable"
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or isinstance(exc, schema.SchemaError):
         return "corrupt"
@@ -118,8 +125,9 @@ def _storable(text: str) -> str:
 
 
 class HistoryWriter:
-    def __init__(self, path: Path, retention: Retention,
-                 on_open: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, path: Path, retention: Retention, on_open: Callable[[int], None] | None = None
+    ) -> None:
         self.path = path
         self.retention = retention
         self.live = LiveWindows()
@@ -154,8 +162,14 @@ class HistoryWriter:
         reason = _storable(result.reason[:REASON_CHARS])
         with self._queue_lock:
             queue = self._queue
-            queue.append(name, result.check.probe_type, _CODE[result.status],
-                         result.started_at, result.duration_seconds, reason)
+            queue.append(
+                name,
+                result.check.probe_type,
+                _CODE[result.status],
+                result.started_at,
+                result.duration_seconds,
+                reason,
+            )
             self._enqueued += 1
             if len(queue) > MAX_PENDING_RESULTS:  # the database has been failing for long
                 excess = len(queue) - MAX_PENDING_RESULTS + MAX_PENDING_RESULTS // 10
@@ -253,8 +267,11 @@ class HistoryWriter:
         self._open = rollup.load_open_incidents(db)
         live = LiveWindows()
         select = "SELECT check_id, bucket, up, degraded, down FROM {} WHERE bucket >= ?"
-        live.load(db.execute(select.format("hour"), ((int(now) // 3600 - 24) * 3600,)),
-                  db.execute(select.format("day"), ((int(now) // 86400 - 30) * 86400,)), now)
+        live.load(
+            db.execute(select.format("hour"), ((int(now) // 3600 - 24) * 3600,)),
+            db.execute(select.format("day"), ((int(now) // 86400 - 30) * 86400,)),
+            now,
+        )
         self.live = live
         self.generation += 1
         if not self.pending():
@@ -286,8 +303,12 @@ class HistoryWriter:
         self.stats.set_aside += 1
         self.stats.errors["corrupt"] = self.stats.errors.get("corrupt", 0) + 1
         self._retry_at = 0.0
-        log.error("history database unusable; moved aside, starting a fresh one",
-                  path=str(self.path), moved_to=str(target), error=str(exc))
+        log.error(
+            "history database unusable; moved aside, starting a fresh one",
+            path=str(self.path),
+            moved_to=str(target),
+            error=str(exc),
+        )
         return True
 
     def _guarded(self, work: Callable[[], None]) -> str | None:
@@ -315,16 +336,25 @@ class HistoryWriter:
         self._backoff = min(self._backoff * 2, RETRY_MAX_SECONDS)
         if self._failing != reason:  # say it once, not every retry
             self._failing = reason
-            log.error("history cannot be written; probing and alerting go on, results wait "
-                      "in memory and are retried", reason=reason, path=str(self.path),
-                      error=str(exc), pending=self.pending())
+            log.error(
+                "history cannot be written; probing and alerting go on, results wait "
+                "in memory and are retried",
+                reason=reason,
+                path=str(self.path),
+                error=str(exc),
+                pending=self.pending(),
+            )
 
     def _recovered(self) -> None:
         self._backoff = RETRY_MIN_SECONDS
         self.stats.ok = True
         if self._failing is not None:
-            log.info("history writable again", path=str(self.path), previous=self._failing,
-                     pending=self.pending())
+            log.info(
+                "history writable again",
+                path=str(self.path),
+                previous=self._failing,
+                pending=self.pending(),
+            )
             self._failing = None
 
     def _close(self) -> None:
@@ -389,8 +419,7 @@ class HistoryWriter:
             else:
                 self._open[cid] = state
         live = self.live
-        for cid, code, started in zip(written.check_ids, batch.codes, batch.started,
-                                      strict=True):
+        for cid, code, started in zip(written.check_ids, batch.codes, batch.started, strict=True):
             if code == rollup.UNKNOWN:
                 continue  # counts in no window
             second = int(started)
@@ -405,8 +434,14 @@ class HistoryWriter:
         if db is None:
             return
         r = self.retention
-        gone = rollup.prune(db, now, {"minute": r.minute, "hour": r.hour, "day": r.day},
-                            r.incidents, self._ids, self._configured or frozenset())
+        gone = rollup.prune(
+            db,
+            now,
+            {"minute": r.minute, "hour": r.hour, "day": r.day},
+            r.incidents,
+            self._ids,
+            self._configured or frozenset(),
+        )
         horizon = now - r.incidents
         for cid, incident in list(self._open.items()):
             if incident.last_at < horizon:  # its row was just deleted

@@ -19,8 +19,12 @@ from alivemcp.hygiene.untrusted import clean_text
 
 __all__ = ["configure_logging", "redact_processor"]
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def redact_processor(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:

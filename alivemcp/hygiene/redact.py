@@ -49,8 +49,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"https://hooks\.slack\.com/[^\s\"'<>]+"), "https://hooks.slack.com/" + REDACTED),
     (re.compile(r"(?i)(://)[^/\s:@]+:[^/\s@]+@"), r"\1" + REDACTED + "@"),
     (
-        re.compile(r"(?i)((?:password|passwd|secret|token|api[_-]?key)[\"']?\s*[=:]\s*[\"']?)"
-                   r"[^\s\"',&;]+"),
+        re.compile(
+            r"(?i)((?:password|passwd|secret|token|api[_-]?key)[\"']?\s*[=:]\s*[\"']?)"
+            r"[^\s\"',&;]+"
+        ),
         r"\1" + REDACTED,
     ),
     (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
@@ -66,11 +68,18 @@ _ANY_PATTERN = re.compile(
 #: For each pattern, substrings of which (in the lower-cased text) at least one occurs
 #: wherever the pattern matches: no literal, no match. Tests hold every pattern to its list.
 _LITERALS: tuple[str, ...] = (
-    "bearer", "basic",                               # Bearer/Basic credentials
-    "hooks.slack.com",                               # Slack webhooks
-    "://",                                           # userinfo in a URL
-    "passw", "secret", "token", "apikey", "api_key", "api-key",  # name=value
-    "akia", "asia",                                  # AWS access key ids
+    "bearer",
+    "basic",  # Bearer/Basic credentials
+    "hooks.slack.com",  # Slack webhooks
+    "://",  # userinfo in a URL
+    "passw",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "api-key",  # name=value
+    "akia",
+    "asia",  # AWS access key ids
 )
 
 _known: set[str] = set()
@@ -130,7 +139,7 @@ def _replace_known(text: str) -> str:
     start = i = 0
     end = len(text) - _PREFIX + 1
     while i < end:
-        bucket = _by_prefix.get(text[i:i + _PREFIX])
+        bucket = _by_prefix.get(text[i : i + _PREFIX])
         if bucket is not None:
             hit = next((s for s in bucket if text.startswith(s, i)), None)
             if hit is not None:

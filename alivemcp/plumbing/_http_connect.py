@@ -39,8 +39,9 @@ def numeric(address: Address) -> bool:
     return family == socket.AF_INET or (family == socket.AF_INET6 and not sockaddr[3])
 
 
-async def connect_transport(loop: asyncio.AbstractEventLoop, address: Address, label: str,
-                            factory: Callable[[], _P]) -> tuple[asyncio.Transport, _P]:
+async def connect_transport(
+    loop: asyncio.AbstractEventLoop, address: Address, label: str, factory: Callable[[], _P]
+) -> tuple[asyncio.Transport, _P]:
     """A TCP transport to one :func:`numeric` address (the common case: an IP literal, a
     name with one address), by the event loop's own connect.
 
@@ -51,7 +52,8 @@ async def connect_transport(loop: asyncio.AbstractEventLoop, address: Address, l
     family, sockaddr = address
     try:
         transport, protocol = await loop.create_connection(
-            factory, sockaddr[0], sockaddr[1], family=family)
+            factory, sockaddr[0], sockaddr[1], family=family
+        )
     except OSError as exc:
         # asyncio words it "Connect call failed ('127.0.0.1', 80)": name the reason instead.
         reason = OSError(exc.errno, os.strerror(exc.errno)) if exc.errno else exc
@@ -72,8 +74,9 @@ def interleave(addresses: Sequence[Address]) -> list[Address]:
     return out
 
 
-async def connect(addresses: Sequence[Address], label: str, *,
-                  delay: float = ATTEMPT_DELAY) -> socket.socket:
+async def connect(
+    addresses: Sequence[Address], label: str, *, delay: float = ATTEMPT_DELAY
+) -> socket.socket:
     """A connected non-blocking TCP socket to one of ``addresses``; raises
     :class:`ConnectError` (naming ``label``, e.g. ``host:port``) when every attempt failed.
     Cancellation (the caller's deadline) closes every attempt."""
@@ -96,8 +99,9 @@ async def connect(addresses: Sequence[Address], label: str, *,
     return await _race(loop, interleave(addresses), label, delay)
 
 
-async def _race(loop: asyncio.AbstractEventLoop, addresses: list[Address], label: str,
-                delay: float) -> socket.socket:
+async def _race(
+    loop: asyncio.AbstractEventLoop, addresses: list[Address], label: str, delay: float
+) -> socket.socket:
     attempts: list[_Attempt] = []
     errors: list[OSError] = []
     winner: socket.socket | None = None
@@ -120,8 +124,12 @@ async def _race(loop: asyncio.AbstractEventLoop, addresses: list[Address], label
                 _close(loop, sock)
 
 
-async def _first_up(loop: asyncio.AbstractEventLoop, attempts: list[_Attempt],
-                    errors: list[OSError], delay: float | None) -> socket.socket | None:
+async def _first_up(
+    loop: asyncio.AbstractEventLoop,
+    attempts: list[_Attempt],
+    errors: list[OSError],
+    delay: float | None,
+) -> socket.socket | None:
     """Wait for a connection up (returned) or, with ``delay``, until it passes or an attempt
     fails; failed attempts are moved from ``attempts`` to ``errors``. Without ``delay``, wait
     until one is up or all failed (None)."""
@@ -149,8 +157,9 @@ async def _first_up(loop: asyncio.AbstractEventLoop, attempts: list[_Attempt],
             return None
 
 
-async def _any_done(loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]],
-                    timeout: float | None) -> bool:
+async def _any_done(
+    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]], timeout: float | None
+) -> bool:
     """Wait until one of ``futures`` is done (True) or ``timeout`` passed (False); a lighter
     ``asyncio.wait(FIRST_COMPLETED)``: this runs for every connect to a name with two
     addresses (localhost)."""
@@ -173,8 +182,7 @@ async def _any_done(loop: asyncio.AbstractEventLoop, futures: list[asyncio.Futur
     return any(future.done() for future in futures)
 
 
-def _start(loop: asyncio.AbstractEventLoop, family: int,
-           sockaddr: tuple[object, ...]) -> _Attempt:
+def _start(loop: asyncio.AbstractEventLoop, family: int, sockaddr: tuple[object, ...]) -> _Attempt:
     """Begin a non-blocking connect; the future settles when it is up or failed."""
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -195,8 +203,9 @@ def _start(loop: asyncio.AbstractEventLoop, family: int,
     return sock, future
 
 
-def _settle(loop: asyncio.AbstractEventLoop, sock: socket.socket,
-            future: asyncio.Future[None]) -> None:
+def _settle(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, future: asyncio.Future[None]
+) -> None:
     loop.remove_writer(sock.fileno())
     if future.done():
         return

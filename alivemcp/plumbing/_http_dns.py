@@ -89,8 +89,9 @@ def static_addresses(host: str) -> tuple[Address, ...] | None:
     scope = 0
     if ip.scope_id:
         try:
-            scope = int(ip.scope_id) if ip.scope_id.isdigit() else socket.if_nametoindex(
-                ip.scope_id)
+            scope = (
+                int(ip.scope_id) if ip.scope_id.isdigit() else socket.if_nametoindex(ip.scope_id)
+            )
         except OSError:
             return None  # an unknown interface: let the lookup report it
     return ((socket.AF_INET6, (str(ip).partition("%")[0], 0, 0, scope)),)
@@ -116,8 +117,9 @@ class LookupThreads:
     to jobs already queued (a thread may have become stuck since they arrived).
     """
 
-    def __init__(self, size: int = _THREADS, most: int = _MAX_THREADS,
-                 stuck_after: float = STUCK_AFTER) -> None:
+    def __init__(
+        self, size: int = _THREADS, most: int = _MAX_THREADS, stuck_after: float = STUCK_AFTER
+    ) -> None:
         self.size = size
         self.most = most
         self.stuck_after = stuck_after
@@ -190,9 +192,14 @@ class Resolver:
     type=socket.SOCK_STREAM)`` in a lookup thread.
     """
 
-    def __init__(self, *, getaddrinfo: Callable[..., Any] = socket.getaddrinfo,
-                 timeout: float = DNS_TIMEOUT, cache_seconds: float = CACHE_SECONDS,
-                 threads: LookupThreads | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        getaddrinfo: Callable[..., Any] = socket.getaddrinfo,
+        timeout: float = DNS_TIMEOUT,
+        cache_seconds: float = CACHE_SECONDS,
+        threads: LookupThreads | None = None,
+    ) -> None:
         self.getaddrinfo = getaddrinfo
         self.timeout = timeout
         self.cache_seconds = cache_seconds

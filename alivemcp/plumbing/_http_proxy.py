@@ -38,7 +38,8 @@ class Proxy:
         parts = urlsplit(url)
         if parts.scheme.lower() != "http":
             raise ClientConfigError(
-                f"unsupported proxy scheme {parts.scheme!r} (only http:// proxies)")
+                f"unsupported proxy scheme {parts.scheme!r} (only http:// proxies)"
+            )
         if not parts.hostname:
             raise ClientConfigError("proxy URL has no host")
         try:
@@ -57,7 +58,8 @@ class Proxy:
         static = static_addresses(host)
         #: The proxy's addresses when its host is an IP literal or localhost (else looked up).
         self.addresses: list[Address] | None = (
-            None if static is None else with_port(static, self.port))
+            None if static is None else with_port(static, self.port)
+        )
 
     def __repr__(self) -> str:
         return f"Proxy({self.label})"
@@ -99,15 +101,18 @@ class NoProxy:
         host = host.lower().rstrip(".")
         for domain, only_port in self.names:
             if (only_port is None or only_port == port) and (
-                    host == domain or host.endswith("." + domain)):
+                host == domain or host.endswith("." + domain)
+            ):
                 return True
         if self.networks and (host[:1].isdigit() or ":" in host):
             try:
                 ip = ipaddress.ip_address(host)
             except ValueError:
                 return False
-            return any((only_port is None or only_port == port) and ip in network
-                       for network, only_port in self.networks)
+            return any(
+                (only_port is None or only_port == port) and ip in network
+                for network, only_port in self.networks
+            )
         return False
 
 
@@ -129,8 +134,13 @@ class ProxySettings:
 
     __slots__ = ("_http", "_https", "_no_proxy", "_routes")
 
-    def __init__(self, *, http: Proxy | ClientConfigError | None,
-                 https: Proxy | ClientConfigError | None, no_proxy: NoProxy | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        http: Proxy | ClientConfigError | None,
+        https: Proxy | ClientConfigError | None,
+        no_proxy: NoProxy | None = None,
+    ) -> None:
         self._http = http
         self._https = https
         self._no_proxy = no_proxy
@@ -170,8 +180,11 @@ class ProxySettings:
             chosen = self._https if https else self._http
             if isinstance(chosen, ClientConfigError):
                 raise ClientConfigError(str(chosen)) from None
-            if chosen is not None and self._no_proxy is not None and self._no_proxy.matches(
-                    host, port):
+            if (
+                chosen is not None
+                and self._no_proxy is not None
+                and self._no_proxy.matches(host, port)
+            ):
                 chosen = None
             if len(self._routes) >= _MAX_CACHED_ROUTES:
                 self._routes.clear()
@@ -202,24 +215,29 @@ async def open_tunnel(sock: socket.socket, proxy: Proxy, authority: str) -> None
         while b"\r\n\r\n" not in head:
             data = await loop.sock_recv(sock, 4096)
             if not data:
-                raise ProxyError(f"proxy {proxy.label} closed the connection during CONNECT "
-                                 f"to {authority}")
+                raise ProxyError(
+                    f"proxy {proxy.label} closed the connection during CONNECT to {authority}"
+                )
             head += data
             if len(head) > _MAX_CONNECT_HEAD:
-                raise ProxyError(f"proxy {proxy.label} answered CONNECT with a head longer "
-                                 f"than {_MAX_CONNECT_HEAD} bytes")
+                raise ProxyError(
+                    f"proxy {proxy.label} answered CONNECT with a head longer "
+                    f"than {_MAX_CONNECT_HEAD} bytes"
+                )
     except OSError as exc:
-        raise ProxyError(f"proxy {proxy.label} failed during CONNECT to {authority}: "
-                         f"{exc.strerror or exc}") from None
+        raise ProxyError(
+            f"proxy {proxy.label} failed during CONNECT to {authority}: {exc.strerror or exc}"
+        ) from None
     head, _, extra = head.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
     version, _, rest = status_line.partition(" ")
     code = rest[:3]
     if not version.startswith("HTTP/1.") or not code.isdigit():
-        raise ProxyError(f"proxy {proxy.label} answered CONNECT with something that is not "
-                         f"HTTP: {status_line[:60]!r}")
+        raise ProxyError(
+            f"proxy {proxy.label} answered CONNECT with something that is not "
+            f"HTTP: {status_line[:60]!r}"
+        )
     if not 200 <= int(code) < 300:
-        raise ProxyError(f"proxy {proxy.label} refused CONNECT to {authority}: "
-                         f"{rest[:80].strip()}")
+        raise ProxyError(f"proxy {proxy.label} refused CONNECT to {authority}: {rest[:80].strip()}")
     if extra:
         raise ProxyError(f"proxy {proxy.label} sent bytes after accepting CONNECT")

@@ -244,8 +244,9 @@ class AwsClients:
                     client = await self._create(service, settings, region, endpoint)
                 except AWS_ERRORS as exc:
                     raise aws_probe_error(
-                        exc, operation=f"create {service} client", target=aws_target(
-                            service, region, {})
+                        exc,
+                        operation=f"create {service} client",
+                        target=aws_target(service, region, {}),
                     ) from exc
                 self._clients[key] = client
         return client
@@ -510,8 +511,12 @@ class _Body:
 
     def _error(self, exc: BaseException) -> ProbeError:
         if isinstance(exc, aiohttp.ClientError):  # below botocore: the connection broke
-            return ProbeError(ErrorKind.CONNECT, target=self._target, operation=self._operation,
-                              detail=f"reading the body: {type(exc).__name__}: {exc}")
+            return ProbeError(
+                ErrorKind.CONNECT,
+                target=self._target,
+                operation=self._operation,
+                detail=f"reading the body: {type(exc).__name__}: {exc}",
+            )
         return aws_probe_error(exc, operation=self._operation, target=self._target)
 
     def close(self) -> None:

@@ -132,8 +132,8 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return code in _RETRYABLE_CODES or status == 429 or (
-            isinstance(status, int) and status >= 500
+        return (
+            code in _RETRYABLE_CODES or status == 429 or (isinstance(status, int) and status >= 500)
         )
     if isinstance(exc, SSLError):  # a certificate problem does not pass by retrying
         return False
@@ -251,8 +251,7 @@ def aws_deadline(seconds: float) -> Iterator[None]:
     """A soft deadline ``seconds`` from now for AWS calls inside (the check's own timeout):
     no backoff sleeps past it and a retry in flight is cut at it with the last error, but a
     first attempt is never cut by it."""
-    limit = _Limit(asyncio.get_running_loop().time() + seconds, hard=False,
-                   parent=_current.get())
+    limit = _Limit(asyncio.get_running_loop().time() + seconds, hard=False, parent=_current.get())
     token = _current.set(limit)
     try:
         yield

@@ -49,8 +49,11 @@ class MetricWindow:
     period: int
 
     def as_json(self) -> dict[str, Any]:
-        return {"start": self.start.isoformat(), "end": self.end.isoformat(),
-                "period_seconds": self.period}
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "period_seconds": self.period,
+        }
 
 
 def standard_period(seconds: float) -> int:
@@ -58,8 +61,9 @@ def standard_period(seconds: float) -> int:
     return max(60, int(seconds) // 60 * 60)
 
 
-def aligned_window(period: float, periods: int, now: float | None = None, *,
-                   current: bool = False) -> MetricWindow:
+def aligned_window(
+    period: float, periods: int, now: float | None = None, *, current: bool = False
+) -> MetricWindow:
     """The last ``periods`` whole periods before ``now`` (default: the clock), ``period``
     made a standard-resolution one; ``current`` ends the window after the period in
     progress instead, so its partial datapoint is read too."""
@@ -102,8 +106,9 @@ async def read_metrics(
                 if 0 <= index < len(queries):
                     found[queries[index].key].extend(
                         (_epoch(ts), float(value))
-                        for ts, value in zip(row.get("Timestamps", []), row.get("Values", []),
-                                             strict=False)
+                        for ts, value in zip(
+                            row.get("Timestamps", []), row.get("Values", []), strict=False
+                        )
                     )
             kwargs["NextToken"] = page.get("NextToken")
             if not kwargs["NextToken"]:
@@ -113,11 +118,12 @@ async def read_metrics(
 
 def _request(query_id: str, query: MetricQuery, period: int) -> dict[str, Any]:
     dimensions = [{"Name": k, "Value": v} for k, v in query.dimensions.items()]
-    metric = {"Namespace": query.namespace, "MetricName": query.metric,
-              "Dimensions": dimensions}
-    return {"Id": query_id, "MetricStat": {"Metric": metric, "Period": period,
-                                           "Stat": query.stat},
-            "ReturnData": True}
+    metric = {"Namespace": query.namespace, "MetricName": query.metric, "Dimensions": dimensions}
+    return {
+        "Id": query_id,
+        "MetricStat": {"Metric": metric, "Period": period, "Stat": query.stat},
+        "ReturnData": True,
+    }
 
 
 def _epoch(moment: Any) -> float:

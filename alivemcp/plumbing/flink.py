@@ -67,10 +67,14 @@ async def describe_application(client: Any, name: str) -> FlinkApplication:
         current_parallelism=_int(parallel.get("CurrentParallelism", parallel.get("Parallelism"))),
         parallelism_per_kpu=_int(parallel.get("ParallelismPerKPU")),
         autoscaling=bool(parallel.get("AutoScalingEnabled")),
-        checkpointing=(bool(checkpoint["CheckpointingEnabled"])
-                       if "CheckpointingEnabled" in checkpoint else None),
-        checkpoint_interval_seconds=(float(interval_ms) / 1000.0
-                                     if isinstance(interval_ms, int | float) else None),
+        checkpointing=(
+            bool(checkpoint["CheckpointingEnabled"])
+            if "CheckpointingEnabled" in checkpoint
+            else None
+        ),
+        checkpoint_interval_seconds=(
+            float(interval_ms) / 1000.0 if isinstance(interval_ms, int | float) else None
+        ),
     )
 
 

@@ -168,7 +168,8 @@ TLS_RESUME_SECONDS = 300.0
 _MAX_TLS_SESSIONS = 100_000
 #: The session the connection being opened in this task may resume (see _ResumingSSLObject).
 _OFFERED_SESSION: contextvars.ContextVar[ssl.SSLSession | None] = contextvars.ContextVar(
-    "alivemcp_offered_tls_session", default=None)
+    "alivemcp_offered_tls_session", default=None
+)
 
 
 class _ResumingSSLObject(ssl.SSLObject):
@@ -181,15 +182,25 @@ class _ResumingSSLObject(ssl.SSLObject):
     """
 
     @classmethod
-    def _create(cls, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO,
-                server_side: bool = False, server_hostname: str | None = None,
-                session: ssl.SSLSession | None = None,
-                context: ssl.SSLContext | None = None) -> ssl.SSLObject:
+    def _create(
+        cls,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | None = None,
+        session: ssl.SSLSession | None = None,
+        context: ssl.SSLContext | None = None,
+    ) -> ssl.SSLObject:
         if session is None and not server_side:
             session = _OFFERED_SESSION.get()
         return super()._create(  # type: ignore[misc,no-any-return]
-            incoming, outgoing, server_side=server_side, server_hostname=server_hostname,
-            session=session, context=context)
+            incoming,
+            outgoing,
+            server_side=server_side,
+            server_hostname=server_hostname,
+            session=session,
+            context=context,
+        )
 
 
 class TlsSessions:
@@ -241,8 +252,7 @@ class ConnectionTimings:
     literal or localhost).
     """
 
-    __slots__ = ("cert_not_after", "connect_seconds", "dns_seconds", "tls_resumed",
-                 "tls_seconds")
+    __slots__ = ("cert_not_after", "connect_seconds", "dns_seconds", "tls_resumed", "tls_seconds")
 
     def __init__(self) -> None:
         self.dns_seconds: float | None = None
@@ -292,8 +302,22 @@ class _Connection(asyncio.Protocol):
     libuv timer and its close for every network read.
     """
 
-    __slots__ = ("_loop", "_timer", "_timer_at", "_waiter", "buffer", "deadline", "eof", "error",
-                 "key", "paused", "tls_sessions", "transport", "unyielded", "verified_at")
+    __slots__ = (
+        "_loop",
+        "_timer",
+        "_timer_at",
+        "_waiter",
+        "buffer",
+        "deadline",
+        "eof",
+        "error",
+        "key",
+        "paused",
+        "tls_sessions",
+        "transport",
+        "unyielded",
+        "verified_at",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -381,7 +405,8 @@ class _Connection(asyncio.Protocol):
         certificate after the handshake): a TLS failure, not a plain close."""
         error = self.error
         if isinstance(error, ssl.SSLError) and not isinstance(
-                error, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+            error, ssl.SSLEOFError | ssl.SSLZeroReturnError
+        ):
             _, host, port = self.key
             # "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required
             # (_ssl.c:2580)" -> "tlsv13 alert certificate required"
@@ -433,11 +458,31 @@ class _Connection(asyncio.Protocol):
 class HttpResponse:
     """A response whose body is read on demand (see :meth:`chunks`, :func:`read_capped`)."""
 
-    __slots__ = ("_conn", "_crlf", "_done", "_keep_alive", "_mode", "_remaining", "_total",
-                 "_trailer", "content_length", "content_type", "headers", "limit", "status")
+    __slots__ = (
+        "_conn",
+        "_crlf",
+        "_done",
+        "_keep_alive",
+        "_mode",
+        "_remaining",
+        "_total",
+        "_trailer",
+        "content_length",
+        "content_type",
+        "headers",
+        "limit",
+        "status",
+    )
 
-    def __init__(self, conn: _Connection, status: int, headers: Headers, keep_alive: bool,
-                 has_body: bool, limit: int) -> None:
+    def __init__(
+        self,
+        conn: _Connection,
+        status: int,
+        headers: Headers,
+        keep_alive: bool,
+        has_body: bool,
+        limit: int,
+    ) -> None:
         self._conn = conn
         self.status = status
         self.headers = headers
@@ -551,7 +596,7 @@ class HttpResponse:
                 stop = start + size
                 if stop + 2 > end or got + size > _YIELD_AFTER:
                     break
-                if buffer[stop:stop + 2] != b"\r\n":
+                if buffer[stop : stop + 2] != b"\r\n":
                     if size:
                         raise ProtocolError("chunk not followed by CRLF")
                     break  # the last chunk, with trailers
@@ -569,7 +614,7 @@ class HttpResponse:
                 take = min(self._remaining, end - pos, _YIELD_AFTER - got)
                 if take <= 0:
                     break
-                pieces.append(buffer[pos:pos + take])
+                pieces.append(buffer[pos : pos + take])
                 pos += take
                 got += take
                 self._remaining -= take
@@ -579,7 +624,7 @@ class HttpResponse:
             if self._crlf:
                 if end - pos < 2:
                     break
-                if buffer[pos:pos + 2] != b"\r\n":
+                if buffer[pos : pos + 2] != b"\r\n":
                     raise ProtocolError("chunk not followed by CRLF")
                 pos += 2
                 self._crlf = False
@@ -644,8 +689,17 @@ class _Target:
     """A parsed request URL (cached across sessions: a probe hits the same URL several times
     per run, and again every run)."""
 
-    __slots__ = ("absolute", "addresses", "host", "host_header", "https", "key", "path", "port",
-                 "request_tail")
+    __slots__ = (
+        "absolute",
+        "addresses",
+        "host",
+        "host_header",
+        "https",
+        "key",
+        "path",
+        "port",
+        "request_tail",
+    )
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -657,7 +711,8 @@ class _Target:
             self.host = idna_host(parts.hostname)
         except ValueError as exc:
             raise InvalidRequest(
-                f"host {parts.hostname[:100]!r} cannot be IDNA-encoded: {exc}") from None
+                f"host {parts.hostname[:100]!r} cannot be IDNA-encoded: {exc}"
+            ) from None
         try:
             port = parts.port
         except ValueError:
@@ -675,13 +730,15 @@ class _Target:
         #: The request target in absolute form, for plain http through a proxy.
         self.absolute = f"http://{self.host_header}{self.path}"
         #: A direct request's head after its method, up to the caller's headers.
-        self.request_tail = (f" {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
-                             f"User-Agent: {USER_AGENT}\r\n")
+        self.request_tail = (
+            f" {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\nUser-Agent: {USER_AGENT}\r\n"
+        )
         self.key = (self.https, self.host, self.port)
         static = static_addresses(self.host)
         #: Where to connect when no lookup is needed (IP literal, localhost), else None.
         self.addresses: list[Address] | None = (
-            None if static is None else with_port(static, self.port))
+            None if static is None else with_port(static, self.port)
+        )
 
 
 def _check_header(name: str, value: str) -> None:
@@ -695,16 +752,21 @@ def _unencodable(headers: Mapping[str, str] | None) -> InvalidRequest:
         try:
             f"{name}: {value}".encode("latin-1")
         except UnicodeEncodeError:
-            return InvalidRequest(f"header {name[:40]!r} has characters that HTTP/1.1 headers "
-                                  "cannot carry (not latin-1)")
+            return InvalidRequest(
+                f"header {name[:40]!r} has characters that HTTP/1.1 headers "
+                "cannot carry (not latin-1)"
+            )
     return InvalidRequest("the request line has characters that HTTP/1.1 cannot carry")
 
 
 class _RequestContext:
     __slots__ = ("_args", "_response", "_session")
 
-    def __init__(self, session: ProbeSession,
-                 args: tuple[str, str, Mapping[str, str] | None, bytes | None, float]) -> None:
+    def __init__(
+        self,
+        session: ProbeSession,
+        args: tuple[str, str, Mapping[str, str] | None, bytes | None, float],
+    ) -> None:
         self._session = session
         self._args = args
         self._response: HttpResponse | None = None
@@ -717,8 +779,12 @@ class _RequestContext:
             raise
         return self._response
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         response = self._response
         if response is not None:
             self._session._release(response, ok=exc is None)
@@ -738,13 +804,29 @@ class _RequestContext:
 class ProbeSession:
     """One probe run's HTTP client: fresh connections, kept alive for the run, then closed."""
 
-    __slots__ = ("_all", "_idle", "_loop", "_proxies", "_resolver", "_ssl", "_targets",
-                 "_tls_sessions", "max_body_bytes", "timings")
+    __slots__ = (
+        "_all",
+        "_idle",
+        "_loop",
+        "_proxies",
+        "_resolver",
+        "_ssl",
+        "_targets",
+        "_tls_sessions",
+        "max_body_bytes",
+        "timings",
+    )
 
-    def __init__(self, *, ssl_context: ssl.SSLContext, max_body_bytes: int,
-                 targets: dict[str, _Target] | None = None, resolver: Resolver | None = None,
-                 proxies: ProxySettings | None = None,
-                 tls_sessions: TlsSessions | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext,
+        max_body_bytes: int,
+        targets: dict[str, _Target] | None = None,
+        resolver: Resolver | None = None,
+        proxies: ProxySettings | None = None,
+        tls_sessions: TlsSessions | None = None,
+    ) -> None:
         self.timings = ConnectionTimings()
         self.max_body_bytes = max_body_bytes
         self._ssl = ssl_context
@@ -757,15 +839,20 @@ class ProbeSession:
         self._proxies = proxies
         self._loop = asyncio.get_running_loop()
 
-    def request(self, method: str, url: str, *, timeout: float,
-                headers: Mapping[str, str] | None = None,
-                body: bytes | None = None) -> _RequestContext:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> _RequestContext:
         """``async with session.request(...) as response``: the body is read by the caller
         within the same ``timeout`` (seconds, from now); leaving the block early (or on an
         error) closes the connection instead of reusing it.
         """
-        return _RequestContext(self, (method, url, headers, body,
-                                      self._loop.time() + timeout))
+        return _RequestContext(self, (method, url, headers, body, self._loop.time() + timeout))
 
     def stream(self, response: HttpResponse) -> AsyncGenerator[bytes, None]:
         """The body chunk by chunk (see :meth:`HttpResponse.chunks`)."""
@@ -779,8 +866,14 @@ class ProbeSession:
             target = self._targets[url] = _Target(url)
         return target
 
-    async def _send(self, method: str, url: str, headers: Mapping[str, str] | None,
-                    body: bytes | None, deadline: float) -> HttpResponse:
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None,
+        body: bytes | None,
+        deadline: float,
+    ) -> HttpResponse:
         target = self._target(url)
         proxy = None
         if self._proxies is not None:
@@ -788,8 +881,10 @@ class ProbeSession:
         if proxy is None or target.https:
             text = method + target.request_tail
         else:  # plain http through a proxy: absolute form, credentials for the proxy
-            text = (f"{method} {target.absolute} HTTP/1.1\r\nHost: {target.host_header}\r\n"
-                    f"User-Agent: {USER_AGENT}\r\n")
+            text = (
+                f"{method} {target.absolute} HTTP/1.1\r\nHost: {target.host_header}\r\n"
+                f"User-Agent: {USER_AGENT}\r\n"
+            )
             if proxy.authorization:
                 text += f"Proxy-Authorization: {proxy.authorization}\r\n"
         if headers:
@@ -797,8 +892,11 @@ class ProbeSession:
             # One scan for the whole block instead of four per header: exactly one line break
             # per header and no colon in a name (else find the culprit for the message).
             count = len(headers)
-            if ":" in "".join(headers) or block.count("\n") != count or (
-                    block.count("\r") != count):
+            if (
+                ":" in "".join(headers)
+                or block.count("\n") != count
+                or (block.count("\r") != count)
+            ):
                 for name, value in headers.items():
                     _check_header(name, value)
             text += block
@@ -841,11 +939,14 @@ class ProbeSession:
                     raise ProtocolError(f"response head longer than {MAX_HEAD_BYTES} bytes")
                 start = max(0, len(buffer) - 3)
                 if not await conn._more():
-                    raise ConnectionClosed("connection closed mid-response" if buffer else
-                                           "server closed the connection before responding")
+                    raise ConnectionClosed(
+                        "connection closed mid-response"
+                        if buffer
+                        else "server closed the connection before responding"
+                    )
                 continue
             head = bytes(buffer[:index])
-            del buffer[:index + 4]
+            del buffer[: index + 4]
             start = 0
             status, headers, keep_alive = _parse_head(head)
             if status >= 200 or status == 101:
@@ -860,8 +961,7 @@ class ProbeSession:
         else:
             conn.close()
 
-    async def _connect(self, target: _Target, proxy: Proxy | None,
-                       deadline: float) -> _Connection:
+    async def _connect(self, target: _Target, proxy: Proxy | None, deadline: float) -> _Connection:
         """A new connection to the target (through ``proxy`` when given), by ``deadline``.
 
         The lookup keeps its own (shorter) deadline and reports a :class:`DnsError`;
@@ -874,7 +974,8 @@ class ProbeSession:
         addresses = hop.addresses
         if addresses is None:
             found = await self._resolver.resolve(
-                hop.host, deadline, what="" if proxy is None else "proxy ")
+                hop.host, deadline, what="" if proxy is None else "proxy "
+            )
             addresses = with_port(found, hop.port)
             if first:
                 timings.dns_seconds = time.perf_counter() - started
@@ -887,7 +988,8 @@ class ProbeSession:
             async with asyncio.timeout_at(deadline):
                 if proxy is None and len(addresses) == 1 and numeric(addresses[0]):
                     transport, conn = await connect_transport(
-                        self._loop, addresses[0], target.host_header, self._new_connection)
+                        self._loop, addresses[0], target.host_header, self._new_connection
+                    )
                     connected = time.perf_counter()
                     if target.https:
                         await self._start_tls(transport, conn, target)
@@ -931,8 +1033,9 @@ class ProbeSession:
                     timings.cert_not_after = float(ssl.cert_time_to_seconds(peercert["notAfter"]))
         return conn
 
-    async def _through(self, proxy: Proxy, addresses: list[Address],
-                       target: _Target) -> socket.socket:
+    async def _through(
+        self, proxy: Proxy, addresses: list[Address], target: _Target
+    ) -> socket.socket:
         """A socket to the proxy; for an https target, tunnelled to it with CONNECT."""
         try:
             sock = await connect(addresses, f"proxy {proxy.label}")
@@ -952,7 +1055,8 @@ class ProbeSession:
         """The connection's transport (TLS with the target for https)."""
         try:
             _, conn = await self._loop.create_connection(
-                self._new_connection, sock=sock,
+                self._new_connection,
+                sock=sock,
                 ssl=self._ssl if target.https else None,
                 server_hostname=target.host if target.https else None,
             )
@@ -965,12 +1069,14 @@ class ProbeSession:
         conn.key = target.key
         return conn
 
-    async def _start_tls(self, transport: asyncio.Transport, conn: _Connection,
-                         target: _Target) -> None:
+    async def _start_tls(
+        self, transport: asyncio.Transport, conn: _Connection, target: _Target
+    ) -> None:
         """TLS with the target over a connected TCP transport (closed when it fails)."""
         try:
-            tls = await self._loop.start_tls(transport, conn, self._ssl,
-                                             server_hostname=target.host)
+            tls = await self._loop.start_tls(
+                transport, conn, self._ssl, server_hostname=target.host
+            )
         except (ssl.SSLError, ConnectionError) as exc:
             transport.close()
             raise _tls_failure(exc, target) from None
@@ -1065,8 +1171,9 @@ class _TlsFiles:
 
     __slots__ = ("context", "paths", "sessions", "stamp")
 
-    def __init__(self, context: ssl.SSLContext, paths: tuple[str, ...],
-                 resume_seconds: float) -> None:
+    def __init__(
+        self, context: ssl.SSLContext, paths: tuple[str, ...], resume_seconds: float
+    ) -> None:
         self.context = context
         self.sessions = TlsSessions(resume_seconds)
         self.paths = paths
@@ -1084,8 +1191,9 @@ def _stamp(paths: tuple[str, ...]) -> tuple[int, ...] | None:
         return None
 
 
-def _load_context(verify: bool, ca_file: str | None, cert_file: str | None,
-                  key_file: str | None) -> ssl.SSLContext:
+def _load_context(
+    verify: bool, ca_file: str | None, cert_file: str | None, key_file: str | None
+) -> ssl.SSLContext:
     try:
         context = ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
@@ -1103,8 +1211,10 @@ def _load_context(verify: bool, ca_file: str | None, cert_file: str | None,
             context.load_cert_chain(cert_file, key_file, password=_no_password)
         except (OSError, ssl.SSLError) as exc:
             key = f" with key {key_file}" if key_file else ""
-            raise ClientConfigError(f"cannot load client certificate {cert_file}{key}: "
-                                    f"{_reason(exc, key_file or cert_file)}") from None
+            raise ClientConfigError(
+                f"cannot load client certificate {cert_file}{key}: "
+                f"{_reason(exc, key_file or cert_file)}"
+            ) from None
     return context
 
 
@@ -1135,22 +1245,29 @@ class HttpClients:
     :class:`TlsSessions`; 0: never).
     """
 
-    def __init__(self, *, resolver: Resolver | None = None,
-                 environ: Mapping[str, str] | None = None,
-                 tls_resume_seconds: float = TLS_RESUME_SECONDS) -> None:
+    def __init__(
+        self,
+        *,
+        resolver: Resolver | None = None,
+        environ: Mapping[str, str] | None = None,
+        tls_resume_seconds: float = TLS_RESUME_SECONDS,
+    ) -> None:
         self._tls_resume_seconds = tls_resume_seconds
-        self._ssl_contexts: dict[tuple[bool, str | None, str | None, str | None],
-                                 _TlsFiles] = {}
+        self._ssl_contexts: dict[tuple[bool, str | None, str | None, str | None], _TlsFiles] = {}
         self._targets: dict[str, _Target] = {}
         self._httpx: httpx.AsyncClient | None = None
         self.resolver = resolver if resolver is not None else Resolver()
-        self._env_proxies = ProxySettings.from_environ(os.environ if environ is None
-                                                       else environ)
+        self._env_proxies = ProxySettings.from_environ(os.environ if environ is None else environ)
         self._proxies: dict[str, ProxySettings] = {}
 
-    def ssl_context(self, *, verify: bool = True, ca_file: str | None = None,
-                    cert_file: str | None = None, key_file: str | None = None
-                    ) -> ssl.SSLContext:
+    def ssl_context(
+        self,
+        *,
+        verify: bool = True,
+        ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+    ) -> ssl.SSLContext:
         """A shared TLS context (building one loads the CA bundle: milliseconds of CPU).
 
         With files, it is rebuilt when one of them changes (a rotated client certificate).
@@ -1158,8 +1275,9 @@ class HttpClients:
         """
         return self._tls_files(verify, ca_file, cert_file, key_file).context
 
-    def _tls_files(self, verify: bool, ca_file: str | None, cert_file: str | None,
-                   key_file: str | None) -> _TlsFiles:
+    def _tls_files(
+        self, verify: bool, ca_file: str | None, cert_file: str | None, key_file: str | None
+    ) -> _TlsFiles:
         key = (verify, ca_file, cert_file, key_file)
         cached = self._ssl_contexts.get(key)
         if cached is not None and cached.current():
@@ -1200,8 +1318,11 @@ class HttpClients:
         """
         tls = self._tls_files(verify, ca_file, cert_file, key_file)
         return ProbeSession(
-            ssl_context=tls.context, max_body_bytes=max_body_bytes, targets=self._targets,
-            resolver=self.resolver, proxies=self.proxy_settings(proxy),
+            ssl_context=tls.context,
+            max_body_bytes=max_body_bytes,
+            targets=self._targets,
+            resolver=self.resolver,
+            proxies=self.proxy_settings(proxy),
             tls_sessions=tls.sessions if verify and self._tls_resume_seconds > 0 else None,
         )
 
@@ -1226,15 +1347,22 @@ class HttpClients:
         over ``max_body_bytes`` a :class:`BodyTooLarge`. ``timeout`` (seconds) covers the
         lookup, connect, TLS and the whole body; no redirect is followed.
         """
-        session = self.probe_session(verify=verify, ca_file=ca_file, proxy=proxy,
-                                     max_body_bytes=max_body_bytes)
+        session = self.probe_session(
+            verify=verify, ca_file=ca_file, proxy=proxy, max_body_bytes=max_body_bytes
+        )
         started = time.perf_counter()
         try:
-            async with session.request(method, url, timeout=timeout, headers=headers,
-                                       body=body) as response:
+            async with session.request(
+                method, url, timeout=timeout, headers=headers, body=body
+            ) as response:
                 data = await read_capped(response)
-            return Fetched(response.status, response.headers, data,
-                           time.perf_counter() - started, session.timings)
+            return Fetched(
+                response.status,
+                response.headers,
+                data,
+                time.perf_counter() - started,
+                session.timings,
+            )
         finally:
             await session.aclose()
 
@@ -1266,6 +1394,8 @@ class HttpClients:
 def _tls_failure(exc: ssl.SSLError | ConnectionError, target: _Target) -> TlsError:
     """The one wording of a failed TLS handshake, however the connection was made."""
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return TlsError(f"TLS certificate of {target.host_header} rejected: "
-                        f"{exc.verify_message or exc.reason}", certificate=True)
+        return TlsError(
+            f"TLS certificate of {target.host_header} rejected: {exc.verify_message or exc.reason}",
+            certificate=True,
+        )
     return TlsError(f"TLS handshake with {target.host_header} failed: {exc}")

@@ -84,6 +84,7 @@ class AwsSource(Protocol):
     @property
     def aws(self) -> AwsClients: ...
 
+
 __all__ = [
     "BrokerHealth",
     "BrokerInfo",
@@ -214,7 +215,9 @@ class KafkaClusterClient:
     def _refused(self, problem: KafkaPlumbingError, what: str) -> KafkaPlumbingError:
         """A broker's refusal of the prober's credentials, as the cluster's ``auth`` error."""
         return KafkaPlumbingError(
-            ErrorKind.AUTH, target=self.conn.describe(), operation=what,
+            ErrorKind.AUTH,
+            target=self.conn.describe(),
+            operation=what,
             detail=f"{broker_name(self._node_at(problem.target), problem.target)} refused the "
             f"prober's credentials: {problem.detail.removeprefix('cannot be asked: ')}",
             code=problem.code,
@@ -240,7 +243,9 @@ class KafkaClusterClient:
             response = await client.get_bootstrap_brokers(ClusterArn=arn)
         except ProbeError as err:  # the AWS plumbing's own: its kind stands
             raise KafkaPlumbingError(
-                err.kind, target=arn, operation="GetBootstrapBrokers",
+                err.kind,
+                target=arn,
+                operation="GetBootstrapBrokers",
                 detail=f"cannot resolve the cluster's brokers: {aws_error_summary(err)}",
                 code=err.code,
             ) from err
@@ -248,7 +253,8 @@ class KafkaClusterClient:
         if not brokers:
             offered = sorted(k for k, v in response.items() if k.startswith("Bootstrap") and v)
             raise self._error(
-                ErrorKind.NOT_FOUND, "GetBootstrapBrokers",
+                ErrorKind.NOT_FOUND,
+                "GetBootstrapBrokers",
                 f"has no {field} for {self.conn.security_protocol}"
                 f"/{self.conn.sasl_mechanism or '-'}; it offers {offered or 'none'}",
                 target=arn,
@@ -344,12 +350,15 @@ class KafkaClusterClient:
                 conn = await create_conn(host.strip("[]"), int(port), **options)
         except TimeoutError:
             return self._error(
-                ErrorKind.TIMEOUT, "ApiVersions",
-                f"did not answer ApiVersions within {seconds_text(timeout)}", target=server,
+                ErrorKind.TIMEOUT,
+                "ApiVersions",
+                f"did not answer ApiVersions within {seconds_text(timeout)}",
+                target=server,
             )
         except (KafkaError, OSError, ValueError) as exc:
-            err = kafka_error(exc, target=server, operation="ApiVersions",
-                              unclassified=ErrorKind.CONNECT)
+            err = kafka_error(
+                exc, target=server, operation="ApiVersions", unclassified=ErrorKind.CONNECT
+            )
             err.detail = f"cannot be asked: {type(exc).__name__}: {exc}"
             return err
         conn.close()
@@ -401,8 +410,10 @@ class KafkaClusterClient:
         return answered or servers
 
     async def _judge_silent(
-        self, asks: dict[asyncio.Future[KafkaPlumbingError | None], str],
-        others_answered: bool, started: float,
+        self,
+        asks: dict[asyncio.Future[KafkaPlumbingError | None], str],
+        others_answered: bool,
+        started: float,
         deadline: float,
     ) -> None:
         """Bootstrap servers still asked: one silent long after another answered (a few
@@ -419,7 +430,8 @@ class KafkaClusterClient:
                 for task in pending:
                     server = asks[task]
                     self._suspect(
-                        server, self._node_at(server),
+                        server,
+                        self._node_at(server),
                         f"did not answer ApiVersions within {seconds_text(waited)}",
                     )
         finally:
@@ -449,9 +461,7 @@ class KafkaClusterClient:
                 self._close_later(client)
                 waited = timeout * _WAIT_SHARE
                 if steering is not None and not steering.nodes():  # still bootstrapping
-                    reason = await self._blame_bootstrap(
-                        steering.bootstrap, waited, timeout, what
-                    )
+                    reason = await self._blame_bootstrap(steering.bootstrap, waited, timeout, what)
                 else:
                     stuck = steering.stuck() if steering is not None else []
                     reason = await self._blame(stuck, waited, timeout)
@@ -459,15 +469,17 @@ class KafkaClusterClient:
             with contextlib.suppress(Exception):
                 await close_quietly(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
-                cause = (await self._bootstrap_failure(timeout)
-                         if _is_bootstrap_error(exc) else None)
+                cause = await self._bootstrap_failure(timeout) if _is_bootstrap_error(exc) else None
                 if cause is not None and cause.kind is ErrorKind.AUTH:
                     raise self._refused(cause, what) from exc
                 if cause is not None:  # as the cluster's error, naming the server
                     raise KafkaPlumbingError(
-                        cause.kind, target=self.conn.describe(), operation=what,
+                        cause.kind,
+                        target=self.conn.describe(),
+                        operation=what,
                         detail=f"{broker_name(self._node_at(cause.target), cause.target)} "
-                        f"{cause.detail}", code=cause.code,
+                        f"{cause.detail}",
+                        code=cause.code,
                     ) from exc
                 raise self._translate(exc, what) from exc
             raise
@@ -489,7 +501,11 @@ class KafkaClusterClient:
         return await self._start(client, what, left)
 
     async def _shared(
-        self, attr: str, lock: asyncio.Lock, make: Callable[..., Any], what: str,
+        self,
+        attr: str,
+        lock: asyncio.Lock,
+        make: Callable[..., Any],
+        what: str,
         timeout: float | None,
     ) -> Any:
         """The shared client in ``attr``, built on first use (within ``timeout``, waiting for
@@ -504,7 +520,8 @@ class KafkaClusterClient:
                 await lock.acquire()
         except TimeoutError as exc:
             raise self._error(
-                ErrorKind.TIMEOUT, what,
+                ErrorKind.TIMEOUT,
+                what,
                 f"another start still running after {seconds_text(timeout or 0)}",
             ) from exc
         try:
@@ -525,7 +542,8 @@ class KafkaClusterClient:
         servers = split_servers(await self.bootstrap_servers())[:3]
         seconds = self.conn.request_timeout if timeout is None else max(0.1, timeout)
         problems = [
-            p for p in await asyncio.gather(*(self._ask(s, seconds) for s in servers))
+            p
+            for p in await asyncio.gather(*(self._ask(s, seconds) for s in servers))
             if p is not None
         ]
         refused = [p for p in problems if p.kind is ErrorKind.AUTH]
@@ -609,8 +627,11 @@ class KafkaClusterClient:
         """A failure to reach the cluster: whatever is not known to be more specific (a
         timeout, TLS, refused credentials) means the cluster could not be reached."""
         return kafka_error(
-            exc, target=self.conn.describe(), operation=operation,
-            timeout=self.conn.request_timeout, unclassified=ErrorKind.CONNECT,
+            exc,
+            target=self.conn.describe(),
+            operation=operation,
+            timeout=self.conn.request_timeout,
+            unclassified=ErrorKind.CONNECT,
         )
 
     async def _guard(self, call: Any, operation: str) -> Any:
@@ -625,7 +646,9 @@ class KafkaClusterClient:
             raise self._translate(exc, operation) from exc
         except KafkaError as exc:  # the broker's answer was an error: the clients are fine
             raise kafka_error(
-                exc, target=self.conn.describe(), operation=operation,
+                exc,
+                target=self.conn.describe(),
+                operation=operation,
                 timeout=self.conn.request_timeout,
             ) from exc
 
@@ -674,9 +697,7 @@ class KafkaClusterClient:
         ``timeout``); a silent one is named, and a suspect. One that refuses the prober's
         credentials raises an ``auth`` error instead: the time ran out on a refusal."""
         head = f"no Kafka answer within {seconds_text(waited)}"
-        answers = await asyncio.gather(
-            *(self._ask(s, max(0.0, timeout - waited)) for s in servers)
-        )
+        answers = await asyncio.gather(*(self._ask(s, max(0.0, timeout - waited)) for s in servers))
         refused = next((p for p in answers if p is not None and p.kind is ErrorKind.AUTH), None)
         if refused is not None:
             raise self._refused(refused, what)
@@ -707,8 +728,9 @@ class KafkaClusterClient:
         waiting = ", ".join(self.broker_name(n) for n in stuck)
         if len(checked) < len(stuck):
             return f"{head} (waiting on {waiting})"
-        return f"{head} (waiting on {waiting}, which answer{'s' if len(stuck) == 1 else ''} " \
-            "otherwise)"
+        return (
+            f"{head} (waiting on {waiting}, which answer{'s' if len(stuck) == 1 else ''} otherwise)"
+        )
 
     async def _bounded(self, call: Any, client: Any, what: str, timeout: float | None) -> Any:
         """Await ``call`` (a request made through ``client``) within ``timeout``; running out
@@ -784,14 +806,20 @@ class KafkaClusterClient:
             # on the hung brokers, so it happens in the background).
             self._drop_clients()
             raise self._error(
-                ErrorKind.TIMEOUT, what,
+                ErrorKind.TIMEOUT,
+                what,
                 f"no Kafka answer within {seconds_text(step)}: " + "; ".join(failures),
             )
         raise last  # the caller's guard translates it
 
     async def send_to(
-        self, node_id: int, request: Any, what: str, timeout: float | None = None,
-        *, group: ConnectionGroup = ConnectionGroup.DEFAULT,
+        self,
+        node_id: int,
+        request: Any,
+        what: str,
+        timeout: float | None = None,
+        *,
+        group: ConnectionGroup = ConnectionGroup.DEFAULT,
     ) -> Any:
         """Send ``request`` to one broker (a coordinator, a partition leader) within
         ``timeout``. A suspect broker is not asked while another is healthy; one that does
@@ -922,7 +950,9 @@ class KafkaClusterClient:
         admin = await self.admin(timeout)
         if assignments:
             topic = NewTopic(
-                name, -1, -1,
+                name,
+                -1,
+                -1,
                 replica_assignments={p: list(r) for p, r in assignments.items()},
                 topic_configs=dict(configs or {}),
             )
@@ -937,7 +967,10 @@ class KafkaClusterClient:
         return True
 
     async def add_partitions(
-        self, name: str, total: int, assignments: Sequence[Sequence[int]],
+        self,
+        name: str,
+        total: int,
+        assignments: Sequence[Sequence[int]],
         timeout: float | None = None,
     ) -> None:
         """Grow a topic to ``total`` partitions placed on ``assignments`` (one replica list
@@ -956,9 +989,7 @@ class KafkaClusterClient:
         ``leaders`` (fresh metadata): a client still sending to a fenced, hung leader would
         otherwise wait for its next periodic refresh."""
         inner = inner_client(client)
-        seen = {
-            p: inner.cluster.leader_for_partition(TopicPartition(topic, p)) for p in leaders
-        }
+        seen = {p: inner.cluster.leader_for_partition(TopicPartition(topic, p)) for p in leaders}
         if all(seen[p] == leader for p, leader in leaders.items()):
             return
         with contextlib.suppress(TimeoutError, KafkaError):
@@ -972,12 +1003,15 @@ class KafkaClusterClient:
         for result in response.topic_errors:
             error_code, message = result[1], result[2] if len(result) > 2 else ""
             if error_code:
-                detail = f"{error_name(error_code)}: {message}" if message else error_name(
-                    error_code
+                detail = (
+                    f"{error_name(error_code)}: {message}" if message else error_name(error_code)
                 )
                 raise KafkaPlumbingError(
-                    kind_for_code(error_code), target=f"topic {topic}", operation=operation,
-                    detail=detail, code=error_name(error_code),
+                    kind_for_code(error_code),
+                    target=f"topic {topic}",
+                    operation=operation,
+                    detail=detail,
+                    code=error_name(error_code),
                 )
 
 

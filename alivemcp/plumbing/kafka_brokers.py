@@ -64,8 +64,6 @@ class RunBudget:
         return min(seconds, at_most) if at_most is not None else seconds
 
 
-
-
 @dataclass(slots=True)
 class Suspicion:
     """A broker that did not answer within its attempt, and what it did not answer."""
@@ -194,7 +192,10 @@ class Steering:
         return found if any(self.suspect(n) is None for n in others) else None
 
     async def get_conn(
-        self, node_id: Any, *, group: ConnectionGroup = ConnectionGroup.DEFAULT,
+        self,
+        node_id: Any,
+        *,
+        group: ConnectionGroup = ConnectionGroup.DEFAULT,
         no_hint: bool = False,
     ) -> Any:
         if self.skipped(node_id) is not None:
@@ -238,4 +239,3 @@ def inner_client(client: Any) -> AIOKafkaClient:
 
 def seconds_text(value: float) -> str:
     return f"{round(value, 1):g}s"
-

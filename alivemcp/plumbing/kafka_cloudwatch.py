@@ -48,8 +48,9 @@ async def series_values(
     """The ``stat`` of each series per ``period`` from ``start`` to ``end``, oldest first
     (one list per series, in the order given; empty when it has no datapoints)."""
     queries = [
-        MetricQuery(str(index), NAMESPACE, metric, {d["Name"]: d["Value"] for d in dimensions},
-                    stat)
+        MetricQuery(
+            str(index), NAMESPACE, metric, {d["Name"]: d["Value"] for d in dimensions}, stat
+        )
         for index, (metric, dimensions) in enumerate(series)
     ]
     found = await read_metrics(client, queries, start, end, period)

@@ -31,20 +31,22 @@ class KafkaPlumbingError(ProbeError):
 
 
 #: Broker error codes that say the request itself was refused as invalid.
-_REJECTED_CODES = frozenset({
-    4,  # InvalidFetchRequest
-    10,  # MessageSizeTooLarge
-    17,  # InvalidTopic
-    21,  # InvalidRequiredAcks
-    24,  # InvalidGroupId
-    35,  # UnsupportedVersion
-    37,  # InvalidPartitions
-    38,  # InvalidReplicationFactor
-    39,  # InvalidReplicationAssignment
-    40,  # InvalidConfiguration
-    42,  # InvalidRequest
-    44,  # PolicyViolation
-})
+_REJECTED_CODES = frozenset(
+    {
+        4,  # InvalidFetchRequest
+        10,  # MessageSizeTooLarge
+        17,  # InvalidTopic
+        21,  # InvalidRequiredAcks
+        24,  # InvalidGroupId
+        35,  # UnsupportedVersion
+        37,  # InvalidPartitions
+        38,  # InvalidReplicationFactor
+        39,  # InvalidReplicationAssignment
+        40,  # InvalidConfiguration
+        42,  # InvalidRequest
+        44,  # PolicyViolation
+    }
+)
 #: Broker error codes that refuse the prober's identity.
 _PERMISSION_CODES = frozenset({29, 30, 31, 53})  # topic, group, cluster, transactional id
 _NOT_FOUND_CODES = frozenset({3, 69})  # UnknownTopicOrPartition, GroupIdNotFound

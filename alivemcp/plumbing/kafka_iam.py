@@ -86,6 +86,8 @@ def _sign_msk_token(region: str, frozen: Any) -> tuple[str, int]:
 
 def _no_credentials(region: str, why: str) -> KafkaPlumbingError:
     return KafkaPlumbingError(
-        ErrorKind.AUTH, target=f"MSK in {region}", operation="MSK IAM sign-in",
+        ErrorKind.AUTH,
+        target=f"MSK in {region}",
+        operation="MSK IAM sign-in",
         detail=f"no AWS credentials: {why}",
     )

@@ -55,7 +55,6 @@ class ClusterMetadata:
     topics: Mapping[str, TopicState]
 
 
-
 def parse_metadata(response: Any) -> ClusterMetadata:
     obj = response.to_object()
     brokers = {

@@ -123,7 +123,9 @@ class ConsumerGroupReader:
         await asyncio.gather(*(one(n) for n in snapshot.brokers))
         if silent:
             raise KafkaPlumbingError(
-                ErrorKind.TIMEOUT, target=self.cluster.conn.describe(), operation="ListGroups",
+                ErrorKind.TIMEOUT,
+                target=self.cluster.conn.describe(),
+                operation="ListGroups",
                 detail="cannot list every consumer group: " + "; ".join(silent),
             )
         return sorted(groups)
@@ -141,7 +143,9 @@ class ConsumerGroupReader:
                 # A coordinator remembered from an earlier run may have moved off a hung
                 # broker since: it gets half the time, so a fresh lookup still fits.
                 response = await self.cluster.send_to(
-                    node, OffsetFetchRequest(group, None), "OffsetFetch",
+                    node,
+                    OffsetFetchRequest(group, None),
+                    "OffsetFetch",
                     left / 2 if remembered and attempt == 0 else left,
                 )
             except _NoCoordinator:
@@ -161,7 +165,9 @@ class ConsumerGroupReader:
                     continue
             if code == _GROUP_AUTHORIZATION_FAILED:
                 raise KafkaPlumbingError(
-                    ErrorKind.PERMISSION, target=f"group {group}", operation="OffsetFetch",
+                    ErrorKind.PERMISSION,
+                    target=f"group {group}",
+                    operation="OffsetFetch",
                     detail="not authorized to read the group's offsets",
                     code=error_name(code),
                 )
@@ -175,13 +181,13 @@ class ConsumerGroupReader:
                         committed[(topic, partition)] = offset
             return committed
         raise KafkaPlumbingError(
-            ErrorKind.UNAVAILABLE, target=f"group {group}", operation="OffsetFetch",
+            ErrorKind.UNAVAILABLE,
+            target=f"group {group}",
+            operation="OffsetFetch",
             detail="the coordinator kept moving",
         )
 
-    async def membership(
-        self, groups: Iterable[str], timeout: float
-    ) -> dict[str, GroupMembership]:
+    async def membership(self, groups: Iterable[str], timeout: float) -> dict[str, GroupMembership]:
         """State and membership of the groups whose coordinator is known; one DescribeGroups
         per coordinator. Groups whose coordinator did not answer are absent."""
         by_node: dict[int, list[str]] = defaultdict(list)
@@ -300,12 +306,15 @@ class ConsumerGroupReader:
         if cached is not None:
             return cached
         response = await self.cluster.send_to(
-            await self.cluster.pick_node(timeout), FindCoordinatorRequest(group, 0),
-            "FindCoordinator", timeout,
+            await self.cluster.pick_node(timeout),
+            FindCoordinatorRequest(group, 0),
+            "FindCoordinator",
+            timeout,
         )
         if response.error_code:
             raise _NoCoordinator(
-                kind_for_code(response.error_code), target=f"group {group}",
+                kind_for_code(response.error_code),
+                target=f"group {group}",
                 operation="FindCoordinator",
                 detail=f"no coordinator: {error_name(response.error_code)}",
                 code=error_name(response.error_code),
@@ -315,8 +324,11 @@ class ConsumerGroupReader:
 
     def _answered(self, operation: str, node: int, code: int) -> KafkaPlumbingError:
         return KafkaPlumbingError(
-            kind_for_code(code), target=self.cluster.broker_name(node), operation=operation,
-            detail=f"answered {error_name(code)}", code=error_name(code),
+            kind_for_code(code),
+            target=self.cluster.broker_name(node),
+            operation=operation,
+            detail=f"answered {error_name(code)}",
+            code=error_name(code),
         )
 
 

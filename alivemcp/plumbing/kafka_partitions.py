@@ -25,9 +25,7 @@ class PartitionWriter:
         #: The aiokafka client inside (steering and leader refreshes find it here).
         self._client = producer.client
 
-    async def send(
-        self, topic: str, partition: int, value: bytes, key: bytes | None = None
-    ) -> int:
+    async def send(self, topic: str, partition: int, value: bytes, key: bytes | None = None) -> int:
         """Write one message and wait for every in-sync replica; its offset. The caller
         bounds the wait (a hung leader never answers)."""
         try:

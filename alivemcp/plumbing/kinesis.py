@@ -111,7 +111,9 @@ async def read_record_at(
     may answer empty while the record is already stored, so the iterator is followed."""
     deadline = time.monotonic() + within
     resp = await client.get_shard_iterator(
-        StreamName=stream, ShardId=shard_id, ShardIteratorType="AT_SEQUENCE_NUMBER",
+        StreamName=stream,
+        ShardId=shard_id,
+        ShardIteratorType="AT_SEQUENCE_NUMBER",
         StartingSequenceNumber=sequence_number,
     )
     iterator = resp.get("ShardIterator")
@@ -145,8 +147,10 @@ class StreamTail:
             shards = (await list_shards(self._client, self._stream))[: self._max_shards]
             for shard in shards:
                 resp = await self._client.get_shard_iterator(
-                    StreamName=self._stream, ShardId=shard.shard_id,
-                    ShardIteratorType="AT_TIMESTAMP", Timestamp=self._since,
+                    StreamName=self._stream,
+                    ShardId=shard.shard_id,
+                    ShardIteratorType="AT_TIMESTAMP",
+                    Timestamp=self._since,
                 )
                 self._iterators[shard.shard_id] = resp.get("ShardIterator")
         found: list[bytes] = []

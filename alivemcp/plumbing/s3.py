@@ -62,8 +62,6 @@ async def delete_versions_under(
     return len(objects)
 
 
-
-
 class S3Canaries:
     """One check's canary objects in S3: written, deleted (every version), deletes that failed
     retried by later runs, leftovers swept on start. Errors are ``ProbeError``s; deletes and

@@ -64,10 +64,19 @@ async def _feed_metrics(cloudwatch: object) -> None:
             await cloudwatch.put_metric_data(  # type: ignore[attr-defined]
                 Namespace="AWS/Firehose",
                 MetricData=[
-                    {"MetricName": "DeliveryToS3.DataFreshness", "Dimensions": dims,
-                     "Timestamp": now, "Value": 60 + random.uniform(0, 20), "Unit": "Seconds"},
-                    {"MetricName": "DeliveryToS3.Success", "Dimensions": dims,
-                     "Timestamp": now, "Value": 1.0},
+                    {
+                        "MetricName": "DeliveryToS3.DataFreshness",
+                        "Dimensions": dims,
+                        "Timestamp": now,
+                        "Value": 60 + random.uniform(0, 20),
+                        "Unit": "Seconds",
+                    },
+                    {
+                        "MetricName": "DeliveryToS3.Success",
+                        "Dimensions": dims,
+                        "Timestamp": now,
+                        "Value": 1.0,
+                    },
                 ],
             )
         except Exception as exc:  # the demo keeps running without metrics

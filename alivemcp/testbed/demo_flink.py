@@ -47,16 +47,22 @@ async def start(stack: DemoStack) -> None:
         ApplicationName=APPLICATION,
         RuntimeEnvironment="FLINK-1_20",
         ServiceExecutionRole=f"arn:aws:iam::{ACCOUNT_ID}:role/demo-flink-service",
-        ApplicationConfiguration={"FlinkApplicationConfiguration": {
-            "CheckpointConfiguration": {"ConfigurationType": "DEFAULT"},
-            # moto describes the parallelism only when monitoring is configured too.
-            "MonitoringConfiguration": {"ConfigurationType": "CUSTOM",
-                                        "MetricsLevel": "APPLICATION"},
-            "ParallelismConfiguration": {"ConfigurationType": "CUSTOM",
-                                         "Parallelism": PARALLELISM,
-                                         "ParallelismPerKPU": PARALLELISM_PER_KPU,
-                                         "AutoScalingEnabled": True},
-        }},
+        ApplicationConfiguration={
+            "FlinkApplicationConfiguration": {
+                "CheckpointConfiguration": {"ConfigurationType": "DEFAULT"},
+                # moto describes the parallelism only when monitoring is configured too.
+                "MonitoringConfiguration": {
+                    "ConfigurationType": "CUSTOM",
+                    "MetricsLevel": "APPLICATION",
+                },
+                "ParallelismConfiguration": {
+                    "ConfigurationType": "CUSTOM",
+                    "Parallelism": PARALLELISM,
+                    "ParallelismPerKPU": PARALLELISM_PER_KPU,
+                    "AutoScalingEnabled": True,
+                },
+            }
+        },
     )
     _set_running(APPLICATION)
     cloudwatch = await clients.client("cloudwatch", settings)
@@ -74,17 +80,19 @@ async def start(stack: DemoStack) -> None:
     stack.add_cleanup(stop_feeder)  # runs before clients.aclose (cleanups run in reverse)
     stack.set_env("DEMO_FLINK_APPLICATION", APPLICATION)
     stack.set_env("DEMO_FLINK_SOURCE_STREAM", source_stream)
-    stack.note(f"Flink: application {APPLICATION} RUNNING on moto, reading stream "
-               f"{source_stream} (input and job metrics fed once a minute)")
+    stack.note(
+        f"Flink: application {APPLICATION} RUNNING on moto, reading stream "
+        f"{source_stream} (input and job metrics fed once a minute)"
+    )
 
 
 def _set_running(name: str) -> None:
     """What StartApplication would do, on moto's in-process application object."""
     from moto.kinesisanalyticsv2.models import kinesisanalyticsv2_backends
 
-    kinesisanalyticsv2_backends[ACCOUNT_ID][REGION].applications[name].application_status = (
-        "RUNNING"
-    )
+    kinesisanalyticsv2_backends[ACCOUNT_ID][REGION].applications[
+        name
+    ].application_status = "RUNNING"
 
 
 class _MetricFeeder:
@@ -104,19 +112,50 @@ class _MetricFeeder:
         job = [{"Name": "Application", "Value": APPLICATION}]
         uptime_ms = (time.time() - self._started) * 1000.0
         try:
-            await self._cloudwatch.put_metric_data(Namespace="AWS/Kinesis", MetricData=[
-                {"MetricName": "IncomingRecords", "Dimensions": stream, "Timestamp": now,
-                 "Value": float(random.randint(400, 900)), "Unit": "Count"},
-            ])
-            await self._cloudwatch.put_metric_data(Namespace="AWS/KinesisAnalytics", MetricData=[
-                {"MetricName": "uptime", "Dimensions": job, "Timestamp": now,
-                 "Value": uptime_ms, "Unit": "Milliseconds"},
-                {"MetricName": "fullRestarts", "Dimensions": job, "Timestamp": now,
-                 "Value": 0.0, "Unit": "Count"},
-                {"MetricName": "numberOfFailedCheckpoints", "Dimensions": job, "Timestamp": now,
-                 "Value": 0.0, "Unit": "Count"},
-                {"MetricName": "lastCheckpointDuration", "Dimensions": job, "Timestamp": now,
-                 "Value": 800 + random.uniform(0, 700), "Unit": "Milliseconds"},
-            ])
+            await self._cloudwatch.put_metric_data(
+                Namespace="AWS/Kinesis",
+                MetricData=[
+                    {
+                        "MetricName": "IncomingRecords",
+                        "Dimensions": stream,
+                        "Timestamp": now,
+                        "Value": float(random.randint(400, 900)),
+                        "Unit": "Count",
+                    },
+                ],
+            )
+            await self._cloudwatch.put_metric_data(
+                Namespace="AWS/KinesisAnalytics",
+                MetricData=[
+                    {
+                        "MetricName": "uptime",
+                        "Dimensions": job,
+                        "Timestamp": now,
+                        "Value": uptime_ms,
+                        "Unit": "Milliseconds",
+                    },
+                    {
+                        "MetricName": "fullRestarts",
+                        "Dimensions": job,
+                        "Timestamp": now,
+                        "Value": 0.0,
+                        "Unit": "Count",
+                    },
+                    {
+                        "MetricName": "numberOfFailedCheckpoints",
+                        "Dimensions": job,
+                        "Timestamp": now,
+                        "Value": 0.0,
+                        "Unit": "Count",
+                    },
+                    {
+                        "MetricName": "lastCheckpointDuration",
+                        "Dimensions": job,
+                        "Timestamp": now,
+                        "Value": 800 + random.uniform(0, 700),
+                        "Unit": "Milliseconds",
+                    },
+                ],
+            )
         except Exception as exc:  # the demo keeps running without metrics
             print(f"demo flink metrics: {type(exc).__name__}: {exc}")

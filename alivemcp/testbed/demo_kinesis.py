@@ -56,8 +56,7 @@ class _MarkerConsumer:
         self._s3 = s3
         self._iterators: dict[str, str] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="demo-kinesis-consumer",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="demo-kinesis-consumer", daemon=True)
 
     def start(self) -> _MarkerConsumer:
         self._thread.start()

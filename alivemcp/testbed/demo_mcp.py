@@ -19,5 +19,4 @@ async def start(stack: DemoStack) -> None:
     stack.add_cleanup(lab.stop)
     stack.set_env("DEMO_MCP_URL", sdk.url)
     stack.set_env("DEMO_MCP_LEGACY_URL", lab.base + "/legacy")
-    stack.note(f"MCP: Python SDK server at {sdk.url}; legacy HTTP+SSE server at "
-               f"{lab.base}/legacy")
+    stack.note(f"MCP: Python SDK server at {sdk.url}; legacy HTTP+SSE server at {lab.base}/legacy")

@@ -44,8 +44,11 @@ async def start(stack: DemoStack) -> None:
 
     create_replicated_buckets(s3, SOURCE_BUCKET, DR_BUCKET, prefix=REPLICATION_PREFIX)
     replicator = S3Replicator(
-        boto3.client("s3", **kwargs), SOURCE_BUCKET, DR_BUCKET,
-        prefix=REPLICATION_PREFIX, delay=REPLICATION_DELAY_SECONDS,
+        boto3.client("s3", **kwargs),
+        SOURCE_BUCKET,
+        DR_BUCKET,
+        prefix=REPLICATION_PREFIX,
+        delay=REPLICATION_DELAY_SECONDS,
     ).start()
     stack.add_cleanup(replicator.stop)
     proxy = ReplicationStatusProxy(moto.url, replicator).start()
@@ -74,8 +77,9 @@ async def start(stack: DemoStack) -> None:
             ]
         },
     )
-    worker = _UploadWorker(boto3.client("sqs", **kwargs), boto3.client("s3", **kwargs),
-                           work_queue).start()
+    worker = _UploadWorker(
+        boto3.client("sqs", **kwargs), boto3.client("s3", **kwargs), work_queue
+    ).start()
     stack.add_cleanup(worker.stop)
 
     stack.set_env("DEMO_S3_REPLICATION_SOURCE_URL", proxy.url)
@@ -101,8 +105,7 @@ class _UploadWorker:
         self._s3 = s3
         self._queue_url = queue_url
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="demo-upload-worker",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="demo-upload-worker", daemon=True)
 
     def start(self) -> _UploadWorker:
         self._thread.start()

@@ -114,8 +114,14 @@ def fetch_kafka_libs(dest: Path | None = None, *, timeout: float = 900) -> Path:
         pom = Path(tmp) / "pom.xml"
         pom.write_text(_POM)
         cmd = [
-            mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
-            f"-DoutputDirectory={dest}", "-DincludeScope=runtime",
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={dest}",
+            "-DincludeScope=runtime",
         ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -381,7 +387,12 @@ class KafkaCluster:
         for node in self.nodes:
             cmd = self._java(
                 "kafka.tools.StorageTool",
-                "format", "-t", cluster_id, "-c", str(node.properties_file), *scram,
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(node.properties_file),
+                *scram,
             )
             out = (node.directory / "format.log").open("wb")
             procs.append((node, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), out))
@@ -404,7 +415,10 @@ class KafkaCluster:
         out = node.log_file.open("ab")
         on_main_thread = threading.current_thread() is threading.main_thread()
         node.process = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent if on_main_thread else None,
         )
         out.close()
@@ -437,8 +451,10 @@ class KafkaCluster:
                     # Another Kafka owns a port picked as free (another test process's): its
                     # answer must not pass for this cluster's. This one's node then fails to
                     # bind and exits, which the check above reports.
-                    last_error = (f"a Kafka of another cluster ({info.get('cluster_id')}) "
-                                  f"answers on {self.bootstrap}")
+                    last_error = (
+                        f"a Kafka of another cluster ({info.get('cluster_id')}) "
+                        f"answers on {self.bootstrap}"
+                    )
                 elif len(brokers) >= self.size and info.get("controller_id", -1) >= 0:
                     return
                 else:
@@ -465,7 +481,8 @@ class KafkaCluster:
             # test would go on against a broker that was never paused.
             raise KafkaHarnessError(
                 f"Kafka node {node_id} exited with {node.process.returncode} before it could "
-                f"be paused; log {node.log_file}:\n{node.log_tail()}")
+                f"be paused; log {node.log_file}:\n{node.log_tail()}"
+            )
         os.kill(node.process.pid, signal.SIGSTOP)
         node.paused = True
 

@@ -75,8 +75,7 @@ STATIC_TOKEN = "static-token-9f8e7d6c"
 CLIENT_ID = "prober"
 CLIENT_SECRET = "prober-secret-5a4b3c"
 
-SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth",
-             "sdk-resumable")
+SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth", "sdk-resumable")
 SDK1_KINDS = ("sdk1-stateful", "sdk1-stateless-json", "sdk1-legacy-sse")
 SDK1_VENV = REPO / ".cache" / "mcp-sdk1"
 SDK1_REQUIREMENT = "mcp>=1.30,<2"
@@ -162,13 +161,23 @@ def _wait_listening(proc: ServerProcess, timeout: float) -> None:
     )
 
 
-def _spawn(name: str, argv: list[str], port: int, path: str, env: dict[str, str] | None = None,
-           timeout: float = 30.0) -> ServerProcess:
+def _spawn(
+    name: str,
+    argv: list[str],
+    port: int,
+    path: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> ServerProcess:
     log_fd, log_name = tempfile.mkstemp(prefix=f"alivemcp-{name}-", suffix=".log")
     try:
         process = subprocess.Popen(
-            argv, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})}, cwd=REPO,
+            argv,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            cwd=REPO,
         )
     finally:
         os.close(log_fd)
@@ -177,8 +186,9 @@ def _spawn(name: str, argv: list[str], port: int, path: str, env: dict[str, str]
     return proc
 
 
-def start_server(kind: str, *, timeout: float = 30.0, tls_cert: Path | None = None,
-                 client_ca: Path | None = None) -> ServerProcess:
+def start_server(
+    kind: str, *, timeout: float = 30.0, tls_cert: Path | None = None, client_ca: Path | None = None
+) -> ServerProcess:
     """Start an SDK server (one of :data:`SDK_KINDS`) or the ``lab`` in a subprocess.
 
     ``tls_cert``: a PEM file holding certificate and key; the server then speaks HTTPS (the
@@ -220,11 +230,16 @@ def script_lab(lab: ServerProcess, answers: dict[str, dict[str, Any]]) -> str:
     """
     import urllib.request
 
-    spec = {method: {**{k: v for k, v in answer.items() if k != "body"},
-                     "body": base64.b64encode(answer["body"]).decode()}
-            for method, answer in answers.items()}
-    request = urllib.request.Request(lab.base + "/_script", data=json.dumps(spec).encode(),
-                                     method="POST")
+    spec = {
+        method: {
+            **{k: v for k, v in answer.items() if k != "body"},
+            "body": base64.b64encode(answer["body"]).decode(),
+        }
+        for method, answer in answers.items()
+    }
+    request = urllib.request.Request(
+        lab.base + "/_script", data=json.dumps(spec).encode(), method="POST"
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return lab.base + str(json.loads(response.read())["path"])
 
@@ -236,10 +251,26 @@ def self_signed_cert(directory: Path, days: int) -> Path:
         raise ServerUnavailable("openssl is not installed (needed to make a test certificate)")
     pem = directory / f"lab-{days}d.pem"
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", str(days),
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(pem.with_suffix(".key")), "-out", str(pem.with_suffix(".crt"))],
-        check=True, capture_output=True,
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            str(days),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(pem.with_suffix(".key")),
+            "-out",
+            str(pem.with_suffix(".crt")),
+        ],
+        check=True,
+        capture_output=True,
     )
     pem.write_bytes(pem.with_suffix(".crt").read_bytes() + pem.with_suffix(".key").read_bytes())
     return pem
@@ -255,8 +286,13 @@ class LocalCa:
     server_pem: Path
 
 
-def make_test_ca(directory: Path, *, days: int = 30, name: str = "alivemcp-test-ca",
-                 hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> LocalCa:
+def make_test_ca(
+    directory: Path,
+    *,
+    days: int = 30,
+    name: str = "alivemcp-test-ca",
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+) -> LocalCa:
     """A new CA (ECDSA P-256) and a server certificate for ``hosts`` (IP addresses and DNS
     names) signed by it, valid for ``days``, written under ``directory``. Nothing is trusted
     anywhere: a client trusts it only by being given ``ca_file``."""
@@ -273,17 +309,30 @@ def make_test_ca(directory: Path, *, days: int = 30, name: str = "alivemcp-test-
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days + 1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(
-            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-            key_encipherment=False, data_encipherment=False, key_agreement=False,
-            encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                       critical=False)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     names: list[x509.GeneralName] = []
@@ -297,15 +346,18 @@ def make_test_ca(directory: Path, *, days: int = 30, name: str = "alivemcp-test-
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
         .issuer_name(ca_name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                       critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-            ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     directory.mkdir(parents=True, exist_ok=True)
@@ -314,8 +366,12 @@ def make_test_ca(directory: Path, *, days: int = 30, name: str = "alivemcp-test-
     server_pem = directory / f"{name}-server.pem"
     server_pem.write_bytes(
         cert.public_bytes(serialization.Encoding.PEM)
-        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()))
+        + key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return LocalCa(ca_file, server_pem)
 
 
@@ -323,8 +379,14 @@ def make_test_ca(directory: Path, *, days: int = 30, name: str = "alivemcp-test-
 
 
 def npm_server_entry() -> Path:
-    return NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / \
-        "index.js"
+    return (
+        NPM_DIR
+        / "node_modules"
+        / "@modelcontextprotocol"
+        / "server-everything"
+        / "dist"
+        / "index.js"
+    )
 
 
 def fetch_npm() -> Path:
@@ -358,8 +420,14 @@ def start_npm_server(transport: str = "streamableHttp", *, timeout: float = 30.0
         raise ServerUnavailable("node is not installed: install Node.js 20+")
     port = free_port()
     path = "/mcp" if transport == "streamableHttp" else "/sse"
-    return _spawn(f"npm-{transport}", [node, str(entry), transport], port, path,
-                  env={"PORT": str(port)}, timeout=timeout)
+    return _spawn(
+        f"npm-{transport}",
+        [node, str(entry), transport],
+        port,
+        path,
+        env={"PORT": str(port)},
+        timeout=timeout,
+    )
 
 
 # -- SDK 1.x in its own virtualenv --------------------------------------------------------------
@@ -386,8 +454,11 @@ def _serve_sdk1(kind: str, port: int) -> None:
     )
 
     server = FastMCP(
-        SDK1_SERVER_NAME, host="127.0.0.1", port=port,
-        stateless_http=kind == "sdk1-stateless-json", json_response=kind == "sdk1-stateless-json",
+        SDK1_SERVER_NAME,
+        host="127.0.0.1",
+        port=port,
+        stateless_http=kind == "sdk1-stateless-json",
+        json_response=kind == "sdk1-stateless-json",
     )
 
     _add_tools(server)
@@ -419,7 +490,8 @@ def _sdk_server(kind: str, port: int) -> Any:
         options = {
             "token_verifier": Verifier(),
             "auth": AuthSettings(
-                issuer_url=AnyHttpUrl(base), resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+                issuer_url=AnyHttpUrl(base),
+                resource_server_url=AnyHttpUrl(f"{base}/mcp"),
                 validate_token_resource=False,
             ),
         }
@@ -434,16 +506,16 @@ def _sdk_server(kind: str, port: int) -> Any:
         @server.custom_route("/oauth/token", methods=["POST"])
         async def token(request: Request) -> JSONResponse:
             form = await request.form()
-            if (form.get("grant_type") != "client_credentials"
-                    or form.get("client_id") != CLIENT_ID
-                    or form.get("client_secret") != CLIENT_SECRET):
+            if (
+                form.get("grant_type") != "client_credentials"
+                or form.get("client_id") != CLIENT_ID
+                or form.get("client_secret") != CLIENT_SECRET
+            ):
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             value = "cc-" + secrets.token_hex(12)
             issued.add(value)
             counters["tokens_issued"] += 1
-            return JSONResponse(
-                {"access_token": value, "token_type": "Bearer", "expires_in": 3600}
-            )
+            return JSONResponse({"access_token": value, "token_type": "Bearer", "expires_in": 3600})
 
         @server.custom_route("/oauth/broken", methods=["POST"])
         async def broken(request: Request) -> JSONResponse:
@@ -473,13 +545,14 @@ def _event_store() -> Any:
             self.events.append((event_id, stream_id, message))
             return event_id
 
-        async def replay_events_after(self, last_event_id: str, send_callback: EventCallback
-                                      ) -> str | None:
+        async def replay_events_after(
+            self, last_event_id: str, send_callback: EventCallback
+        ) -> str | None:
             ids = [event[0] for event in self.events]
             if last_event_id not in ids:
                 return None
             stream_id = self.events[ids.index(last_event_id)][1]
-            for event_id, stream, message in self.events[ids.index(last_event_id) + 1:]:
+            for event_id, stream, message in self.events[ids.index(last_event_id) + 1 :]:
                 if stream == stream_id and message is not None:
                     await send_callback(EventMessage(message, event_id))
             return stream_id
@@ -504,7 +577,8 @@ def _add_resumable_tools(server: Any) -> None:
         """Ping the client on this request's stream; answer only once it answered."""
         with anyio.fail_after(5):
             await ctx.session.send_request(
-                PingRequest(), EmptyResult,
+                PingRequest(),
+                EmptyResult,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         return "pong received"
@@ -528,16 +602,29 @@ def _serve_sdk(kind: str, port: int, cert: str | None = None) -> None:
 
         app = server.streamable_http_app(
             stateless_http=kind == "sdk-stateless-json",
-            json_response=kind == "sdk-stateless-json", host="127.0.0.1")
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                ssl_certfile=cert, ssl_keyfile=cert)
+            json_response=kind == "sdk-stateless-json",
+            host="127.0.0.1",
+        )
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            ssl_certfile=cert,
+            ssl_keyfile=cert,
+        )
         asyncio.run(uvicorn.Server(config).serve())
     elif kind == "sdk-legacy-sse":
         server.run("sse", host="127.0.0.1", port=port)
     elif kind == "sdk-resumable":
         _add_resumable_tools(server)
-        server.run("streamable-http", host="127.0.0.1", port=port, event_store=_event_store(),
-                   retry_interval=RESUME_RETRY_MS)
+        server.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=port,
+            event_store=_event_store(),
+            retry_interval=RESUME_RETRY_MS,
+        )
     else:
         server.run(
             "streamable-http",
@@ -554,7 +641,7 @@ def _serve_sdk(kind: str, port: int, cert: str | None = None) -> None:
 LAB_PATHS = {
     "/json": "stateless streamable HTTP answering in JSON (fast; benchmark target)",
     "/sse": "stateful streamable HTTP answering in SSE with LF, ids, a priming event and a "
-            "notification before each response (fast; benchmark target)",
+    "notification before each response (fast; benchmark target)",
     "/hang": "sends headers, then never sends the body",
     "/error500": "answers every request with HTTP 500",
     "/html": "answers 200 text/html (a web page, not MCP)",
@@ -562,7 +649,7 @@ LAB_PATHS = {
     "/initerror": "answers initialize with a JSON-RPC error",
     "/slow": "a correct server that takes 0.6 s per request",
     "/delayed/MS/json": "/json answering each request after MS milliseconds (up to 5000; "
-                        "benchmark target for a server with latency)",
+    "benchmark target for a server with latency)",
     "/delayed/MS/sse": "/sse answering each request after MS milliseconds (likewise)",
     "/expire": "stateful; every other tools/list finds its session expired (404)",
     "/expire400": "the same, answering 400 like the npm reference server",
@@ -577,23 +664,36 @@ LAB_PATHS = {
     "/drift": "stateless JSON whose tools/list gains and loses a tool on alternate calls",
     "/legacy-foreign": "legacy HTTP+SSE whose endpoint event names another host",
     "/legacy-ping": "legacy HTTP+SSE that pings the client before each response and answers "
-                    "only after the client's answer",
+    "only after the client's answer",
     "/redir": "307 to /redir/, a stateful SSE server (a proxy adding the trailing slash)",
     "/redir-foreign": "307 to the same server under another host name (another origin)",
     "/redir301": "301 to /json (only 307/308 keep the method and body)",
     "/redir-loop/N": "307 to /redir-loop/N+1, forever",
     "/resume": "stateful SSE that ends every response stream after an event with an id and "
-               f"retry: {RESUME_RETRY_MS} ms, twice, before the response; resumed with GET and "
-               "Last-Event-ID (a GET sooner than the retry delay gets 429)",
+    f"retry: {RESUME_RETRY_MS} ms, twice, before the response; resumed with GET and "
+    "Last-Event-ID (a GET sooner than the retry delay gets 429)",
     "/ping-first": "stateful SSE that pings the client on each response stream and answers "
-                   "only after the client's answer",
+    "only after the client's answer",
 }
 
 LAB_TOOLS = [
-    {"name": "echo", "description": "Echo", "inputSchema": {
-        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
-    {"name": "add", "description": "Add", "inputSchema": {
-        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}},
+    {
+        "name": "echo",
+        "description": "Echo",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+    },
+    {
+        "name": "add",
+        "description": "Add",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        },
+    },
 ]
 MODERN = "2026-07-28"
 KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -635,19 +735,29 @@ def _lab_app() -> Any:
                 result = {"content": [{"type": "text", "text": str(args.get("text", ""))}]}
             else:
                 total = int(args.get("a", 0)) + int(args.get("b", 0))
-                result = {"content": [{"type": "text", "text": str(total)}],
-                          "structuredContent": {"sum": total}}
+                result = {
+                    "content": [{"type": "text", "text": str(total)}],
+                    "structuredContent": {"sum": total},
+                }
         elif method == "ping":
             result = {}
         else:
-            return {"jsonrpc": "2.0", "id": message.get("id"),
-                    "error": {"code": -32601, "message": "Method not found"}}
+            return {
+                "jsonrpc": "2.0",
+                "id": message.get("id"),
+                "error": {"code": -32601, "message": "Method not found"},
+            }
         return {"jsonrpc": "2.0", "id": message.get("id"), "result": result}
 
-    def json_reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None
-                   ) -> web.Response:
-        return web.Response(body=json.dumps(payload).encode(), status=status,
-                            content_type="application/json", headers=headers)
+    def json_reply(
+        payload: Any, status: int = 200, headers: dict[str, str] | None = None
+    ) -> web.Response:
+        return web.Response(
+            body=json.dumps(payload).encode(),
+            status=status,
+            content_type="application/json",
+            headers=headers,
+        )
 
     async def read_message(request: web.Request) -> dict[str, Any] | None:
         try:
@@ -661,8 +771,10 @@ def _lab_app() -> Any:
             return web.Response(status=405)
         message = await read_message(request)
         if message is None:
-            return json_reply({"jsonrpc": "2.0", "id": None,
-                               "error": {"code": -32700, "message": "Parse error"}}, 400)
+            return json_reply(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}},
+                400,
+            )
         if "id" not in message:
             return web.Response(status=202)
         return json_reply(result_for(message))
@@ -691,8 +803,7 @@ def _lab_app() -> Any:
             '"params":{"level":"info","data":"hello"}}\n\n'
             f"event: message\nid: 2\ndata: {reply}\n\n"
         )
-        return web.Response(body=body.encode(), content_type="text/event-stream",
-                            headers=headers)
+        return web.Response(body=body.encode(), content_type="text/event-stream", headers=headers)
 
     async def hang(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -707,13 +818,21 @@ def _lab_app() -> Any:
         return web.Response(text="<html><body>Welcome</body></html>", content_type="text/html")
 
     async def badjson(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=b'{"jsonrpc": "2.0", "id": 1, "result": {', status=200,
-                            content_type="application/json")
+        return web.Response(
+            body=b'{"jsonrpc": "2.0", "id": 1, "result": {',
+            status=200,
+            content_type="application/json",
+        )
 
     async def initerror(request: web.Request) -> web.StreamResponse:
         message = await read_message(request) or {}
-        return json_reply({"jsonrpc": "2.0", "id": message.get("id"),
-                           "error": {"code": -32603, "message": "database unavailable"}})
+        return json_reply(
+            {
+                "jsonrpc": "2.0",
+                "id": message.get("id"),
+                "error": {"code": -32603, "message": "database unavailable"},
+            }
+        )
 
     async def slow(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(0.6)
@@ -779,8 +898,7 @@ def _lab_app() -> Any:
         if request.method == "DELETE" or "id" not in message:
             return web.Response(status=202)
         if message.get("method") == "tools/list":
-            return json_reply({"jsonrpc": "2.0", "id": message["id"],
-                               "result": {"tools": "none"}})
+            return json_reply({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": "none"}})
         return json_reply(result_for(message))
 
     async def noinitialized(request: web.Request) -> web.StreamResponse:
@@ -800,8 +918,9 @@ def _lab_app() -> Any:
         if message.get("method") != "tools/list":
             return await _fast(message)
         drift["extra"] = not drift["extra"]
-        tools = LAB_TOOLS + ([{"name": "deploy", "inputSchema": {"type": "object"}}]
-                             if drift["extra"] else [])
+        tools = LAB_TOOLS + (
+            [{"name": "deploy", "inputSchema": {"type": "object"}}] if drift["extra"] else []
+        )
         return json_reply({"jsonrpc": "2.0", "id": message.get("id"), "result": {"tools": tools}})
 
     async def _fast(message: dict[str, Any]) -> web.StreamResponse:
@@ -815,21 +934,44 @@ def _lab_app() -> Any:
         message = await read_message(request) or {}
         version = request.headers.get("MCP-Protocol-Version")
         meta = (message.get("params") or {}).get("_meta") or {}
-        if (version != MODERN or meta.get("io.modelcontextprotocol/protocolVersion") != MODERN
-                or request.headers.get("Mcp-Method") != message.get("method")):
-            return json_reply({"jsonrpc": "2.0", "id": message.get("id"), "error": {
-                "code": -32022, "message": "Unsupported protocol version",
-                "data": {"supported": [MODERN], "requested": version}}}, 400)
+        if (
+            version != MODERN
+            or meta.get("io.modelcontextprotocol/protocolVersion") != MODERN
+            or request.headers.get("Mcp-Method") != message.get("method")
+        ):
+            return json_reply(
+                {
+                    "jsonrpc": "2.0",
+                    "id": message.get("id"),
+                    "error": {
+                        "code": -32022,
+                        "message": "Unsupported protocol version",
+                        "data": {"supported": [MODERN], "requested": version},
+                    },
+                },
+                400,
+            )
         if message.get("method") in ("initialize", "ping"):
-            return json_reply({"jsonrpc": "2.0", "id": message.get("id"), "error": {
-                "code": -32601, "message": "Method not found"}}, 404)
+            return json_reply(
+                {
+                    "jsonrpc": "2.0",
+                    "id": message.get("id"),
+                    "error": {"code": -32601, "message": "Method not found"},
+                },
+                404,
+            )
         return json_reply(result_for(message))
 
     async def bearer(request: web.Request) -> web.StreamResponse:
         base = f"http://{request.host}"
-        return web.Response(status=401, text="unauthorized", headers={
-            "WWW-Authenticate": f'Bearer error="invalid_token", error_description="missing", '
-                                f'resource_metadata="{base}/.well-known/oauth-protected-resource"'})
+        return web.Response(
+            status=401,
+            text="unauthorized",
+            headers={
+                "WWW-Authenticate": f'Bearer error="invalid_token", error_description="missing", '
+                f'resource_metadata="{base}/.well-known/oauth-protected-resource"'
+            },
+        )
 
     async def legacy_stream(request: web.Request) -> web.StreamResponse:
         if request.method != "GET":
@@ -837,11 +979,15 @@ def _lab_app() -> Any:
         session = secrets.token_hex(8)
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         legacy_queues[session] = queue
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await response.prepare(request)
-        endpoint = (f"/legacy/messages?sid={session}" if request.path != "/legacy-foreign"
-                    else "http://192.0.2.1/collect")  # /legacy-foreign: another host
+        endpoint = (
+            f"/legacy/messages?sid={session}"
+            if request.path != "/legacy-foreign"
+            else "http://192.0.2.1/collect"
+        )  # /legacy-foreign: another host
         if request.path == "/legacy-ping":
             legacy_pinging.add(session)
         await response.write(f"event: endpoint\r\ndata: {endpoint}\r\n\r\n".encode())
@@ -916,8 +1062,10 @@ def _lab_app() -> Any:
             return "Accept lacks text/event-stream"
         if request.headers.get("Mcp-Session-Id") != state["session"]:
             return "wrong or missing Mcp-Session-Id"
-        if state["method"] != "initialize" and request.headers.get(
-                "MCP-Protocol-Version") not in KNOWN:
+        if (
+            state["method"] != "initialize"
+            and request.headers.get("MCP-Protocol-Version") not in KNOWN
+        ):
             return "missing MCP-Protocol-Version"
         if time.monotonic() - state["closed_at"] < RESUME_RETRY_MS / 1000 * 0.9:
             return "resumed before the retry delay"
@@ -940,9 +1088,12 @@ def _lab_app() -> Any:
             state["stage"] += 1
             state["closed_at"] = time.monotonic()
             if state["stage"] == 1:  # a notification, then the stream ends again
-                body = (f"id: {stream}-1\ndata: " '{"jsonrpc":"2.0","method":'
-                        '"notifications/message","params":{"level":"info","data":"working"}}'
-                        "\n\n")
+                body = (
+                    f"id: {stream}-1\ndata: "
+                    '{"jsonrpc":"2.0","method":'
+                    '"notifications/message","params":{"level":"info","data":"working"}}'
+                    "\n\n"
+                )
             else:
                 body = f"id: {stream}-2\ndata: {state['reply']}\n\n"
                 resumable.pop(stream)
@@ -960,12 +1111,15 @@ def _lab_app() -> Any:
         if "id" not in message:
             return web.Response(status=202)
         stream = secrets.token_hex(6)
-        resumable[stream] = {"session": session, "method": message.get("method"), "stage": 0,
-                             "reply": json.dumps(result_for(message)),
-                             "closed_at": time.monotonic()}
+        resumable[stream] = {
+            "session": session,
+            "method": message.get("method"),
+            "stage": 0,
+            "reply": json.dumps(result_for(message)),
+            "closed_at": time.monotonic(),
+        }
         body = f"id: {stream}-0\nretry: {RESUME_RETRY_MS}\ndata: \n\n"
-        return web.Response(body=body.encode(), content_type="text/event-stream",
-                            headers=headers)
+        return web.Response(body=body.encode(), content_type="text/event-stream", headers=headers)
 
     # -- the server pings the client before answering
 
@@ -979,8 +1133,7 @@ def _lab_app() -> Any:
             return web.Response(status=400)
         if "method" not in message:  # the client's answer to our ping
             waiter = pongs.get(str(message.get("id")))
-            if waiter is None or message.get("result") != {} or (
-                    session not in sessions):
+            if waiter is None or message.get("result") != {} or (session not in sessions):
                 return web.Response(status=400, text="unexpected answer")
             waiter.set()
             return web.Response(status=202)
@@ -1017,15 +1170,16 @@ def _lab_app() -> Any:
         spec = json.loads(await request.read())
         token = secrets.token_hex(6)
         scripts[token] = {
-            method: {"status": int(answer.get("status", 200)),
-                     "content_type": answer.get("content_type", "application/json"),
-                     "body": base64.b64decode(answer["body"]),
-                     "headers": answer.get("headers", {})}
+            method: {
+                "status": int(answer.get("status", 200)),
+                "content_type": answer.get("content_type", "application/json"),
+                "body": base64.b64decode(answer["body"]),
+                "headers": answer.get("headers", {}),
+            }
             for method, answer in spec.items()
         }
         legacy = "endpoint" in spec or any("legacy" in a for a in spec.values())
-        return json_reply({"path": f"/scripted-legacy/{token}" if legacy else
-                           f"/scripted/{token}"})
+        return json_reply({"path": f"/scripted-legacy/{token}" if legacy else f"/scripted/{token}"})
 
     def scripted_answer(script: dict[str, Any], message: dict[str, Any]) -> bytes | None:
         answer = script.get(str(message.get("method")))
@@ -1045,8 +1199,11 @@ def _lab_app() -> Any:
         if body is None:
             return await _fast(message)
         answer = script[str(message.get("method"))]
-        return web.Response(body=body, status=answer["status"], headers={
-            "Content-Type": answer["content_type"], **answer["headers"]})
+        return web.Response(
+            body=body,
+            status=answer["status"],
+            headers={"Content-Type": answer["content_type"], **answer["headers"]},
+        )
 
     async def scripted_legacy(request: web.Request) -> web.StreamResponse:
         token = request.match_info["token"]
@@ -1058,9 +1215,11 @@ def _lab_app() -> Any:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         endpoint = script.get("endpoint")
-        await response.write(endpoint["body"] if endpoint else
-                             f"event: endpoint\ndata: /scripted-legacy/{token}/messages\n\n"
-                             .encode())
+        await response.write(
+            endpoint["body"]
+            if endpoint
+            else f"event: endpoint\ndata: /scripted-legacy/{token}/messages\n\n".encode()
+        )
         try:
             while True:
                 await response.write(await queue.get())
@@ -1089,15 +1248,33 @@ def _lab_app() -> Any:
     app.router.add_route("*", "/redir-loop/{hop}", redirect)
     app.router.add_route("*", "/delayed/{ms}/{shape:json|sse}", delayed)
     routes = {
-        "/json": fast_json, "/sse": fast_sse, "/hang": hang, "/error500": error500,
-        "/html": html, "/badjson": badjson, "/initerror": initerror, "/slow": slow,
-        "/expire": expire, "/expire400": expire, "/counteroffer": counteroffer,
+        "/json": fast_json,
+        "/sse": fast_sse,
+        "/hang": hang,
+        "/error500": error500,
+        "/html": html,
+        "/badjson": badjson,
+        "/initerror": initerror,
+        "/slow": slow,
+        "/expire": expire,
+        "/expire400": expire,
+        "/counteroffer": counteroffer,
         "/midclose": midclose,
-        "/huge": huge, "/badtools": badtools, "/noinitialized": noinitialized,
-        "/modern": modern, "/bearer": bearer, "/legacy": legacy_stream, "/drift": drifting,
-        "/legacy-foreign": legacy_stream, "/legacy-ping": legacy_stream,
-        "/redir": redirect, "/redir/": fast_sse, "/redir-foreign": redirect,
-        "/redir301": redirect, "/resume": resume, "/ping-first": ping_first,
+        "/huge": huge,
+        "/badtools": badtools,
+        "/noinitialized": noinitialized,
+        "/modern": modern,
+        "/bearer": bearer,
+        "/legacy": legacy_stream,
+        "/drift": drifting,
+        "/legacy-foreign": legacy_stream,
+        "/legacy-ping": legacy_stream,
+        "/redir": redirect,
+        "/redir/": fast_sse,
+        "/redir-foreign": redirect,
+        "/redir301": redirect,
+        "/resume": resume,
+        "/ping-first": ping_first,
     }
     for path, handler in routes.items():
         app.router.add_route("*", path, handler)
@@ -1123,8 +1300,15 @@ def _serve_lab(port: int, cert: str | None = None, client_ca: str | None = None)
         if client_ca is not None:
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(client_ca)
-    web.run_app(_lab_app(), host="127.0.0.1", port=port, print=None, access_log=None,
-                handle_signals=True, ssl_context=context)
+    web.run_app(
+        _lab_app(),
+        host="127.0.0.1",
+        port=port,
+        print=None,
+        access_log=None,
+        handle_signals=True,
+        ssl_context=context,
+    )
 
 
 def _add_tools(server: Any) -> None:

@@ -89,8 +89,12 @@ class ObjectLambdaStandIn:
     # --- control (any thread) ---
 
     def add_access_point(
-        self, name: str, bucket: str, mode: TransformMode = TransformMode.REDACT,
-        delay: float = 0.0, fail_first: int = 0,
+        self,
+        name: str,
+        bucket: str,
+        mode: TransformMode = TransformMode.REDACT,
+        delay: float = 0.0,
+        fail_first: int = 0,
     ) -> str:
         """Register an Object Lambda access point over ``bucket``; returns its ARN.
         ``fail_first``: answer that many requests with a 500 before ``mode`` applies."""
@@ -235,4 +239,3 @@ def _error(status: int, code: str, message: str) -> web.Response:
 
 def _xml_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-

@@ -50,18 +50,22 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class _ApiError(Exception):
-    def __init__(self, status: int, doc: dict[str, Any], headers: Mapping[str, str] | None = None
-                 ) -> None:
+    def __init__(
+        self, status: int, doc: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(doc["error"])
         self.status = status
         self.doc = doc
         self.headers = dict(headers or {})
 
 
-def _json(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None
-          ) -> web.Response:
-    return web.Response(text=json.dumps(doc), status=status, content_type="application/json",
-                        headers={"Cache-Control": JSON_CACHE_CONTROL, **(headers or {})})
+def _json(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        text=json.dumps(doc),
+        status=status,
+        content_type="application/json",
+        headers={"Cache-Control": JSON_CACHE_CONTROL, **(headers or {})},
+    )
 
 
 def _bad_parameter(name: str, message: str, allowed: Iterable[str] | None = None) -> _ApiError:
@@ -79,8 +83,9 @@ def _params(request: web.Request, accepted: tuple[str, ...]) -> dict[str, str]:
     for key in query:
         if key not in accepted:
             takes = ", ".join(accepted) if accepted else "no parameters"
-            raise _bad_parameter(key, f"unknown parameter {key!r}; this endpoint takes: {takes}",
-                                 accepted)
+            raise _bad_parameter(
+                key, f"unknown parameter {key!r}; this endpoint takes: {takes}", accepted
+            )
         values = query.getall(key)
         if len(values) > 1:
             raise _bad_parameter(key, f"parameter {key!r} given {len(values)} times; give it once")
@@ -92,8 +97,9 @@ def _window(params: Mapping[str, str], allowed: Iterable[str]) -> str:
     allowed = list(allowed)
     window = params.get("window", DEFAULT_WINDOW)
     if window not in allowed:
-        raise _bad_parameter("window", f"window must be one of {', '.join(allowed)} "
-                                       f"(got {window!r})", allowed)
+        raise _bad_parameter(
+            "window", f"window must be one of {', '.join(allowed)} (got {window!r})", allowed
+        )
     return window
 
 
@@ -115,13 +121,13 @@ def _limit(params: Mapping[str, str]) -> int:
     except ValueError:
         limit = 0
     if not 1 <= limit <= MAX_INCIDENTS:
-        raise _bad_parameter("limit", f"limit must be a whole number from 1 to {MAX_INCIDENTS} "
-                                      f"(got {raw!r})")
+        raise _bad_parameter(
+            "limit", f"limit must be a whole number from 1 to {MAX_INCIDENTS} (got {raw!r})"
+        )
     return limit
 
 
-def _uptime_of(history: HistoryStore, name: str, now: float
-               ) -> dict[str, dict[str, float | None]]:
+def _uptime_of(history: HistoryStore, name: str, now: float) -> dict[str, dict[str, float | None]]:
     out = {}
     for window in LIVE_WINDOWS:
         up_ratio, available_ratio = history.live_uptime(name, window, now)
@@ -129,21 +135,23 @@ def _uptime_of(history: HistoryStore, name: str, now: float
     return out
 
 
-def checks_document(store: StatusStore, history: HistoryStore | None, now: float
-                    ) -> dict[str, Any]:
+def checks_document(store: StatusStore, history: HistoryStore | None, now: float) -> dict[str, Any]:
     """The ``/api/v1/checks`` document: every configured check, in config order.
     (:class:`ChecksEncoder` writes the same document faster; this is its reference.)"""
-    return {"generated_at": now, "checks": [
-        {
-            "check": state.info.name,
-            "probe": state.info.probe_type,
-            "labels": dict(state.info.labels),
-            "status": state.last.status.value if state.last else "pending",
-            "since": state.since,
-            "uptime": None if history is None else _uptime_of(history, state.info.name, now),
-        }
-        for state in store.states()
-    ]}
+    return {
+        "generated_at": now,
+        "checks": [
+            {
+                "check": state.info.name,
+                "probe": state.info.probe_type,
+                "labels": dict(state.info.labels),
+                "status": state.last.status.value if state.last else "pending",
+                "since": state.since,
+                "uptime": None if history is None else _uptime_of(history, state.info.name, now),
+            }
+            for state in store.states()
+        ],
+    }
 
 
 def _number(value: float | None) -> str:
@@ -158,15 +166,22 @@ def live_ratios(history: HistoryStore) -> Callable[[str, float], tuple[float | N
 def _row_head(info: CheckInfo) -> str:
     """A row up to its status value: what only a reload changes."""
     labels = json.dumps(dict(info.labels), separators=(",", ":"))
-    return (f'{{"check":{json.dumps(info.name)},"probe":{json.dumps(info.probe_type)},'
-            f'"labels":{labels},"status":"')
+    return (
+        f'{{"check":{json.dumps(info.name)},"probe":{json.dumps(info.probe_type)},'
+        f'"labels":{labels},"status":"'
+    )
 
 
 def _uptime_json(windows: tuple[str, ...], ratios: tuple[float | None, ...]) -> str:
-    return "{" + ",".join(
-        f'"{window}":{{"up_ratio":{_number(ratios[2 * i])},'
-        f'"available_ratio":{_number(ratios[2 * i + 1])}}}'
-        for i, window in enumerate(windows)) + "}"
+    return (
+        "{"
+        + ",".join(
+            f'"{window}":{{"up_ratio":{_number(ratios[2 * i])},'
+            f'"available_ratio":{_number(ratios[2 * i + 1])}}}'
+            for i, window in enumerate(windows)
+        )
+        + "}"
+    )
 
 
 class ChecksEncoder:
@@ -225,10 +240,14 @@ class _Api:
     async def checks(self, request: web.Request) -> web.Response:
         _params(request, ())
         # 50,000 rows take a few hundred ms to encode: off the event loop.
-        body = await asyncio.to_thread(self._encoder.encode, self._store, self._history,
-                                       time.time())
-        return web.Response(body=body, content_type="application/json",
-                            headers={"Cache-Control": JSON_CACHE_CONTROL})
+        body = await asyncio.to_thread(
+            self._encoder.encode, self._store, self._history, time.time()
+        )
+        return web.Response(
+            body=body,
+            content_type="application/json",
+            headers={"Cache-Control": JSON_CACHE_CONTROL},
+        )
 
     async def uptime(self, request: web.Request) -> web.Response:
         history, name = await self._history_check(request)
@@ -248,15 +267,20 @@ class _Api:
         return _json({"check": name, "incidents": await history.incidents(name, since, limit)})
 
     async def api_not_found(self, request: web.Request) -> web.Response:
-        return _json({"error": f"no API endpoint {request.path!r}; see "
-                               "/api/v1/checks and /api/v1/checks/{name}/uptime|incidents|history"},
-                     status=404)
+        return _json(
+            {
+                "error": f"no API endpoint {request.path!r}; see "
+                "/api/v1/checks and /api/v1/checks/{name}/uptime|incidents|history"
+            },
+            status=404,
+        )
 
     async def _history_check(self, request: web.Request) -> tuple[HistoryStore, str]:
         name = request.match_info["name"]
         if self._history is None:
-            raise _ApiError(503, {"error": "history is disabled (history.enabled: false in the "
-                                           "config)"})
+            raise _ApiError(
+                503, {"error": "history is disabled (history.enabled: false in the config)"}
+            )
         if not await self._known(name):
             raise _ApiError(404, {"error": f"no check named {name!r}"})
         return self._history, name
@@ -275,8 +299,9 @@ class _Api:
             return self._not_found_badge(request, "status")
         status = state.last.status.value if state.last else "pending"
         label = request.rel_url.query.get("label", name)
-        return badges.badge_response(request, badges.Badge(label, status,
-                                                           badges.status_colour(status)))
+        return badges.badge_response(
+            request, badges.Badge(label, status, badges.status_colour(status))
+        )
 
     async def uptime_badge(self, request: web.Request) -> web.Response:
         name, window = request.match_info["name"], request.match_info["window"]
@@ -287,8 +312,10 @@ class _Api:
         if self._history is None:
             return self._history_off_badge(request, label)
         up_ratio, _ = self._history.live_uptime(name, window)
-        return badges.badge_response(request, badges.Badge(
-            label, badges.format_uptime(up_ratio), badges.uptime_colour(up_ratio)))
+        return badges.badge_response(
+            request,
+            badges.Badge(label, badges.format_uptime(up_ratio), badges.uptime_colour(up_ratio)),
+        )
 
     async def latency_badge(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -302,25 +329,30 @@ class _Api:
             doc = await self._history.uptime(name, "24h")
         except HistoryUnavailable:
             return badges.badge_response(
-                request, badges.Badge(label, "unavailable", badges.COLOURS["grey"]), status=503)
+                request, badges.Badge(label, "unavailable", badges.COLOURS["grey"]), status=503
+            )
         p95 = doc["latency_seconds"]["p95"]
         colour = badges.COLOURS["grey"] if p95 is None else badges.COLOURS["blue"]
-        return badges.badge_response(request, badges.Badge(label, badges.format_latency(p95),
-                                                           colour))
+        return badges.badge_response(
+            request, badges.Badge(label, badges.format_latency(p95), colour)
+        )
 
     async def badge_not_found(self, request: web.Request) -> web.Response:
         return badges.badge_response(
-            request, badges.Badge("badge", "no such badge", badges.COLOURS["grey"]), status=404)
+            request, badges.Badge("badge", "no such badge", badges.COLOURS["grey"]), status=404
+        )
 
     @staticmethod
     def _not_found_badge(request: web.Request, label: str) -> web.Response:
         return badges.badge_response(
-            request, badges.Badge(label, "not found", badges.COLOURS["grey"]), status=404)
+            request, badges.Badge(label, "not found", badges.COLOURS["grey"]), status=404
+        )
 
     @staticmethod
     def _history_off_badge(request: web.Request, label: str) -> web.Response:
         return badges.badge_response(
-            request, badges.Badge(label, "history off", badges.COLOURS["grey"]), status=503)
+            request, badges.Badge(label, "history off", badges.COLOURS["grey"]), status=503
+        )
 
 
 def _only_api(handler: Handler) -> Handler:
@@ -333,14 +365,16 @@ def _only_api(handler: Handler) -> Handler:
         except _ApiError as err:
             return _json(err.doc, status=err.status, headers=err.headers)
         except HistoryUnavailable as exc:
-            return _json({"error": f"history cannot be read right now: {exc}"}, status=503,
-                         headers={"Retry-After": RETRY_UNAVAILABLE_SECONDS})
+            return _json(
+                {"error": f"history cannot be read right now: {exc}"},
+                status=503,
+                headers={"Retry-After": RETRY_UNAVAILABLE_SECONDS},
+            )
 
     return wrapped
 
 
-def add_api_routes(app: web.Application, store: StatusStore, history: HistoryStore | None
-                   ) -> None:
+def add_api_routes(app: web.Application, store: StatusStore, history: HistoryStore | None) -> None:
     api = _Api(store, history)
     router = app.router
     # ``{name:.+}`` (not the default one-segment pattern): a name may hold literal slashes
@@ -351,7 +385,8 @@ def add_api_routes(app: web.Application, store: StatusStore, history: HistorySto
     router.add_get("/api/v1/checks/{name:.+}/history", _only_api(api.series))
     router.add_get("/api/{tail:.*}", api.api_not_found)
     router.add_get("/badge/{name:.+}/status.svg", api.status_badge)
-    router.add_get("/badge/{name:.+}/uptime-{window:" + "|".join(BADGE_WINDOWS) + "}.svg",
-                   api.uptime_badge)
+    router.add_get(
+        "/badge/{name:.+}/uptime-{window:" + "|".join(BADGE_WINDOWS) + "}.svg", api.uptime_badge
+    )
     router.add_get("/badge/{name:.+}/latency.svg", api.latency_badge)
     router.add_get("/badge/{tail:.*}", api.badge_not_found)

@@ -85,8 +85,11 @@ _CHECK_FAMILIES = (
     ("alivemcp_check_duration_seconds", "gauge", "Duration of the check's last run."),
     ("alivemcp_check_runs", "counter", "Runs of the check by result."),
     ("alivemcp_check_last_run_timestamp_seconds", "gauge", "Unix time the last run started."),
-    ("alivemcp_check_status_since_timestamp_seconds", "gauge",
-     "Unix time the check's current status began."),
+    (
+        "alivemcp_check_status_since_timestamp_seconds",
+        "gauge",
+        "Unix time the check's current status began.",
+    ),
 )
 
 
@@ -214,31 +217,42 @@ class CheckExposition:
         else:
             cached = None
             check, probe = CHECK_IDENTITY_LABELS
-            lines = _CheckLines(info, _utf8(_label_text({check: info.name,
-                                                         probe: info.probe_type,
-                                                         **info.labels})))
+            lines = _CheckLines(
+                info, _utf8(_label_text({check: info.name, probe: info.probe_type, **info.labels}))
+            )
         labels = lines.labels.decode()
         lines.runs_key = state.runs
         lines.since_key = state.since
-        runs = "".join([f"alivemcp_check_runs_total{{{labels}{_RESULT_OF[code]}{float(count)!r}\n"
-                        for code, count in enumerate(state.runs) if count])
+        runs = "".join(
+            [
+                f"alivemcp_check_runs_total{{{labels}{_RESULT_OF[code]}{float(count)!r}\n"
+                for code, count in enumerate(state.runs)
+                if count
+            ]
+        )
         lines.runs = _utf8(runs)
         last = state.last
         if last is not None:
             lines.started_key = last.started_at
             lines.status_key = last.status
-            lines.duration = _utf8(f"alivemcp_check_duration_seconds{{{labels}}} "
-                                   f"{last.duration_seconds!r}\n")
-            lines.last_run = _utf8(f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} "
-                                   f"{last.started_at!r}\n")
+            lines.duration = _utf8(
+                f"alivemcp_check_duration_seconds{{{labels}}} {last.duration_seconds!r}\n"
+            )
+            lines.last_run = _utf8(
+                f"alivemcp_check_last_run_timestamp_seconds{{{labels}}} {last.started_at!r}\n"
+            )
             if state.since is not None:
-                if (cached is not None and cached.since_key == state.since
-                        and cached.status_key is not None):
+                if (
+                    cached is not None
+                    and cached.since_key == state.since
+                    and cached.status_key is not None
+                ):
                     lines.since = cached.since  # made from the same since, with the same labels
                 else:
                     lines.since = _utf8(
                         f"alivemcp_check_status_since_timestamp_seconds{{{labels}}} "
-                        f"{state.since!r}\n")
+                        f"{state.since!r}\n"
+                    )
             observed = [
                 (name, _utf8(f"{OBSERVATION_PREFIX}{name}{{{labels}}} {float(value)!r}\n"))
                 for name, value in last.observations.items()
@@ -248,11 +262,21 @@ class CheckExposition:
                 if any(k in info.labels or k in CHECK_IDENTITY_LABELS for k in extra):
                     # Validation refuses such user labels for probes that declare theirs; for
                     # one that does not, a duplicate label name would fail the whole scrape.
-                    extra = {k: v for k, v in extra.items()
-                             if k not in info.labels and k not in CHECK_IDENTITY_LABELS}
+                    extra = {
+                        k: v
+                        for k, v in extra.items()
+                        if k not in info.labels and k not in CHECK_IDENTITY_LABELS
+                    }
                 more = f",{_label_text(extra)}" if extra else ""
-                observed.append((item.name, _utf8(
-                    f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} {float(item.value)!r}\n")))
+                observed.append(
+                    (
+                        item.name,
+                        _utf8(
+                            f"{OBSERVATION_PREFIX}{item.name}{{{labels}{more}}} "
+                            f"{float(item.value)!r}\n"
+                        ),
+                    )
+                )
             lines.observed = tuple(observed)
         self._lines[info.name] = lines
         return lines
@@ -289,9 +313,13 @@ class CheckExposition:
             # in memory until the next one).
             lines = kept(state.info.name)
             last = state.last
-            if (lines is None or state.runs != lines.runs_key or state.info is not lines.info
-                    or state.since != lines.since_key
-                    or (last.started_at if last is not None else None) != lines.started_key):
+            if (
+                lines is None
+                or state.runs != lines.runs_key
+                or state.info is not lines.info
+                or state.since != lines.since_key
+                or (last.started_at if last is not None else None) != lines.started_key
+            ):
                 lines = lines_for(state)
             rendered.append(lines)
             for name, line in lines.observed:
@@ -302,10 +330,13 @@ class CheckExposition:
                 up_ratio, available_ratio = source(state.info.name, window)
                 if up_ratio is not None and available_ratio is not None:
                     labels = lines.labels.decode()
-                    uptime.append(f'alivemcp_check_uptime_ratio{{{labels},'
-                                  f'window="{window}"}} {up_ratio!r}\n')
-                    available.append(f"alivemcp_check_availability_ratio{{{labels},"
-                                     f'window="{window}"}} {available_ratio!r}\n')
+                    uptime.append(
+                        f'alivemcp_check_uptime_ratio{{{labels},window="{window}"}} {up_ratio!r}\n'
+                    )
+                    available.append(
+                        f"alivemcp_check_availability_ratio{{{labels},"
+                        f'window="{window}"}} {available_ratio!r}\n'
+                    )
         if len(self._lines) > len(rendered):  # checks gone since the last render
             keep = {lines.info.name for lines in rendered}
             for stale in [name for name in self._lines if name not in keep]:
@@ -320,11 +351,18 @@ class CheckExposition:
                 field(parts, decided, breathe)
         if self._uptime is not None:
             for family, doc, lines_of in (
-                ("alivemcp_check_uptime_ratio", "Share of decided runs (unknown excluded) that "
-                 "were up over the window (history.metrics_window).", uptime),
-                ("alivemcp_check_availability_ratio", "Share of decided runs (unknown excluded) "
-                 "that were up or degraded over the window (history.metrics_window).",
-                 available),
+                (
+                    "alivemcp_check_uptime_ratio",
+                    "Share of decided runs (unknown excluded) that "
+                    "were up over the window (history.metrics_window).",
+                    uptime,
+                ),
+                (
+                    "alivemcp_check_availability_ratio",
+                    "Share of decided runs (unknown excluded) "
+                    "that were up or degraded over the window (history.metrics_window).",
+                    available,
+                ),
             ):
                 parts.append(_family_header(family, "gauge", doc, openmetrics).encode())
                 _join_into(parts, lines_of, breathe)
@@ -348,7 +386,7 @@ def _join_bytes_into(parts: list[bytes], lines: list[bytes], breathe: _Breather)
     """Kept ``lines``, in pieces of :data:`RENDER_CHUNK` lines."""
     for at in range(0, len(lines), RENDER_CHUNK):
         breathe()
-        parts.append(b"".join(lines[at:at + RENDER_CHUNK]))
+        parts.append(b"".join(lines[at : at + RENDER_CHUNK]))
 
 
 def _up_family(parts: list[bytes], decided: list[_CheckLines], breathe: _Breather) -> None:
@@ -357,8 +395,14 @@ def _up_family(parts: list[bytes], decided: list[_CheckLines], breathe: _Breathe
     head = b"alivemcp_check_up{"
     for at in range(0, len(decided), RENDER_CHUNK):
         breathe()
-        parts.append(b"".join([head + lines.labels + _UP_ENDING_OF[lines.status_key]
-                               for lines in decided[at:at + RENDER_CHUNK]]))
+        parts.append(
+            b"".join(
+                [
+                    head + lines.labels + _UP_ENDING_OF[lines.status_key]
+                    for lines in decided[at : at + RENDER_CHUNK]
+                ]
+            )
+        )
 
 
 def _status_family(parts: list[bytes], decided: list[_CheckLines], breathe: _Breather) -> None:
@@ -371,7 +415,7 @@ def _status_family(parts: list[bytes], decided: list[_CheckLines], breathe: _Bre
     for at in range(0, len(decided), per_piece):
         breathe()
         piece = []
-        for lines in decided[at:at + per_piece]:
+        for lines in decided[at : at + per_piece]:
             line_head = head + lines.labels + mid
             piece.append(line_head + line_head.join(_STATUS_ENDINGS_OF[lines.status_key]))
         parts.append(b"".join(piece))
@@ -383,7 +427,7 @@ def _join_into(parts: list[bytes], lines: list[str], breathe: _Breather) -> None
     can never turn every scrape into an HTTP 500."""
     for at in range(0, len(lines), RENDER_CHUNK):
         breathe()
-        parts.append("".join(lines[at:at + RENDER_CHUNK]).encode("utf-8", "replace"))
+        parts.append("".join(lines[at : at + RENDER_CHUNK]).encode("utf-8", "replace"))
 
 
 #: Per status: the rest of each alivemcp_check_status line after ``status="`` (1.0 for it).
@@ -393,14 +437,21 @@ _STATUS_ENDINGS_OF: dict[Status | None, tuple[bytes, ...]] = {
 }
 #: Per status: the rest of the alivemcp_check_up line after the labels.
 _UP_ENDING_OF: dict[Status | None, bytes] = {
-    s: f"}} {1.0 if s is Status.UP else 0.0}\n".encode() for s in _STATUSES}
+    s: f"}} {1.0 if s is Status.UP else 0.0}\n".encode() for s in _STATUSES
+}
 #: Per status code of CheckState.runs: the runs_total line between the labels and the count.
 _RESULT_OF = tuple(f',{_RESULT_LABEL}="{s.value}"}} ' for s in _STATUSES)
 
 #: Per family of _CHECK_FAMILIES, in order: the _CheckLines field its kept lines are in, or
 #: the function that makes its lines on each scrape (see _CheckLines).
 _FAMILY_FIELDS: tuple[str | Callable[[list[bytes], list[_CheckLines], _Breather], None], ...] = (
-    _up_family, _status_family, "duration", "runs", "last_run", "since")
+    _up_family,
+    _status_family,
+    "duration",
+    "runs",
+    "last_run",
+    "since",
+)
 
 
 @functools.cache
@@ -460,7 +511,9 @@ class Metrics:
             registry=r,
         ).set_function(_abandoned)
         self.checks_configured = Gauge(
-            "alivemcp_checks_configured", "Configured checks by probe type.", ["probe"],
+            "alivemcp_checks_configured",
+            "Configured checks by probe type.",
+            ["probe"],
             registry=r,
         )
         Info("alivemcp_build", "Build information.", registry=r).info(

@@ -59,8 +59,9 @@ class HttpServer:
     async def start(self, host: str, port: int) -> None:
         # A request still being answered at shutdown gets 1 s, not aiohttp's default 60 s:
         # the whole stop must fit inside the orchestrator's termination grace.
-        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False,
-                                     shutdown_timeout=STOP_REQUESTS_SECONDS)
+        self._runner = web.AppRunner(
+            self._app, access_log=None, handle_signals=False, shutdown_timeout=STOP_REQUESTS_SECONDS
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         await site.start()
@@ -82,8 +83,9 @@ class HttpServer:
             await asyncio.sleep(1.0)
 
     async def _page(self, _: web.Request) -> web.Response:
-        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
-                            headers=PAGE_HEADERS)
+        return web.Response(
+            body=PAGE_HTML, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS
+        )
 
     async def _metrics_handler(self, request: web.Request) -> web.StreamResponse:
         parts, content_type = await self._metrics.render_parts(request.headers.get("Accept"))
@@ -106,12 +108,13 @@ class HttpServer:
         view = request.query.get("view", "full")
         if view not in ("full", "brief"):
             return web.json_response(
-                {"error": f"view must be full or brief, not {view[:40]!r}"}, status=400)
+                {"error": f"view must be full or brief, not {view[:40]!r}"}, status=400
+            )
         names = request.query.getall("check", None)
         if names is not None and len(names) > MAX_CHECKS_PER_STATUS_REQUEST:
             return web.json_response(
-                {"error": f"at most {MAX_CHECKS_PER_STATUS_REQUEST} check= per request"},
-                status=400)
+                {"error": f"at most {MAX_CHECKS_PER_STATUS_REQUEST} check= per request"}, status=400
+            )
         snapshot = self._store.snapshot(brief=view == "brief", only=names)
         if self._firing_alerts is not None:
             snapshot["alerts"] = self._firing_alerts()
@@ -129,11 +132,16 @@ class HttpServer:
         if not self._config_loaded():
             return web.json_response({"ready": False, "reason": "no config loaded"}, status=503)
         if not self._store.ready():
-            pending = [s.info.name for s in self._store.states()
-                       if s.last is None and not s.in_flight]
+            pending = [
+                s.info.name for s in self._store.states() if s.last is None and not s.in_flight
+            ]
             return web.json_response(
-                {"ready": False, "reason": "checks not run yet", "pending": pending[:20],
-                 "pending_count": len(pending)},
+                {
+                    "ready": False,
+                    "reason": "checks not run yet",
+                    "pending": pending[:20],
+                    "pending_count": len(pending),
+                },
                 status=503,
             )
         return web.json_response({"ready": True})

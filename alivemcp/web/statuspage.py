@@ -33,8 +33,9 @@ PAGE_HTML: bytes = files("alivemcp.web").joinpath("statuspage.html").read_bytes(
 
 
 def _inline_hashes(tag: str, page: bytes) -> str:
-    bodies = re.findall(rb"<" + tag.encode() + rb">(.*?)</" + tag.encode() + rb">", page,
-                        flags=re.DOTALL)
+    bodies = re.findall(
+        rb"<" + tag.encode() + rb">(.*?)</" + tag.encode() + rb">", page, flags=re.DOTALL
+    )
     if not bodies:
         raise RuntimeError(f"statuspage.html has no inline <{tag}>")
     return " ".join(
@@ -44,16 +45,18 @@ def _inline_hashes(tag: str, page: bytes) -> str:
 
 
 #: What the page may load and run: nothing but itself.
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'none'",
-    f"script-src {_inline_hashes('script', PAGE_HTML)}",
-    f"style-src {_inline_hashes('style', PAGE_HTML)}",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'",
-])
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        f"script-src {_inline_hashes('script', PAGE_HTML)}",
+        f"style-src {_inline_hashes('style', PAGE_HTML)}",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 #: Headers of the page response (the daemon's and the tests' stand-in server's).
 PAGE_HEADERS: dict[str, str] = {

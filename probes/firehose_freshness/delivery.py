@@ -45,9 +45,14 @@ class DeliveryCheck:
     encoded: bool = False
 
 
-async def scan_delivery(chunks: AsyncIterator[bytes], record_id: str, *,
-                        transformed: bool = False, max_bytes: int = 64 << 20,
-                        newline_hint: str = "") -> DeliveryCheck:
+async def scan_delivery(
+    chunks: AsyncIterator[bytes],
+    record_id: str,
+    *,
+    transformed: bool = False,
+    max_bytes: int = 64 << 20,
+    newline_hint: str = "",
+) -> DeliveryCheck:
     """Stream a delivered object (gzip or not) looking for the canary, in bounded memory:
     only the current chunk, a short overlap and the canary's own line are held."""
     needle = record_id.encode()
@@ -141,8 +146,9 @@ def _holds(doc: Any, record_id: str) -> bool:
     return isinstance(doc, str) and doc == record_id
 
 
-def inspect_delivery(body: bytes, record_id: str, transformed: bool = False,
-                     newline_hint: str = "") -> DeliveryCheck:
+def inspect_delivery(
+    body: bytes, record_id: str, transformed: bool = False, newline_hint: str = ""
+) -> DeliveryCheck:
     """Find the canary in a delivered object and say whether its bytes survived intact:
     one valid JSON document on its own newline-terminated line. ``newline_hint`` is added to
     the reasons about missing newlines (how this stream could add them)."""
@@ -151,32 +157,50 @@ def inspect_delivery(body: bytes, record_id: str, transformed: bool = False,
     lambda_hint = " by the transformation Lambda" if transformed else ""
     if where < 0:
         if _base64_hides(body, needle):
-            return DeliveryCheck(True, (
-                "canary delivered as base64 text where JSON was expected: the "
-                f"transformation trap (records base64-encoded twice{lambda_hint}: return "
-                "base64 of the JSON line, not of its base64)"), encoded=True)
+            return DeliveryCheck(
+                True,
+                (
+                    "canary delivered as base64 text where JSON was expected: the "
+                    f"transformation trap (records base64-encoded twice{lambda_hint}: return "
+                    "base64 of the JSON line, not of its base64)"
+                ),
+                encoded=True,
+            )
         return DeliveryCheck(False)
     start = body.rfind(b"\n", 0, where) + 1
     end = body.find(b"\n", where)
     line = body[start:] if end < 0 else body[start:end]
     if b"}{" in line:
-        return DeliveryCheck(True, (
-            "canary delivered run together with other records (no newline between them): the "
-            f"transformation trap (append \\n to each record before base64-encoding"
-            f"{lambda_hint}{newline_hint})"))
+        return DeliveryCheck(
+            True,
+            (
+                "canary delivered run together with other records (no newline between them): the "
+                f"transformation trap (append \\n to each record before base64-encoding"
+                f"{lambda_hint}{newline_hint})"
+            ),
+        )
     try:
         doc = json.loads(line)
     except ValueError:
-        return DeliveryCheck(True, "canary line is not valid JSON in the delivered object"
-                                   f"{lambda_hint}: records are garbled")
+        return DeliveryCheck(
+            True,
+            "canary line is not valid JSON in the delivered object"
+            f"{lambda_hint}: records are garbled",
+        )
     if not isinstance(doc, dict) or not _holds(doc, record_id):
-        return DeliveryCheck(True, "canary id found, but not as a value of the delivered "
-                                   "JSON record: records are garbled")
+        return DeliveryCheck(
+            True,
+            "canary id found, but not as a value of the delivered JSON record: records are garbled",
+        )
     if end < 0:
-        return DeliveryCheck(True, (
-            "canary delivered without its trailing newline: the transformation trap "
-            f"(records must end with \\n{lambda_hint}{newline_hint}, or they run together "
-            "in S3)"))
+        return DeliveryCheck(
+            True,
+            (
+                "canary delivered without its trailing newline: the transformation trap "
+                f"(records must end with \\n{lambda_hint}{newline_hint}, or they run together "
+                "in S3)"
+            ),
+        )
     return DeliveryCheck(True)
 
 
@@ -186,10 +210,14 @@ def columnar_problem(fmt: str, head: bytes, tail: bytes, size: int) -> str | Non
     start, end = _MAGIC[fmt]
     name, article = ("Parquet", "a") if fmt == "parquet" else ("ORC", "an")
     if not head.startswith(start):
-        return (f"does not start with the {name} magic {start.decode()!r} "
-                f"(first bytes {head[:4]!r}): not {article} {name} file")
+        return (
+            f"does not start with the {name} magic {start.decode()!r} "
+            f"(first bytes {head[:4]!r}): not {article} {name} file"
+        )
     ends = tail.endswith(end) if fmt == "parquet" else tail[:-1].endswith(end)
     if size < 2 * len(start) + 4 or not ends:
-        return (f"does not end like a complete {name} file (last bytes {tail[-4:]!r}, "
-                f"{size} bytes): truncated")
+        return (
+            f"does not end like a complete {name} file (last bytes {tail[-4:]!r}, "
+            f"{size} bytes): truncated"
+        )
     return None

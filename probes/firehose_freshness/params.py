@@ -48,7 +48,8 @@ class FirehoseFreshnessParams(ProbeParams):
         "{tenant_id: alivemcp-canary}, so the canary routes to a partition of its own.",
     )
     canary_id_field: str = Field(
-        CANARY_ID_FIELD, min_length=1,
+        CANARY_ID_FIELD,
+        min_length=1,
         description="The canary field that carries its unique id (a field the transformation "
         "Lambda keeps, when it drops unknown fields); found as any value of the delivered "
         "record.",

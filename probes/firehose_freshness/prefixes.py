@@ -35,16 +35,19 @@ __all__ = [
 ]
 
 #: The error output types Firehose writes for S3 destinations (``!{firehose:error-output-type}``).
-ERROR_TYPES = ("processing-failed", "format-conversion-failed", "partitioning-failed",
-               "delivery-failed")
+ERROR_TYPES = (
+    "processing-failed",
+    "format-conversion-failed",
+    "partitioning-failed",
+    "delivery-failed",
+)
 #: Where Firehose writes failed records when the destination sets no ErrorOutputPrefix.
 DEFAULT_ERROR_PREFIXES = tuple(f"{kind}/" for kind in ERROR_TYPES)
 _ERROR_TYPE_TOKEN = "!{firehose:error-output-type}"
 #: Firehose's documented default when the buffering hints leave the interval out.
 DEFAULT_BUFFER_INTERVAL = 300.0
 _TOKEN = re.compile(r"!\{([^}]*)\}")
-_JAVA_TIME = (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"),
-              ("ss", "%S"))
+_JAVA_TIME = (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S"))
 _QUERY_KEY = "partitionKeyFromQuery:"
 _LAMBDA_KEY = "partitionKeyFromLambda:"
 
@@ -93,8 +96,9 @@ class UnresolvedKey(ValueError):
 def s3_destination(desc: Mapping[str, Any]) -> Destination | None:
     """The (Extended) S3 destination of a ``DeliveryStreamDescription``."""
     for destination in desc.get("Destinations") or []:
-        conf = (destination.get("ExtendedS3DestinationDescription")
-                or destination.get("S3DestinationDescription"))
+        conf = destination.get("ExtendedS3DestinationDescription") or destination.get(
+            "S3DestinationDescription"
+        )
         if not conf:
             continue
         hints = conf.get("BufferingHints") or {}
@@ -112,10 +116,12 @@ def s3_destination(desc: Mapping[str, Any]) -> Destination | None:
             dynamic_partitioning=bool(
                 (conf.get("DynamicPartitioningConfiguration") or {}).get("Enabled")
             ),
-            metadata_query=_processor_parameter(processors, "MetadataExtraction",
-                                                "MetadataExtractionQuery"),
-            appends_newline=any(proc.get("Type") == "AppendDelimiterToRecord"
-                                for proc in processors),
+            metadata_query=_processor_parameter(
+                processors, "MetadataExtraction", "MetadataExtractionQuery"
+            ),
+            appends_newline=any(
+                proc.get("Type") == "AppendDelimiterToRecord" for proc in processors
+            ),
         )
     return None
 
@@ -127,8 +133,7 @@ def _columnar(conversion: Mapping[str, Any]) -> str | None:
     return "orc" if "OrcSerDe" in serializer else "parquet"
 
 
-def _processor_parameter(processors: list[Mapping[str, Any]], kind: str,
-                         name: str) -> str | None:
+def _processor_parameter(processors: list[Mapping[str, Any]], kind: str, name: str) -> str | None:
     for proc in processors:
         if proc.get("Type") != kind:
             continue
@@ -148,15 +153,17 @@ def error_listing_prefixes(error_prefix: str) -> list[str]:
     """Literal prefixes to list for failed records: one per error type when the prefix
     names the type, never the whole bucket (where the good deliveries also live)."""
     if _ERROR_TYPE_TOKEN in error_prefix:
-        expanded = [static_part(error_prefix.replace(_ERROR_TYPE_TOKEN, kind))
-                    for kind in ERROR_TYPES]
+        expanded = [
+            static_part(error_prefix.replace(_ERROR_TYPE_TOKEN, kind)) for kind in ERROR_TYPES
+        ]
         return list(dict.fromkeys(expanded))
     static = static_part(error_prefix)
     return [static] if static else list(DEFAULT_ERROR_PREFIXES)
 
 
-def expand_prefix(prefix: str, moment: datetime,
-                  partition_values: Mapping[str, str]) -> ExpandedPrefix:
+def expand_prefix(
+    prefix: str, moment: datetime, partition_values: Mapping[str, str]
+) -> ExpandedPrefix:
     """``prefix`` with its timestamps expanded for ``moment`` and its partition keys from
     ``partition_values`` (keyed by the whole expression, e.g. ``partitionKeyFromQuery:t``);
     other expressions are wildcards within one path segment. Raises :class:`UnresolvedKey`
@@ -167,7 +174,7 @@ def expand_prefix(prefix: str, moment: datetime,
     listing: str | None = None
     pos = 0
     for match in _TOKEN.finditer(prefix):
-        text = prefix[pos:match.start()]
+        text = prefix[pos : match.start()]
         literal.append(text)
         regex.append(re.escape(text))
         shown.append(text)
@@ -194,8 +201,9 @@ def expand_prefix(prefix: str, moment: datetime,
     )
 
 
-def _expression_value(expr: str, moment: datetime,
-                      partition_values: Mapping[str, str]) -> str | None:
+def _expression_value(
+    expr: str, moment: datetime, partition_values: Mapping[str, str]
+) -> str | None:
     if expr.startswith("timestamp:"):
         fmt = expr.removeprefix("timestamp:")
         for java, c_fmt in _JAVA_TIME:
@@ -211,20 +219,31 @@ def _expression_value(expr: str, moment: datetime,
 
 def partition_expressions(prefix: str) -> list[str]:
     """The partition key expressions in ``prefix`` (``partitionKeyFromQuery:k``...)."""
-    return [m.group(1) for m in _TOKEN.finditer(prefix)
-            if m.group(1).startswith((_QUERY_KEY, _LAMBDA_KEY))]
+    return [
+        m.group(1)
+        for m in _TOKEN.finditer(prefix)
+        if m.group(1).startswith((_QUERY_KEY, _LAMBDA_KEY))
+    ]
 
 
-def expected_prefixes(prefix: str, put_at: datetime, partition_values: Mapping[str, str], *,
-                      dynamic_partitioning: bool) -> list[ExpandedPrefix]:
+def expected_prefixes(
+    prefix: str,
+    put_at: datetime,
+    partition_values: Mapping[str, str],
+    *,
+    dynamic_partitioning: bool,
+) -> list[ExpandedPrefix]:
     """Where a record put at ``put_at`` can land: the prefix expanded for the arrival time (a
     few seconds either side, for hour boundaries). Without timestamp or partition
     expressions, Firehose appends ``yyyy/MM/dd/HH/`` itself."""
     out: list[ExpandedPrefix] = []
     for moment in (put_at - timedelta(seconds=10), put_at, put_at + timedelta(seconds=30)):
         candidate = prefix
-        if ("!{timestamp:" not in prefix and not dynamic_partitioning
-                and (prefix == "" or prefix.endswith("/"))):
+        if (
+            "!{timestamp:" not in prefix
+            and not dynamic_partitioning
+            and (prefix == "" or prefix.endswith("/"))
+        ):
             candidate = prefix + moment.strftime("%Y/%m/%d/%H/")
         expanded = expand_prefix(candidate, moment, partition_values)
         if all(e.shown != expanded.shown for e in out):
@@ -239,9 +258,7 @@ _JQ_ENTRY = re.compile(
     r"""^\s*(?:"(?P<quoted>[^"]+)"|(?P<name>[A-Za-z_][A-Za-z0-9_]*))\s*:\s*(?P<path>\S.*?)\s*$""",
     re.S,
 )
-_JQ_SEGMENT = re.compile(
-    r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)|\.?\[\s*"(?P<quoted>[^"]+)"\s*\]"""
-)
+_JQ_SEGMENT = re.compile(r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)|\.?\[\s*"(?P<quoted>[^"]+)"\s*\]""")
 
 
 def jq_partition_keys(query: str, document: Mapping[str, Any]) -> dict[str, str] | None:
@@ -260,8 +277,11 @@ def jq_partition_keys(query: str, document: Mapping[str, Any]) -> dict[str, str]
         key = parsed.group("quoted") or parsed.group("name")
         path = parsed.group("path")
         segments = list(_JQ_SEGMENT.finditer(path))
-        if (not segments or not path.startswith(".")
-                or "".join(s.group(0) for s in segments) != path.replace(" ", "")):
+        if (
+            not segments
+            or not path.startswith(".")
+            or "".join(s.group(0) for s in segments) != path.replace(" ", "")
+        ):
             return None
         value: Any = document
         for segment in segments:

@@ -140,8 +140,10 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
     default_timeout = 30.0
     observables = (
         Observable("buffer_interval_seconds", "The destination's buffering interval."),
-        Observable("data_freshness_seconds",
-                   "CloudWatch DataFreshness: age of the oldest record not yet delivered."),
+        Observable(
+            "data_freshness_seconds",
+            "CloudWatch DataFreshness: age of the oldest record not yet delivered.",
+        ),
         Observable("delivery_success_ratio", "CloudWatch DeliveryToS3.Success (1: all)."),
         Observable("new_error_objects", "Objects that appeared under the error prefix."),
         Observable("canary_freshness_seconds", "Put of the canary record to its object in S3."),
@@ -200,8 +202,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         await self._check_metrics(cloudwatch, degraded_above, down_above, findings)
         await self._check_errors(s3, dest, findings)
         if p.canary:
-            await self._check_canary(firehose, s3, desc, dest, degraded_above, down_above,
-                                     findings)
+            await self._check_canary(firehose, s3, desc, dest, degraded_above, down_above, findings)
         findings.details["findings"] = findings.as_json()
         return findings.result(_all_well(findings, self._last_canary))
 
@@ -215,8 +216,9 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
 
     # --- CloudWatch ---
 
-    async def _check_metrics(self, cloudwatch: Any, degraded_above: float, down_above: float,
-                             findings: Findings) -> None:
+    async def _check_metrics(
+        self, cloudwatch: Any, degraded_above: float, down_above: float, findings: Findings
+    ) -> None:
         p = self.params
         window = aligned_window(p.metric_period, p.metric_periods)
         stream = {"DeliveryStreamName": p.stream_name}
@@ -225,12 +227,14 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             MetricQuery("success", _NAMESPACE, "DeliveryToS3.Success", stream, "Average"),
         ]
         try:
-            series = await read_metrics(cloudwatch, queries, window.start, window.end,
-                                        window.period)
+            series = await read_metrics(
+                cloudwatch, queries, window.start, window.end, window.period
+            )
         except ProbeError as err:
             # The metrics are the prober's view of the stream, not the stream itself.
-            findings.add(Status.UNKNOWN, f"cannot read CloudWatch metrics: {err.operation}: "
-                                         f"{err.detail}")
+            findings.add(
+                Status.UNKNOWN, f"cannot read CloudWatch metrics: {err.operation}: {err.detail}"
+            )
             return
         findings.details["metric_window"] = window.as_json()
         freshness = [value for _, value in series["freshness"]]
@@ -238,11 +242,15 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             worst = max(freshness)
             findings.observe("data_freshness_seconds", worst)
             if worst > down_above:
-                findings.add(Status.DOWN, f"DataFreshness {worst:.0f}s is over the "
-                                          f"{down_above:.0f}s limit (records stale)")
+                findings.add(
+                    Status.DOWN,
+                    f"DataFreshness {worst:.0f}s is over the "
+                    f"{down_above:.0f}s limit (records stale)",
+                )
             elif worst > degraded_above:
-                findings.add(Status.DEGRADED, f"DataFreshness {worst:.0f}s is over "
-                                              f"{degraded_above:.0f}s")
+                findings.add(
+                    Status.DEGRADED, f"DataFreshness {worst:.0f}s is over {degraded_above:.0f}s"
+                )
         else:
             findings.details["metric_note"] = "no DataFreshness datapoints in the window"
         success = [value for _, value in series["success"]]
@@ -250,15 +258,20 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             lowest = min(success)
             findings.observe("delivery_success_ratio", lowest)
             if lowest < 1:
-                findings.add(Status.DEGRADED, f"DeliveryToS3.Success {lowest:.2f} < 1: "
-                                              "some S3 deliveries failed")
+                findings.add(
+                    Status.DEGRADED,
+                    f"DeliveryToS3.Success {lowest:.2f} < 1: some S3 deliveries failed",
+                )
 
     # --- error prefix ---
 
     def _error_prefixes(self, dest: Destination) -> list[str]:
         p = self.params
-        return (list(p.error_prefixes) if p.error_prefixes is not None
-                else error_listing_prefixes(dest.error_prefix))
+        return (
+            list(p.error_prefixes)
+            if p.error_prefixes is not None
+            else error_listing_prefixes(dest.error_prefix)
+        )
 
     async def _check_errors(self, s3: Any, dest: Destination, findings: Findings) -> None:
         p = self.params
@@ -271,12 +284,14 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             for prefix in prefixes:
                 listed += await _list(s3, dest.bucket, prefix, p.max_list_pages)
         except ProbeError as err:
-            findings.add_error(err, _OVERRIDES,
-                               reason=f"listing error prefixes in {dest.bucket}: {err.operation}")
+            findings.add_error(
+                err, _OVERRIDES, reason=f"listing error prefixes in {dest.bucket}: {err.operation}"
+            )
             return
         seen = self._error_seen_at_watermark
         new = [
-            obj for obj in listed
+            obj
+            for obj in listed
             if obj["LastModified"] > watermark
             or (obj["LastModified"] == watermark and obj["Key"] not in seen)
         ]
@@ -293,14 +308,24 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         kinds = sorted({kind for kind in ERROR_TYPES if any(kind in k for k in samples)})
         findings.details["new_error_objects"] = {"count": len(new), "sample_keys": samples}
         what = f" ({', '.join(kinds)})" if kinds else ""
-        findings.add(Status.DOWN, f"{len(new)} new object(s) under the error prefix{what} since "
-                                  f"the last run, e.g. {samples[-1]}")
+        findings.add(
+            Status.DOWN,
+            f"{len(new)} new object(s) under the error prefix{what} since "
+            f"the last run, e.g. {samples[-1]}",
+        )
 
     # --- canary ---
 
-    async def _check_canary(self, firehose: Any, s3: Any, desc: Mapping[str, Any],
-                            dest: Destination, degraded_above: float, down_above: float,
-                            findings: Findings) -> None:
+    async def _check_canary(
+        self,
+        firehose: Any,
+        s3: Any,
+        desc: Mapping[str, Any],
+        dest: Destination,
+        degraded_above: float,
+        down_above: float,
+        findings: Findings,
+    ) -> None:
         p = self.params
         stream_type = desc.get("DeliveryStreamType") or "DirectPut"
         source_arn = _kinesis_source(desc) if stream_type == "KinesisStreamAsSource" else None
@@ -317,8 +342,9 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             if dest.buffer_interval <= p.canary_inline_wait:
                 deadline = time.monotonic() + p.canary_inline_wait
                 while self._pending is not None and time.monotonic() < deadline:
-                    if not await self._verify_pending(s3, dest, degraded_above, down_above,
-                                                      findings):
+                    if not await self._verify_pending(
+                        s3, dest, degraded_above, down_above, findings
+                    ):
                         break
                     if self._pending is not None:
                         await asyncio.sleep(0.5)
@@ -335,8 +361,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         """Values for the partition expressions of the expected prefix (and the query keys of
         the stream's own prefix, which Firehose will compute); raises UnresolvedKey."""
         p = self.params
-        computed = (jq_partition_keys(dest.metadata_query, record)
-                    if dest.metadata_query else None)
+        computed = jq_partition_keys(dest.metadata_query, record) if dest.metadata_query else None
         values: dict[str, str] = {}
         expected = partition_expressions(p.expected_prefix or dest.prefix)
         for expr in dict.fromkeys([*expected, *partition_expressions(dest.prefix)]):
@@ -355,8 +380,9 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 raise UnresolvedKey(f"!{{{expr}}}")
         return values
 
-    async def _put_canary(self, firehose: Any, dest: Destination, source_arn: str | None,
-                          findings: Findings) -> bool:
+    async def _put_canary(
+        self, firehose: Any, dest: Destination, source_arn: str | None, findings: Findings
+    ) -> bool:
         """Put a new canary record; False when it was not put (a finding says why)."""
         p = self.params
         kinesis: Any = None
@@ -365,10 +391,14 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             # the prober's, not the stream's, so it must not count in the canary's age.
             try:
                 kinesis = await plumbing_of(self.context).aws.client(
-                    "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region)
+                    "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region
+                )
             except ProbeError as err:
-                findings.add_error(err, _OVERRIDES, reason=_kinesis_put_failure(
-                    err.kind, source_arn.split("/", 1)[-1]))
+                findings.add_error(
+                    err,
+                    _OVERRIDES,
+                    reason=_kinesis_put_failure(err.kind, source_arn.split("/", 1)[-1]),
+                )
                 return False
         record_id = uuid.uuid4().hex
         put_at = datetime.now(UTC)
@@ -377,38 +407,56 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             values = self._partition_values(dest, record)
         except UnresolvedKey as missing:
             query = f" (the stream's query is {dest.metadata_query})" if dest.metadata_query else ""
-            findings.add(Status.UNKNOWN, (
-                f"cannot tell where the canary would land: no value for {missing.expression}"
-                f"{query}; set canary_fields so the query finds it, or partition_keys"))
+            findings.add(
+                Status.UNKNOWN,
+                (
+                    f"cannot tell where the canary would land: no value for {missing.expression}"
+                    f"{query}; set canary_fields so the query finds it, or partition_keys"
+                ),
+            )
             return False
-        expected = expected_prefixes(p.expected_prefix or dest.prefix, put_at, values,
-                                     dynamic_partitioning=dest.dynamic_partitioning)
+        expected = expected_prefixes(
+            p.expected_prefix or dest.prefix,
+            put_at,
+            values,
+            dynamic_partitioning=dest.dynamic_partitioning,
+        )
         data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         if source_arn is None:
             put_into = f"delivery stream {p.stream_name}"
             try:
-                await firehose.put_record(DeliveryStreamName=p.stream_name,
-                                          Record={"Data": data})
+                await firehose.put_record(DeliveryStreamName=p.stream_name, Record={"Data": data})
             except ProbeError as err:
-                findings.add_error(err, _OVERRIDES, reason="prober credentials"
-                                   if err.kind is ErrorKind.AUTH
-                                   else "PutRecord of the canary failed")
+                findings.add_error(
+                    err,
+                    _OVERRIDES,
+                    reason="prober credentials"
+                    if err.kind is ErrorKind.AUTH
+                    else "PutRecord of the canary failed",
+                )
                 return False
         else:
             name = source_arn.split("/", 1)[-1]
             partition_key = p.partition_key or f"alivemcp-canary-{check_slug(self.context.name)}"
             put_into = f"Kinesis stream {name} (partition key {partition_key})"
             try:
-                await kinesis.put_record(StreamARN=source_arn, Data=data,
-                                         PartitionKey=partition_key)
+                await kinesis.put_record(
+                    StreamARN=source_arn, Data=data, PartitionKey=partition_key
+                )
             except ProbeError as err:
                 findings.add_error(err, _OVERRIDES, reason=_kinesis_put_failure(err.kind, name))
                 return False
         self._pending = _Canary(record_id, put_at, put_into, expected)
         return True
 
-    async def _verify_pending(self, s3: Any, dest: Destination, degraded_above: float,
-                              down_above: float, findings: Findings) -> bool:
+    async def _verify_pending(
+        self,
+        s3: Any,
+        dest: Destination,
+        degraded_above: float,
+        down_above: float,
+        findings: Findings,
+    ) -> bool:
         """Look for the pending canary in S3 and resolve it when found or overdue; False when
         the search failed (a finding says why)."""
         canary = self._pending
@@ -420,8 +468,9 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 # Overdue: it may have landed, just not where it should.
                 hit = await self._search_elsewhere(s3, dest, canary)
         except ProbeError as err:
-            findings.add_error(err, _OVERRIDES, reason=f"looking for the canary in "
-                                                       f"{dest.bucket}: {err.operation}")
+            findings.add_error(
+                err, _OVERRIDES, reason=f"looking for the canary in {dest.bucket}: {err.operation}"
+            )
             return False
         if hit is not None:
             self._last_canary = _resolve(canary, dest, hit)
@@ -429,25 +478,34 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             return True
         if age > down_above:
             self._last_canary = _CanaryVerdict(
-                canary.record_id, Status.DOWN,
+                canary.record_id,
+                Status.DOWN,
                 f"canary record {canary.record_id} put into {canary.put_into} not found under "
                 f"s3://{dest.bucket}/{canary.expected_shown} after {age:.0f}s "
                 f"(limit {down_above:.0f}s): records are not being delivered"
-                + (" (objects delivered since hold undecodable bytes: a transformation Lambda "
-                   "returning plain text where base64 was due garbles records this way)"
-                   if canary.saw_binary else ""),
+                + (
+                    " (objects delivered since hold undecodable bytes: a transformation Lambda "
+                    "returning plain text where base64 was due garbles records this way)"
+                    if canary.saw_binary
+                    else ""
+                ),
             )
             self._pending = None
         return True
 
-    def _canary_findings(self, degraded_above: float, down_above: float,
-                         findings: Findings) -> None:
+    def _canary_findings(
+        self, degraded_above: float, down_above: float, findings: Findings
+    ) -> None:
         """The last resolved canary's verdict (it holds until the next one resolves) and the
         pending one's age."""
         last = self._last_canary
         if last is not None:
-            findings.details["canary"] = {"id": last.record_id, "status": last.status.value,
-                                          "reason": last.reason, "key": last.key}
+            findings.details["canary"] = {
+                "id": last.record_id,
+                "status": last.status.value,
+                "reason": last.reason,
+                "key": last.key,
+            }
             if last.verified:
                 findings.details["canary"]["verified"] = last.verified
             if last.freshness is not None:
@@ -455,21 +513,31 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             if last.status is not Status.UP:
                 findings.add(last.status, last.reason)
             elif last.freshness is not None and last.freshness > down_above:
-                findings.add(Status.DOWN, f"canary took {last.freshness:.0f}s end to end "
-                                          f"(limit {down_above:.0f}s)")
+                findings.add(
+                    Status.DOWN,
+                    f"canary took {last.freshness:.0f}s end to end (limit {down_above:.0f}s)",
+                )
             elif last.freshness is not None and last.freshness > degraded_above:
-                findings.add(Status.DEGRADED, f"canary took {last.freshness:.0f}s end to end "
-                                              f"(over {degraded_above:.0f}s)")
+                findings.add(
+                    Status.DEGRADED,
+                    f"canary took {last.freshness:.0f}s end to end (over {degraded_above:.0f}s)",
+                )
         pending = self._pending
         if pending is not None:
             age = (datetime.now(UTC) - pending.put_at).total_seconds()
             findings.observe("canary_pending_seconds", age)
             findings.details["canary_pending"] = {
-                "id": pending.record_id, "age_seconds": round(age, 1),
-                "put_into": pending.put_into, "expected_prefix": pending.expected_shown}
+                "id": pending.record_id,
+                "age_seconds": round(age, 1),
+                "put_into": pending.put_into,
+                "expected_prefix": pending.expected_shown,
+            }
             if age > degraded_above:
-                findings.add(Status.DEGRADED, f"canary {pending.record_id} not delivered yet "
-                                              f"under {pending.expected_shown} after {age:.0f}s")
+                findings.add(
+                    Status.DEGRADED,
+                    f"canary {pending.record_id} not delivered yet "
+                    f"under {pending.expected_shown} after {age:.0f}s",
+                )
 
     def _since(self, canary: _Canary) -> datetime:
         # The object holding the canary is written after the put; LastModified has whole
@@ -485,8 +553,11 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         for listing in dict.fromkeys(e.listing for e in canary.expected):
             for obj in await _list(s3, dest.bucket, listing, p.max_list_pages):
                 key = obj["Key"]
-                if (obj["LastModified"] >= since and key not in canary.scanned
-                        and any(e.holds(key) for e in canary.expected)):
+                if (
+                    obj["LastModified"] >= since
+                    and key not in canary.scanned
+                    and any(e.holds(key) for e in canary.expected)
+                ):
                     candidates[key] = obj
         oldest_first = sorted(candidates.values(), key=lambda o: o["LastModified"])
         for obj in oldest_first[: p.canary_max_objects]:
@@ -499,8 +570,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                 return _Hit(obj["Key"], obj["LastModified"], check)
         return None
 
-    async def _search_elsewhere(self, s3: Any, dest: Destination,
-                                canary: _Canary) -> _Hit | None:
+    async def _search_elsewhere(self, s3: Any, dest: Destination, canary: _Canary) -> _Hit | None:
         """The overdue canary anywhere else the stream writes: other partitions of its prefix
         (JSON deliveries only: Parquet/ORC rows are not decoded) and the error output."""
         p = self.params
@@ -513,16 +583,23 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             in_errors = listing in errors
             for obj in await _list(s3, dest.bucket, listing, p.max_list_pages):
                 key = obj["Key"]
-                if (obj["LastModified"] >= since and key not in canary.scanned
-                        and not any(e.holds(key) for e in canary.expected)):
+                if (
+                    obj["LastModified"] >= since
+                    and key not in canary.scanned
+                    and not any(e.holds(key) for e in canary.expected)
+                ):
                     candidates.setdefault(key, (obj, in_errors))
         oldest_first = sorted(candidates.values(), key=lambda c: c[0]["LastModified"])
         for obj, in_errors in oldest_first[: p.canary_max_objects]:
             check = await self._scan(s3, dest, obj["Key"])
             canary.scanned.add(obj["Key"])
             if check.found:
-                return _Hit(obj["Key"], obj["LastModified"], check,
-                            place="error" if in_errors else "elsewhere")
+                return _Hit(
+                    obj["Key"],
+                    obj["LastModified"],
+                    check,
+                    place="error" if in_errors else "elsewhere",
+                )
         return None
 
     async def _scan(self, s3: Any, dest: Destination, key: str) -> DeliveryCheck:
@@ -532,8 +609,11 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         resp = await s3.get_object(Bucket=dest.bucket, Key=key)
         async with resp["Body"] as stream:
             return await scan_delivery(
-                _chunks(stream), canary.record_id, transformed=dest.transformed,
-                max_bytes=p.canary_max_object_bytes, newline_hint=_newline_hint(dest),
+                _chunks(stream),
+                canary.record_id,
+                transformed=dest.transformed,
+                max_bytes=p.canary_max_object_bytes,
+                newline_hint=_newline_hint(dest),
             )
 
     async def _columnar_hit(self, s3: Any, dest: Destination, obj: Mapping[str, Any]) -> _Hit:
@@ -557,20 +637,32 @@ def _resolve(canary: _Canary, dest: Destination, hit: _Hit) -> _CanaryVerdict:
     rid = canary.record_id
     if hit.place == "error":
         kind = next((k for k in ERROR_TYPES if k in hit.key), "error output")
-        return _CanaryVerdict(rid, Status.DOWN, (
-            f"canary record {rid} put into {canary.put_into} was written to the error output "
-            f"s3://{dest.bucket}/{hit.key} ({kind}) instead of "
-            f"s3://{dest.bucket}/{canary.expected_shown}{_ERROR_HINT.get(kind, '')}"),
-            freshness, hit.key)
+        return _CanaryVerdict(
+            rid,
+            Status.DOWN,
+            (
+                f"canary record {rid} put into {canary.put_into} was written to the error output "
+                f"s3://{dest.bucket}/{hit.key} ({kind}) instead of "
+                f"s3://{dest.bucket}/{canary.expected_shown}{_ERROR_HINT.get(kind, '')}"
+            ),
+            freshness,
+            hit.key,
+        )
     if hit.place == "elsewhere":
         found = hit.key.rsplit("/", 1)[0] + "/" if "/" in hit.key else ""
         garbled = f"; also {hit.check.problem}" if hit.check.problem else ""
-        return _CanaryVerdict(rid, Status.DOWN, (
-            f"canary record {rid} put into {canary.put_into} landed under "
-            f"s3://{dest.bucket}/{found}, not under the expected "
-            f"s3://{dest.bucket}/{canary.expected_shown}: the stream's prefix or partition keys "
-            f"(stream prefix {dest.prefix!r}) route it elsewhere than expected{garbled}"),
-            freshness, hit.key)
+        return _CanaryVerdict(
+            rid,
+            Status.DOWN,
+            (
+                f"canary record {rid} put into {canary.put_into} landed under "
+                f"s3://{dest.bucket}/{found}, not under the expected "
+                f"s3://{dest.bucket}/{canary.expected_shown}: the stream's prefix or partition "
+                f"keys (stream prefix {dest.prefix!r}) route it elsewhere than expected{garbled}"
+            ),
+            freshness,
+            hit.key,
+        )
     if hit.check.problem:
         return _CanaryVerdict(rid, Status.DOWN, hit.check.problem, freshness, hit.key)
     if dest.columnar:
@@ -579,24 +671,36 @@ def _resolve(canary: _Canary, dest: Destination, hit: _Hit) -> _CanaryVerdict:
             f"a complete {name} file ({hit.size} bytes, magic bytes at both ends) appeared "
             f"under s3://{dest.bucket}/{canary.expected_shown} {freshness:.0f}s after the "
             f"canary was put into {canary.put_into}; its rows are not decoded, so that it "
-            "holds the canary is not verified")
-        return _CanaryVerdict(rid, Status.UP, "delivered", freshness, hit.key,
-                              summary=f"{name} object under the canary's prefix in "
-                                      f"{freshness:.0f}s (magic bytes checked, rows not "
-                                      "decoded)",
-                              verified=verified)
-    return _CanaryVerdict(rid, Status.UP, "delivered", freshness, hit.key,
-                          summary=f"canary delivered in {freshness:.0f}s",
-                          verified=f"canary's JSON line intact under "
-                                   f"s3://{dest.bucket}/{canary.expected_shown}")
+            "holds the canary is not verified"
+        )
+        return _CanaryVerdict(
+            rid,
+            Status.UP,
+            "delivered",
+            freshness,
+            hit.key,
+            summary=f"{name} object under the canary's prefix in "
+            f"{freshness:.0f}s (magic bytes checked, rows not "
+            "decoded)",
+            verified=verified,
+        )
+    return _CanaryVerdict(
+        rid,
+        Status.UP,
+        "delivered",
+        freshness,
+        hit.key,
+        summary=f"canary delivered in {freshness:.0f}s",
+        verified=f"canary's JSON line intact under s3://{dest.bucket}/{canary.expected_shown}",
+    )
 
 
 _ERROR_HINT = {
     "partitioning-failed": ": dynamic partitioning could not compute its partition keys "
-                           "(the query or Lambda found no value)",
+    "(the query or Lambda found no value)",
     "format-conversion-failed": ": the record could not be converted to the table's format "
-                                "(not JSON the schema accepts: a transformation Lambda "
-                                "returning base64 or plain text does this)",
+    "(not JSON the schema accepts: a transformation Lambda "
+    "returning base64 or plain text does this)",
     "processing-failed": ": the transformation Lambda failed or returned ProcessingFailed",
     "delivery-failed": ": S3 refused the delivery (bucket policy, KMS key, bucket gone)",
 }

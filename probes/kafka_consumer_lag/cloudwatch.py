@@ -70,10 +70,15 @@ def judge_cloudwatch(
             )
         offset_lag = int(max_lag[-1]) if max_lag else int(sums[-1]) if sums else 0
         verdict = judge_partition(
-            group, topic, None, offset_lag,
+            group,
+            topic,
+            None,
+            offset_lag,
             float(time_lag[-1]) if time_lag else None,
             "cloudwatch" if time_lag else None,
-            state, why, thresholds,
+            state,
+            why,
+            thresholds,
         )
         if sums:
             verdict = replace(verdict, sum_offset_lag=int(sums[-1]))
@@ -96,7 +101,10 @@ class CloudWatchLagReader:
     GetMetricData reads their series."""
 
     async def read(
-        self, client: Any, source: CloudWatchLagSource, params: KafkaConsumerLagParams,
+        self,
+        client: Any,
+        source: CloudWatchLagSource,
+        params: KafkaConsumerLagParams,
         now: float,
     ) -> dict[GroupTopic, dict[str, list[float]]]:
         """Per selected (group, topic): each lag metric's values, oldest first."""
@@ -118,7 +126,9 @@ class CloudWatchLagReader:
         values = await series_values(
             client,
             [(metric, _dimensions(source.cluster_name, *pair)) for pair, metric in wanted],
-            start, end, source.period,
+            start,
+            end,
+            source.period,
         )
         series: dict[GroupTopic, dict[str, list[float]]] = {pair: {} for pair in pairs}
         for (pair, metric), found in zip(wanted, values, strict=True):

@@ -55,8 +55,6 @@ class LagSnapshot:
     selected: int = 0
 
 
-
-
 @dataclass(slots=True)
 class Evaluation:
     verdicts: list[PartitionVerdict]
@@ -151,8 +149,17 @@ class LagEvaluator:
         state, state_why = history.state(members)
         time_lag, source = self.time_lag(snapshot, tp, committed, log_end)
         return judge_partition(
-            group, topic, partition, sample.lag, time_lag, source, state, state_why,
-            self.thresholds, committed=committed, log_end=log_end,
+            group,
+            topic,
+            partition,
+            sample.lag,
+            time_lag,
+            source,
+            state,
+            state_why,
+            self.thresholds,
+            committed=committed,
+            log_end=log_end,
         )
 
 
@@ -162,4 +169,3 @@ def _no_offsets_why(reading: GroupReading, snapshot: LagSnapshot) -> str:
     if reading.state and reading.state not in ("Dead", ""):
         return f"group is {reading.state} but has no committed offsets"
     return "group has no committed offsets"
-

@@ -151,7 +151,6 @@ def judge_partition(
     )
 
 
-
 @dataclass(frozen=True, slots=True)
 class GroupFinding:
     """A whole-group verdict that has no partition (missing group, read error)."""
@@ -159,4 +158,3 @@ class GroupFinding:
     group: str
     status: Status
     why: str
-

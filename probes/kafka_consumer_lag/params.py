@@ -163,4 +163,3 @@ class TopicFilter:
         if topic in self.names:
             return True
         return self.pattern is not None and self.pattern.fullmatch(topic) is not None
-

@@ -85,27 +85,43 @@ class KafkaConsumerLagProbe(Probe[KafkaConsumerLagParams]):
         Observable("groups", "Consumer groups evaluated."),
         Observable("partitions", "Group-partitions evaluated."),
         Observable("lagging_partitions", "Group-partitions with any offset lag."),
-        Observable("degraded_partitions", "Group-partitions judged degraded (e.g. falling "
-                   "behind, lag over max_lag_seconds)."),
+        Observable(
+            "degraded_partitions",
+            "Group-partitions judged degraded (e.g. falling behind, lag over max_lag_seconds).",
+        ),
         Observable("down_partitions", "Group-partitions judged down (stopped, stalled)."),
-        Observable("time_lag_unknown_partitions",
-                   "Lagging group-partitions whose time lag is not known yet."),
+        Observable(
+            "time_lag_unknown_partitions",
+            "Lagging group-partitions whose time lag is not known yet.",
+        ),
         Observable("max_offset_lag_messages", "Largest offset lag of any group-partition."),
         Observable("sum_offset_lag_messages", "Offset lag summed over all group-partitions."),
         Observable("max_time_lag_seconds", "Largest time lag of any group-partition."),
-        Observable("group_max_offset_lag_messages", "Largest offset lag in the group.",
-                   ("group",)),
-        Observable("group_sum_offset_lag_messages", "Offset lag summed over the group.",
-                   ("group",)),
+        Observable("group_max_offset_lag_messages", "Largest offset lag in the group.", ("group",)),
+        Observable(
+            "group_sum_offset_lag_messages", "Offset lag summed over the group.", ("group",)
+        ),
         Observable("group_max_time_lag_seconds", "Largest time lag in the group.", ("group",)),
-        Observable("partition_offset_lag_messages", "Offset lag of one group-partition.",
-                   ("group", "topic", "partition")),
-        Observable("partition_time_lag_seconds", "Time lag of one group-partition.",
-                   ("group", "topic", "partition")),
-        Observable("topic_offset_lag_messages",
-                   "Offset lag of one group's topic (CloudWatch source).", ("group", "topic")),
-        Observable("topic_time_lag_seconds",
-                   "Time lag of one group's topic (CloudWatch source).", ("group", "topic")),
+        Observable(
+            "partition_offset_lag_messages",
+            "Offset lag of one group-partition.",
+            ("group", "topic", "partition"),
+        ),
+        Observable(
+            "partition_time_lag_seconds",
+            "Time lag of one group-partition.",
+            ("group", "topic", "partition"),
+        ),
+        Observable(
+            "topic_offset_lag_messages",
+            "Offset lag of one group's topic (CloudWatch source).",
+            ("group", "topic"),
+        ),
+        Observable(
+            "topic_time_lag_seconds",
+            "Time lag of one group's topic (CloudWatch source).",
+            ("group", "topic"),
+        ),
     )
 
     def __init__(self, context: CheckContext, params: KafkaConsumerLagParams) -> None:

@@ -68,4 +68,3 @@ class OffsetTimeTable:
             rate = (o_last - o_first) / (t_last - t_first)
             return t_first - (o_first - offset) / rate, "extrapolated"
         return t_first, "at least"
-

@@ -123,4 +123,3 @@ def classify_window(
     for sample in list(samples)[-window:]:
         tracker.add(sample)
     return tracker.state(members_active)
-

@@ -22,8 +22,13 @@ from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.http import BodyTooLarge, HttpClients, HttpError, RequestTimeout
 from alivemcp.probe import ProbeParams
 
-__all__ = ["BearerChallenge", "ClientCredentials", "OAuthParams", "TokenUnavailable",
-           "bearer_challenge"]
+__all__ = [
+    "BearerChallenge",
+    "ClientCredentials",
+    "OAuthParams",
+    "TokenUnavailable",
+    "bearer_challenge",
+]
 
 #: Renew this long before expiry so a token never expires mid-probe.
 _RENEW_MARGIN_SECONDS = 30.0
@@ -55,8 +60,13 @@ class TokenUnavailable(ProbeError):
     """
 
     def __init__(self, token_url: str, detail: str, *, code: str | None = None) -> None:
-        super().__init__(ErrorKind.AUTH, target=token_url, operation="OAuth token request",
-                         detail=detail, code=code)
+        super().__init__(
+            ErrorKind.AUTH,
+            target=token_url,
+            operation="OAuth token request",
+            detail=detail,
+            code=code,
+        )
 
 
 class ClientCredentials:
@@ -94,9 +104,14 @@ class ClientCredentials:
         budget = params.timeout if timeout is None else max(0.05, min(params.timeout, timeout))
         try:
             response = await http.fetch(
-                "POST", url, timeout=budget, body=urlencode(form).encode(),
-                headers={"Accept": "application/json",
-                         "Content-Type": "application/x-www-form-urlencoded"},
+                "POST",
+                url,
+                timeout=budget,
+                body=urlencode(form).encode(),
+                headers={
+                    "Accept": "application/json",
+                    "Content-Type": "application/x-www-form-urlencoded",
+                },
                 max_body_bytes=_MAX_TOKEN_RESPONSE,
             )
         except RequestTimeout as exc:
@@ -109,8 +124,10 @@ class ClientCredentials:
         if response.status != 200:
             error = _oauth_error(response.body)
             raise TokenUnavailable(
-                url, f"answered HTTP {response.status}" + (f" ({error})" if error else ""),
-                code=error)
+                url,
+                f"answered HTTP {response.status}" + (f" ({error})" if error else ""),
+                code=error,
+            )
         try:
             payload = json.loads(response.body)
             token = payload["access_token"]

@@ -175,8 +175,11 @@ def _rpc_error(message: Mapping[str, Any]) -> str:
     if not isinstance(error, dict):
         return f"that is {json_kind(error)}, not an error object"
     code, text = error.get("code"), error.get("message")
-    shown_code = str(code) if isinstance(code, int) and not isinstance(code, bool) else (
-        f"(code is {json_kind(code)})")
+    shown_code = (
+        str(code)
+        if isinstance(code, int) and not isinstance(code, bool)
+        else (f"(code is {json_kind(code)})")
+    )
     shown_text = _short(text) if isinstance(text, str) else f"(message is {json_kind(text)})"
     return f"{shown_code}: {shown_text}"
 
@@ -229,9 +232,7 @@ def _speaks_modern(message: Mapping[str, Any] | None) -> bool:
 class Handshake:
     """One run's MCP conversation. Not reused between runs."""
 
-    def __init__(
-        self, options: HandshakeOptions, session: ProbeSession, deadline: float
-    ) -> None:
+    def __init__(self, options: HandshakeOptions, session: ProbeSession, deadline: float) -> None:
         self.o = options
         self.session = session
         self.deadline = deadline
@@ -245,7 +246,9 @@ class Handshake:
         self._reinitialized = False
         self._loop = asyncio.get_running_loop()
         self._base_headers = {
-            "Accept": ACCEPT_BOTH, "Content-Type": "application/json", **options.headers
+            "Accept": ACCEPT_BOTH,
+            "Content-Type": "application/json",
+            **options.headers,
         }
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -267,14 +270,14 @@ class Handshake:
         if self.facts.first_request_seconds is None:
             self.facts.first_request_seconds = reply.seconds
 
-    async def _post(self, message: dict[str, Any], headers: Mapping[str, str], phase: str
-                    ) -> Reply:
+    async def _post(self, message: dict[str, Any], headers: Mapping[str, str], phase: str) -> Reply:
         self.phase = phase
         url = self.url
         for hop in range(_MAX_REDIRECTS + 1):
             try:
-                reply = await post(self.session, url, message, headers,
-                                   timeout=self._timeout(phase))
+                reply = await post(
+                    self.session, url, message, headers, timeout=self._timeout(phase)
+                )
             except WireError as exc:
                 raise Down(f"{phase}: {exc}") from exc
             except NotMcp as exc:
@@ -326,9 +329,14 @@ class Handshake:
         return headers
 
     def _initialize_message(self) -> dict[str, Any]:
-        return self._request("initialize", {
-            "protocolVersion": self.o.offer, "capabilities": {}, "clientInfo": CLIENT_INFO,
-        })
+        return self._request(
+            "initialize",
+            {
+                "protocolVersion": self.o.offer,
+                "capabilities": {},
+                "clientInfo": CLIENT_INFO,
+            },
+        )
 
     async def _streamable(self, may_switch: bool) -> None:
         reply = await self._post(self._initialize_message(), self._base_headers, "initialize")
@@ -354,50 +362,59 @@ class Handshake:
             await self._delete()
 
     async def _reinitialize(self) -> None:
-        reply = await self._post(self._initialize_message(), self._base_headers,
-                                 "re-initialize")
+        reply = await self._post(self._initialize_message(), self._base_headers, "re-initialize")
         if reply.status in (401, 403):
             raise AuthRejected("re-initialize", reply)
         self._check_initialize(reply)
         self._session_id = self._check_session_id(reply)
         await self._initialized()
 
-    async def _send_in_session(self, method: str, params: Mapping[str, Any] | None,
-                               phase: str) -> Reply:
+    async def _send_in_session(
+        self, method: str, params: Mapping[str, Any] | None, phase: str
+    ) -> Reply:
         message = self._request(method, params)
         reply = await self._post(message, self._session_headers(), phase)
         if reply.status in _SESSION_GONE and self._session_id and not self._reinitialized:
             self._reinitialized = True
             self._session_id = None  # gone: nothing to DELETE
-            self.facts.notes.append(f"session expired during {phase} "
-                                       f"(HTTP {reply.status}); initialized a new one")
+            self.facts.notes.append(
+                f"session expired during {phase} (HTTP {reply.status}); initialized a new one"
+            )
             await self._reinitialize()
-            reply = await self._post(self._request(method, params), self._session_headers(),
-                                     phase)
+            reply = await self._post(self._request(method, params), self._session_headers(), phase)
         return reply
 
     @staticmethod
     def _check_session_id(reply: Reply) -> str | None:
         session_id = reply.headers.get("Mcp-Session-Id") or None
         if session_id is not None and not _SESSION_ID.fullmatch(session_id):
-            raise Down(f"initialize: the Mcp-Session-Id header {_short(session_id, 60)!r} is not "
-                       "visible ASCII (it could not be sent back)")
+            raise Down(
+                f"initialize: the Mcp-Session-Id header {_short(session_id, 60)!r} is not "
+                "visible ASCII (it could not be sent back)"
+            )
         return session_id
 
     async def _initialized(self) -> None:
         self.phase = "notifications/initialized"
         message = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         try:
-            reply = await post(self.session, self.url, message, self._session_headers(),
-                               timeout=self._timeout("notifications/initialized"))
+            reply = await post(
+                self.session,
+                self.url,
+                message,
+                self._session_headers(),
+                timeout=self._timeout("notifications/initialized"),
+            )
         except (WireError, NotMcp) as exc:
             self.facts.problems.append(f"notifications/initialized: {exc}")
             return
         if reply.status in _SESSION_GONE and self._session_id and not self._reinitialized:
             self._reinitialized = True
             self._session_id = None
-            self.facts.notes.append("session expired right after initialize "
-                                       f"(HTTP {reply.status}); initialized a new one")
+            self.facts.notes.append(
+                "session expired right after initialize "
+                f"(HTTP {reply.status}); initialized a new one"
+            )
             await self._reinitialize()
             return
         if reply.status not in (200, 202, 204):
@@ -410,8 +427,12 @@ class Handshake:
         headers = self._session_headers()
         headers.pop("Content-Type", None)
         remaining = self.deadline - self._loop.time()
-        status = await send_delete(self.session, self.url, headers,
-                                   timeout=max(0.05, min(self.o.request_timeout, remaining)))
+        status = await send_delete(
+            self.session,
+            self.url,
+            headers,
+            timeout=max(0.05, min(self.o.request_timeout, remaining)),
+        )
         self.facts.delete_status = status
         if status not in _FINE_DELETE:
             self.facts.notes.append(f"DELETE of the session: {status}")
@@ -420,8 +441,11 @@ class Handshake:
         location = reply.headers.get("Location")
         if 300 <= reply.status < 400 and location:
             followed = self._redirect_target(reply, self.url) is not None
-            why = (f"stopped after {_MAX_REDIRECTS} redirects" if followed
-                   else "redirects are not followed")
+            why = (
+                f"stopped after {_MAX_REDIRECTS} redirects"
+                if followed
+                else "redirects are not followed"
+            )
             raise Down(f"initialize: HTTP {reply.status} redirect to {_short(location)} ({why})")
         if reply.status >= 300:
             raise Down(f"initialize: HTTP {reply.status}")
@@ -437,8 +461,10 @@ class Handshake:
         if not isinstance(version, str):
             raise Down(f"initialize: protocolVersion is {json_kind(version)}, not a string")
         if version not in KNOWN_VERSIONS:
-            raise Down(f"server negotiated unknown protocol version {_short(version, 60)!r} "
-                       f"(offered {self.o.offer})")
+            raise Down(
+                f"server negotiated unknown protocol version {_short(version, 60)!r} "
+                f"(offered {self.o.offer})"
+            )
         name, server_version = _check_server_info(result.get("serverInfo"), "initialize")
         _check_capabilities(result, "initialize")
         self.facts.protocol_version = version
@@ -496,13 +522,15 @@ class Handshake:
             cursor = result.get("nextCursor")
             if cursor is not None and not isinstance(cursor, str):
                 self.facts.problems.append(
-                    f"tools/list: nextCursor is {json_kind(cursor)}, not a string")
+                    f"tools/list: nextCursor is {json_kind(cursor)}, not a string"
+                )
                 return
             if not cursor:
                 break
             if cursor in cursors:
                 self.facts.problems.append(
-                    f"tools/list: nextCursor {_short(cursor, 60)!r} repeats (pagination loops)")
+                    f"tools/list: nextCursor {_short(cursor, 60)!r} repeats (pagination loops)"
+                )
                 return
             cursors.add(cursor)
         else:
@@ -511,7 +539,8 @@ class Handshake:
             digest = surface_hash(tools)
         except (ValueError, TypeError, RecursionError):
             self.facts.problems.append(
-                "tools/list: an inputSchema cannot be serialized (nested too deeply)")
+                "tools/list: an inputSchema cannot be serialized (nested too deeply)"
+            )
             return
         self.facts.phases["tools_list"] = elapsed
         self.facts.tools = tools
@@ -520,16 +549,17 @@ class Handshake:
     def _result_of(self, reply: Reply, phase: str) -> dict[str, Any] | None:
         """The result object, or None after recording the problem."""
         if reply.status >= 300 or reply.message is None:
-            self.facts.problems.append(f"{phase}: HTTP {reply.status}"
-                                          + ("" if reply.status >= 300 else " without a response"))
+            self.facts.problems.append(
+                f"{phase}: HTTP {reply.status}"
+                + ("" if reply.status >= 300 else " without a response")
+            )
             return None
         if "error" in reply.message:
             self.facts.problems.append(f"{phase}: JSON-RPC error {_rpc_error(reply.message)}")
             return None
         result = reply.message.get("result")
         if not isinstance(result, dict):
-            self.facts.problems.append(
-                f"{phase}: the result is {json_kind(result)}, not an object")
+            self.facts.problems.append(f"{phase}: the result is {json_kind(result)}, not an object")
             return None
         return result
 
@@ -540,8 +570,9 @@ class Handshake:
     ) -> None:
         phase = f"tools/call {call.name}"
         try:
-            reply = await send("tools/call", {"name": call.name, "arguments": call.arguments},
-                               phase)
+            reply = await send(
+                "tools/call", {"name": call.name, "arguments": call.arguments}, phase
+            )
         except Down as exc:
             self.facts.problems.append(str(exc))
             return
@@ -551,26 +582,26 @@ class Handshake:
             return
         content = result.get("content")
         if content is not None and not isinstance(content, list):
-            self.facts.problems.append(
-                f"{phase}: content is {json_kind(content)}, not a list")
+            self.facts.problems.append(f"{phase}: content is {json_kind(content)}, not a list")
             return
         if not all(isinstance(c, dict) for c in content or []):
             self.facts.problems.append(f"{phase}: content holds an item that is not an object")
             return
         is_error = result.get("isError")
         if is_error is not None and not isinstance(is_error, bool):
-            self.facts.problems.append(
-                f"{phase}: isError is {json_kind(is_error)}, not a boolean")
+            self.facts.problems.append(f"{phase}: isError is {json_kind(is_error)}, not a boolean")
             return
         structured = result.get("structuredContent")
         if structured is not None and not isinstance(structured, dict):
             self.facts.problems.append(
-                f"{phase}: structuredContent is {json_kind(structured)}, not an object")
+                f"{phase}: structuredContent is {json_kind(structured)}, not an object"
+            )
             return
         texts = [c["text"] for c in content or [] if isinstance(c.get("text"), str)]
         if is_error:
-            self.facts.problems.append(f"{phase}: the tool reported an error: "
-                                          f"{_short(' '.join(texts))}")
+            self.facts.problems.append(
+                f"{phase}: the tool reported an error: {_short(' '.join(texts))}"
+            )
             return
         if call.expect_contains is not None:
             haystack = "\n".join(texts)
@@ -579,7 +610,8 @@ class Handshake:
                     haystack += "\n" + json.dumps(result["structuredContent"], default=str)
                 except (ValueError, RecursionError):
                     self.facts.problems.append(
-                        f"{phase}: structuredContent cannot be serialized (nested too deeply)")
+                        f"{phase}: structuredContent cannot be serialized (nested too deeply)"
+                    )
                     return
             if call.expect_contains not in haystack:
                 self.facts.problems.append(
@@ -589,8 +621,9 @@ class Handshake:
         if call.expect_json_path is not None:
             found, value = json_path(result, call.expect_json_path)
             if not found:
-                self.facts.problems.append(f"{phase}: {call.expect_json_path} is absent "
-                                              "from the result")
+                self.facts.problems.append(
+                    f"{phase}: {call.expect_json_path} is absent from the result"
+                )
             elif call.has_expect_value and value != call.expect_value:
                 self.facts.problems.append(
                     f"{phase}: {call.expect_json_path} is {_as_json(value)}, "
@@ -600,8 +633,11 @@ class Handshake:
     # -- 2026-07-28 (stateless) --------------------------------------------------------------
 
     def _modern_headers(self, method: str, name: str | None = None) -> dict[str, str]:
-        headers = {**self._base_headers, "MCP-Protocol-Version": MODERN_VERSION,
-                   "Mcp-Method": method}
+        headers = {
+            **self._base_headers,
+            "MCP-Protocol-Version": MODERN_VERSION,
+            "Mcp-Method": method,
+        }
         if name is not None:
             headers["Mcp-Name"] = name
         return headers
@@ -610,11 +646,15 @@ class Handshake:
         meta = {_META_VERSION: MODERN_VERSION, _META_CAPABILITIES: {}, _META_CLIENT: CLIENT_INFO}
         return {**(params or {}), "_meta": meta}
 
-    async def _send_modern(self, method: str, params: Mapping[str, Any] | None, phase: str
-                           ) -> Reply:
+    async def _send_modern(
+        self, method: str, params: Mapping[str, Any] | None, phase: str
+    ) -> Reply:
         name = params.get("name") if method == "tools/call" and params else None
-        return await self._post(self._request(method, self._modern_params(params)),
-                                self._modern_headers(method, name), phase)
+        return await self._post(
+            self._request(method, self._modern_params(params)),
+            self._modern_headers(method, name),
+            phase,
+        )
 
     async def _stateless(self, may_switch: bool) -> None:
         reply = await self._send_modern("server/discover", None, "server/discover")
@@ -626,8 +666,10 @@ class Handshake:
             if supported is not None and MODERN_VERSION not in supported:
                 if may_switch:
                     raise EraMismatch("server/discover: 2026-07-28 is no longer supported")
-                raise Down("server/discover: the server does not support 2026-07-28 "
-                           f"(it supports {', '.join(supported[:5])})")
+                raise Down(
+                    "server/discover: the server does not support 2026-07-28 "
+                    f"(it supports {', '.join(supported[:5])})"
+                )
             if may_switch and reply.status in (400, 404, 405):
                 raise EraMismatch(f"server/discover: HTTP {reply.status}")
             if message is not None and "error" in message:
@@ -657,8 +699,10 @@ class Handshake:
         channel = LegacySseChannel(self.session, self.url, headers)
         try:
             try:
-                await channel.open(timeout=self._timeout("legacy SSE stream"),
-                                   lifetime=self.deadline - self._loop.time())
+                await channel.open(
+                    timeout=self._timeout("legacy SSE stream"),
+                    lifetime=self.deadline - self._loop.time(),
+                )
             except NotMcp as exc:
                 if channel.open_status in (401, 403):
                     raise AuthRejected(
@@ -677,16 +721,23 @@ class Handshake:
             async def send(method: str, params: Mapping[str, Any] | None, phase: str) -> Reply:
                 self.phase = phase
                 try:
-                    reply = await channel.send(self._request(method, params),
-                                               timeout=self._timeout(phase))
+                    reply = await channel.send(
+                        self._request(method, params), timeout=self._timeout(phase)
+                    )
                 except (WireError, NotMcp) as exc:
                     raise Down(f"{phase}: {exc}") from exc
                 self._note_first(reply)
                 return reply
 
-            reply = await send("initialize", {
-                "protocolVersion": self.o.offer, "capabilities": {}, "clientInfo": CLIENT_INFO,
-            }, "initialize")
+            reply = await send(
+                "initialize",
+                {
+                    "protocolVersion": self.o.offer,
+                    "capabilities": {},
+                    "clientInfo": CLIENT_INFO,
+                },
+                "initialize",
+            )
             if reply.status in (401, 403):
                 raise AuthRejected("initialize", reply)
             result = self._check_initialize(reply)
@@ -697,8 +748,7 @@ class Handshake:
                     timeout=self._timeout("notifications/initialized"),
                 )
                 if notified.status not in (200, 202, 204):
-                    self.facts.problems.append(
-                        f"notifications/initialized: HTTP {notified.status}")
+                    self.facts.problems.append(f"notifications/initialized: HTTP {notified.status}")
             except (WireError, NotMcp) as exc:
                 self.facts.problems.append(f"notifications/initialized: {exc}")
             await self._after_initialize(result, send)
@@ -715,8 +765,10 @@ def _page_problem(page: object, names: set[str]) -> str | None:
             return f"the result has no list of named tools (tool #{index} is {json_kind(tool)})"
         name = tool.get("name")
         if not isinstance(name, str):
-            return ("the result has no list of named tools "
-                    f"(tool #{index} has a name that is {json_kind(name)})")
+            return (
+                "the result has no list of named tools "
+                f"(tool #{index} has a name that is {json_kind(name)})"
+            )
         if name in names:
             return f"tool {_short(name, 64)!r} is listed twice"
         names.add(name)

@@ -66,13 +66,14 @@ class SseParser:
             return []
         # Complete lines only, decoded at once (a character split across chunks stays whole
         # in the unfinished line kept for the next chunk).
-        lines = buffer[:cut - 1].decode("utf-8", "replace").split("\n")
+        lines = buffer[: cut - 1].decode("utf-8", "replace").split("\n")
         events: list[SseEvent] = []
         for line in lines:
             if not line:
                 if self._data:
-                    events.append(SseEvent(self._event or "message", "\n".join(self._data),
-                                           self._id))
+                    events.append(
+                        SseEvent(self._event or "message", "\n".join(self._data), self._id)
+                    )
                 self._data = []
                 self._event = ""
                 continue

@@ -98,8 +98,17 @@ def encode(message: Mapping[str, Any]) -> bytes:
     gives, circular references refused the same way)."""
     if _C_ENCODER is None:  # pragma: no cover - CPython always has the C accelerator
         return _COMPACT.encode(message).encode()
-    chunks = _C_ENCODER({}, _COMPACT.default, json.encoder.encode_basestring_ascii, None,
-                        ":", ",", False, False, True)(message, 0)
+    chunks = _C_ENCODER(
+        {},
+        _COMPACT.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        True,
+    )(message, 0)
     return "".join(chunks).encode()
 
 
@@ -146,8 +155,9 @@ def json_kind(value: object) -> str:
 
 def is_request_id(value: object) -> bool:
     """A JSON-RPC id MCP allows: a string or a number (JSON true is not the number 1)."""
-    return isinstance(value, str) or (isinstance(value, int | float)
-                                      and not isinstance(value, bool))
+    return isinstance(value, str) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    )
 
 
 def _reject_constant(name: str) -> Any:
@@ -199,8 +209,10 @@ def _loads(data: bytes | str, what: str) -> Any:
         bad = _lone_surrogate(value)
         if bad is not None:
             shown = bad.encode("ascii", "backslashreplace").decode("ascii")
-            raise NotMcp(f"{what} holds a string that is not valid Unicode (a lone surrogate: "
-                         f"{_short(shown, 60)!r})")
+            raise NotMcp(
+                f"{what} holds a string that is not valid Unicode (a lone surrogate: "
+                f"{_short(shown, 60)!r})"
+            )
     return value
 
 
@@ -212,8 +224,9 @@ def _short(value: object, limit: int = 200) -> str:
 def _message(payload: Any, what: str) -> dict[str, Any]:
     """A decoded JSON-RPC message; a batch or a bare value is not one."""
     if isinstance(payload, list):
-        raise NotMcp(f"{what} is a JSON array (a batch), not the single response a single "
-                     "request gets")
+        raise NotMcp(
+            f"{what} is a JSON array (a batch), not the single response a single request gets"
+        )
     if not isinstance(payload, dict):
         raise NotMcp(f"{what} is {json_kind(payload)}, not a JSON-RPC message")
     if "method" not in payload and "result" not in payload and "error" not in payload:
@@ -230,8 +243,10 @@ def _response_to(message: dict[str, Any], request_id: int, what: str) -> dict[st
         # JSON-RPC: an error about a request the server could not identify (a parse error).
         return message if "error" in message else None
     if not is_request_id(rid):
-        raise NotMcp(f"{what} is a JSON-RPC response whose id is {json_kind(rid)} "
-                     f"({_short(json.dumps(rid), 60)}), not a string or number")
+        raise NotMcp(
+            f"{what} is a JSON-RPC response whose id is {json_kind(rid)} "
+            f"({_short(json.dumps(rid), 60)}), not a string or number"
+        )
     return message if rid == request_id and not isinstance(rid, str) else None
 
 
@@ -244,8 +259,15 @@ class _Exchange:
     ``retry`` delay it was given) and the stream continues there.
     """
 
-    def __init__(self, session: ProbeSession, url: str, headers: Mapping[str, str],
-                 request_id: int, deadline: float, session_id: str | None) -> None:
+    def __init__(
+        self,
+        session: ProbeSession,
+        url: str,
+        headers: Mapping[str, str],
+        request_id: int,
+        deadline: float,
+        session_id: str | None,
+    ) -> None:
         self.session = session
         self.url = url
         self.headers = headers
@@ -298,8 +320,9 @@ class _Exchange:
         # Servers close the stream right after the response: wait a moment for its end so
         # the connection can carry the next request instead of opening a new one. A stream
         # that stays open is simply dropped (the connection is then closed).
-        response.deadline = min(response.deadline,
-                                asyncio.get_running_loop().time() + _STREAM_END_GRACE)
+        response.deadline = min(
+            response.deadline, asyncio.get_running_loop().time() + _STREAM_END_GRACE
+        )
         with suppress(HttpError):
             while await response.next_piece():
                 pass
@@ -313,25 +336,32 @@ class _Exchange:
         if self.resumptions >= MAX_RESUMPTIONS:
             raise NotMcp(f"{ended} (resumed {self.resumptions} times)")
         if not _HEADER_SAFE.fullmatch(last_id):
-            raise NotMcp(f"{ended}, and its last event id {_short(last_id, 60)!r} cannot be sent "
-                         "back as Last-Event-ID (not printable ASCII, or over 1024 characters)")
+            raise NotMcp(
+                f"{ended}, and its last event id {_short(last_id, 60)!r} cannot be sent "
+                "back as Last-Event-ID (not printable ASCII, or over 1024 characters)"
+            )
         retry = self.parser.retry_ms
         asked = 0.0 if retry is None else retry / 1000.0
         delay = min(asked, MAX_RETRY_SECONDS)  # the server streams on once it has the answer
         if delay >= self._remaining():
-            raise WireError(f"{ended}; the server asked to resume it after {asked:g}s, later "
-                            "than the request's timeout allows")
+            raise WireError(
+                f"{ended}; the server asked to resume it after {asked:g}s, later "
+                "than the request's timeout allows"
+            )
         if delay:
             await asyncio.sleep(delay)
         self.resumptions += 1
         self.parser.restart()
         headers = self._headers(**{"Accept": "text/event-stream", "Last-Event-ID": last_id})
         headers.pop("Content-Type", None)
-        async with self.session.request("GET", self.url, headers=headers,
-                                        timeout=max(0.05, self._remaining())) as resp:
+        async with self.session.request(
+            "GET", self.url, headers=headers, timeout=max(0.05, self._remaining())
+        ) as resp:
             if resp.status != 200 or resp.content_type != "text/event-stream":
-                raise NotMcp(f"{ended} and resuming it (GET with Last-Event-ID) got HTTP "
-                             f"{resp.status} {resp.content_type}".rstrip())
+                raise NotMcp(
+                    f"{ended} and resuming it (GET with Last-Event-ID) got HTTP "
+                    f"{resp.status} {resp.content_type}".rstrip()
+                )
             return await self._scan(resp)
 
     async def _answer(self, request: dict[str, Any]) -> None:
@@ -339,26 +369,35 @@ class _Exchange:
         anything else with "method not found" (the probe offers no client capabilities)."""
         method, rid = request.get("method"), request.get("id")
         if not isinstance(method, str) or not is_request_id(rid):
-            raise NotMcp(f"the server sent a request whose method is {json_kind(method)} and "
-                         f"id is {json_kind(rid)}: not valid JSON-RPC")
+            raise NotMcp(
+                f"the server sent a request whose method is {json_kind(method)} and "
+                f"id is {json_kind(rid)}: not valid JSON-RPC"
+            )
         self.answered += 1
         if self.answered > MAX_SERVER_REQUESTS:
-            raise NotMcp(f"the server sent more than {MAX_SERVER_REQUESTS} requests of its own "
-                         f"before responding to request {self.request_id}")
+            raise NotMcp(
+                f"the server sent more than {MAX_SERVER_REQUESTS} requests of its own "
+                f"before responding to request {self.request_id}"
+            )
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
         if method == "ping":
             answer["result"] = {}
         else:
             answer["error"] = {"code": -32601, "message": f"Method not found: {method[:100]}"}
         try:
-            reply = await post(self.session, self.url, answer, self._headers(),
-                               timeout=max(0.05, self._remaining()))
+            reply = await post(
+                self.session,
+                self.url,
+                answer,
+                self._headers(),
+                timeout=max(0.05, self._remaining()),
+            )
         except (WireError, NotMcp) as exc:
-            raise NotMcp(f"answering the server's {_short(method, 60)!r} request: {exc}"
-                         ) from exc
+            raise NotMcp(f"answering the server's {_short(method, 60)!r} request: {exc}") from exc
         if not 200 <= reply.status < 300:
-            raise NotMcp(f"answering the server's {_short(method, 60)!r} request got HTTP "
-                         f"{reply.status}")
+            raise NotMcp(
+                f"answering the server's {_short(method, 60)!r} request got HTTP {reply.status}"
+            )
 
 
 async def post(
@@ -375,15 +414,17 @@ async def post(
     deadline = asyncio.get_running_loop().time() + timeout
     resumptions = 0
     try:
-        async with session.request("POST", url, headers=headers, body=encode(message),
-                                   timeout=timeout) as resp:
+        async with session.request(
+            "POST", url, headers=headers, body=encode(message), timeout=timeout
+        ) as resp:
             status = resp.status
             ctype = resp.content_type
             found: dict[str, Any] | None = None
             if 200 <= status < 300 and isinstance(request_id, int) and status != 202:
                 if ctype == "text/event-stream":
-                    exchange = _Exchange(session, url, headers, request_id, deadline,
-                                         _session_id(resp.headers))
+                    exchange = _Exchange(
+                        session, url, headers, request_id, deadline, _session_id(resp.headers)
+                    )
                     try:
                         found = await exchange.response(resp)
                     finally:
@@ -406,8 +447,9 @@ async def post(
                 found = await _error_body(resp)
             else:
                 await read_capped(resp, _ERROR_BODY_LIMIT)
-            return Reply(status, resp.headers, found, ctype, time.perf_counter() - started,
-                         resumptions)
+            return Reply(
+                status, resp.headers, found, ctype, time.perf_counter() - started, resumptions
+            )
     except RequestTimeout as exc:
         raise WireError(f"no complete response within {timeout:.3g}s") from exc
     except ClientConfigError:
@@ -487,8 +529,9 @@ class LegacySseChannel:
         try:
             async with asyncio.timeout(timeout):
                 resp = await self._stack.enter_async_context(
-                    self._session.request("GET", self._url, headers=headers,
-                                          timeout=max(timeout, lifetime))
+                    self._session.request(
+                        "GET", self._url, headers=headers, timeout=max(timeout, lifetime)
+                    )
                 )
                 self.open_status = resp.status
                 self.open_headers = resp.headers
@@ -544,8 +587,10 @@ class LegacySseChannel:
                 return
             rid = message.get("id")
             if rid is not None and not is_request_id(rid):
-                raise NotMcp(f"{what} is a JSON-RPC response whose id is {json_kind(rid)} "
-                             f"({_short(json.dumps(rid), 60)}), not a string or number")
+                raise NotMcp(
+                    f"{what} is a JSON-RPC response whose id is {json_kind(rid)} "
+                    f"({_short(json.dumps(rid), 60)}), not a string or number"
+                )
             if isinstance(rid, int | float):
                 waiter = self._waiting.pop(rid, None)  # type: ignore[arg-type]  # 1.0 is 1
                 if waiter is not None and not waiter.done():
@@ -556,11 +601,14 @@ class LegacySseChannel:
     def _answer(self, request: dict[str, Any]) -> None:
         method, rid = request.get("method"), request.get("id")
         if not isinstance(method, str) or not is_request_id(rid):
-            raise NotMcp(f"the server sent a request whose method is {json_kind(method)} and "
-                         f"id is {json_kind(rid)}: not valid JSON-RPC")
+            raise NotMcp(
+                f"the server sent a request whose method is {json_kind(method)} and "
+                f"id is {json_kind(rid)}: not valid JSON-RPC"
+            )
         if self.endpoint is None:
-            raise NotMcp(f"the server sent a {_short(method, 60)!r} request before its "
-                         "endpoint event")
+            raise NotMcp(
+                f"the server sent a {_short(method, 60)!r} request before its endpoint event"
+            )
         self._answered += 1
         if self._answered > MAX_SERVER_REQUESTS:
             raise NotMcp(f"the server sent more than {MAX_SERVER_REQUESTS} requests of its own")
@@ -633,7 +681,10 @@ class LegacySseChannel:
         try:
             async with asyncio.timeout(timeout):
                 async with self._session.request(
-                    "POST", self.endpoint, headers=headers, body=encode(message),
+                    "POST",
+                    self.endpoint,
+                    headers=headers,
+                    body=encode(message),
                     timeout=timeout,
                 ) as resp:
                     status = resp.status

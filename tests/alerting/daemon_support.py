@@ -28,8 +28,13 @@ def set_state(path: Path, status: str, reason: str = "") -> None:
 
 def write_config(tmp: Path, checks: list[dict[str, Any]], alerting: dict[str, Any]) -> Path:
     path = tmp / "alivemcp.yaml"
-    doc = {"logging": {"format": "json"}, "data_dir": str(tmp / "data"),
-           "defaults": {"interval": 0.5}, "checks": checks, "alerting": alerting}
+    doc = {
+        "logging": {"format": "json"},
+        "data_dir": str(tmp / "data"),
+        "defaults": {"interval": 0.5},
+        "checks": checks,
+        "alerting": alerting,
+    }
     path.write_text(yaml.safe_dump(doc))
     return path
 

@@ -29,25 +29,45 @@ class FakeClock:
         self.now += seconds
 
 
-def check(name: str, labels: Mapping[str, str] | None = None, depends_on: Iterable[str] = (),
-          alert: dict[str, Any] | None = None,
-          probe: str = "test_file") -> tuple[CheckInfo, AlertPolicyOverride | None]:
-    info = CheckInfo(name=name, probe_type=probe, labels=dict(labels or {}),
-                     depends_on=tuple(depends_on))
+def check(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    depends_on: Iterable[str] = (),
+    alert: dict[str, Any] | None = None,
+    probe: str = "test_file",
+) -> tuple[CheckInfo, AlertPolicyOverride | None]:
+    info = CheckInfo(
+        name=name, probe_type=probe, labels=dict(labels or {}), depends_on=tuple(depends_on)
+    )
     return info, AlertPolicyOverride.model_validate(alert) if alert is not None else None
 
 
-def result(info: CheckInfo, status: str, reason: str | None = None,
-           observations: dict[str, float] | None = None) -> CheckResult:
+def result(
+    info: CheckInfo,
+    status: str,
+    reason: str | None = None,
+    observations: dict[str, float] | None = None,
+) -> CheckResult:
     now = time.time()
-    return CheckResult(check=info, status=Status(status), reason=reason or f"it is {status}",
-                       duration_seconds=0.01, started_at=now, finished_at=now,
-                       observations=observations or {})
+    return CheckResult(
+        check=info,
+        status=Status(status),
+        reason=reason or f"it is {status}",
+        duration_seconds=0.01,
+        started_at=now,
+        finished_at=now,
+        observations=observations or {},
+    )
 
 
 class Harness:
-    def __init__(self, manager: AlertManager, checks: dict[str, CheckInfo], clock: FakeClock,
-                 registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        manager: AlertManager,
+        checks: dict[str, CheckInfo],
+        clock: FakeClock,
+        registry: CollectorRegistry,
+    ) -> None:
         self.manager = manager
         self.checks = checks
         self.clock = clock
@@ -78,8 +98,14 @@ async def running(
 ) -> AsyncIterator[Harness]:
     clock = clock or FakeClock()
     registry = CollectorRegistry()
-    manager = AlertManager(AlertingConfig.model_validate(config), checks, data_dir, registry,
-                           clock=clock, tick_interval=3600)
+    manager = AlertManager(
+        AlertingConfig.model_validate(config),
+        checks,
+        data_dir,
+        registry,
+        clock=clock,
+        tick_interval=3600,
+    )
     await manager.start()
     try:
         yield Harness(manager, {info.name: info for info, _ in checks}, clock, registry)

@@ -130,8 +130,13 @@ class StandIn:
 
     def receiver(self, name: str, **extra: Any) -> dict[str, Any]:
         """The receiver config block pointing at this stand-in (fast timeouts for tests)."""
-        base: dict[str, Any] = {"name": name, "type": self.kind, "timeout": 1.0,
-                                "backoff_initial": 0.05, "backoff_max": 0.5}
+        base: dict[str, Any] = {
+            "name": name,
+            "type": self.kind,
+            "timeout": 1.0,
+            "backoff_initial": 0.05,
+            "backoff_max": 0.5,
+        }
         if self.kind == "slack":
             base.update(webhook_url=self.url, min_interval=0)
         elif self.kind == "pagerduty":
@@ -162,9 +167,11 @@ class StandIn:
             if value:
                 return value
             time.sleep(0.02)
-        raise AssertionError(f"{self.kind}: timed out waiting for {what or predicate}; "
-                             f"got {len(self.requests)} requests: "
-                             f"{[(r.status, r.body) for r in self.requests][-5:]}")
+        raise AssertionError(
+            f"{self.kind}: timed out waiting for {what or predicate}; "
+            f"got {len(self.requests)} requests: "
+            f"{[(r.status, r.body) for r in self.requests][-5:]}"
+        )
 
     async def await_for(self, predicate: Any, timeout: float = 20.0, what: str = "") -> Any:
         deadline = time.monotonic() + timeout
@@ -173,9 +180,11 @@ class StandIn:
             if value:
                 return value
             await asyncio.sleep(0.02)
-        raise AssertionError(f"{self.kind}: timed out waiting for {what or predicate}; "
-                             f"got {len(self.requests)} requests: "
-                             f"{[(r.status, r.body) for r in self.requests][-5:]}")
+        raise AssertionError(
+            f"{self.kind}: timed out waiting for {what or predicate}; "
+            f"got {len(self.requests)} requests: "
+            f"{[(r.status, r.body) for r in self.requests][-5:]}"
+        )
 
     # -- the server --------------------------------------------------------------------------
 
@@ -201,8 +210,12 @@ class StandIn:
         if 200 <= answer.status < 300:
             self.accepted.append(record)
         content_type = "application/json" if self.kind == "pagerduty" else "text/plain"
-        return web.Response(status=answer.status, text=answer.body, headers=answer.headers,
-                            content_type=content_type)
+        return web.Response(
+            status=answer.status,
+            text=answer.body,
+            headers=answer.headers,
+            content_type=content_type,
+        )
 
     def _validate(self, path: str, body: Any) -> Answer:
         if self.kind == "slack":
@@ -231,9 +244,16 @@ class StandIn:
 
     def _validate_pagerduty(self, body: Any) -> Answer:
         def invalid(why: str) -> Answer:
-            return Answer(400, json.dumps({"status": "invalid event",
-                                           "message": "Event object is invalid",
-                                           "errors": [why]}))
+            return Answer(
+                400,
+                json.dumps(
+                    {
+                        "status": "invalid event",
+                        "message": "Event object is invalid",
+                        "errors": [why],
+                    }
+                ),
+            )
 
         if not isinstance(body, dict):
             return invalid("not json")
@@ -256,5 +276,6 @@ class StandIn:
                 return invalid("payload.severity")
         elif not key:
             return invalid("dedup_key is required for resolve")
-        return Answer(202, json.dumps({"status": "success", "message": "Event processed",
-                                       "dedup_key": key}))
+        return Answer(
+            202, json.dumps({"status": "success", "message": "Event processed", "dedup_key": key})
+        )

@@ -59,8 +59,11 @@ def assert_rules_use_exported_metrics(exposition: str) -> None:
     rules = [r for g in doc["groups"] if g["name"] != "alivemcp-cluster" for r in g["rules"]]
     assert rules and all({"alert", "expr", "labels", "annotations"} <= set(r) for r in rules)
     assert all(r["labels"]["severity"] in ("critical", "warning") for r in rules)
-    exported = {line.split("{")[0].split(" ")[0] for line in exposition.splitlines()
-                if line and not line.startswith("#")}
+    exported = {
+        line.split("{")[0].split(" ")[0]
+        for line in exposition.splitlines()
+        if line and not line.startswith("#")
+    }
     used = {m for r in rules for m in re.findall(r"\balivemcp_[a-z_]+", r["expr"])}
     assert used and used <= exported, used - exported
 
@@ -69,11 +72,16 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
     """Fire, kill -9, restart: no duplicate trigger, the resolve is delivered. Slack meets a
     429, a 500 and a hang on the way and still gets each message exactly once, in order."""
     api = file_check(tmp_path, "api")
-    config = write_config(tmp_path, [api], {
-        "group_wait": 0, "group_interval": 0,
-        "receivers": [slack.receiver("slack", timeout=1), pd.receiver("pd")],
-        "default_receivers": ["slack", "pd"],
-    })
+    config = write_config(
+        tmp_path,
+        [api],
+        {
+            "group_wait": 0,
+            "group_interval": 0,
+            "receivers": [slack.receiver("slack", timeout=1), pd.receiver("pd")],
+            "default_receivers": ["slack", "pd"],
+        },
+    )
     state = Path(api["params"]["path"])
     slack.script.extend([rate_limited(1), Answer(500, "rollup_error"), HANG])
     with DaemonProcess(config) as d:
@@ -84,17 +92,25 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
         decided = [r for r in log_events(d, "alert notification") if r["check"] == "api"]
         assert decided and decided[0]["notification_event"] == "firing"
         latency = pd.accepted[0].at - ts(decided[0])
-        print(f"\nPagerDuty: flip->delivery {pd.accepted[0].at - flipped:.3f}s "
-              f"(2 failures at 0.5s interval), decision->delivery {latency * 1000:.1f} ms")
+        print(
+            f"\nPagerDuty: flip->delivery {pd.accepted[0].at - flipped:.3f}s "
+            f"(2 failures at 0.5s interval), decision->delivery {latency * 1000:.1f} ms"
+        )
         slack.wait_for(lambda: slack.accepted, timeout=30, what="slack firing after faults")
-        print(f"Slack (429 Retry-After 1, 500, 1s hang first): decision->delivery "
-              f"{slack.accepted[0].at - ts(decided[0]):.3f}s")
-        d.wait_for(lambda: not json.loads((tmp_path / "data" / STATE_FILE).read_text())
-                   ["queues"]["slack"], what="slack queue persisted empty")
+        print(
+            f"Slack (429 Retry-After 1, 500, 1s hang first): decision->delivery "
+            f"{slack.accepted[0].at - ts(decided[0]):.3f}s"
+        )
+        d.wait_for(
+            lambda: not json.loads((tmp_path / "data" / STATE_FILE).read_text())["queues"]["slack"],
+            what="slack queue persisted empty",
+        )
         d.kill()  # SIGKILL mid-incident: no shutdown code runs
     with DaemonProcess(config) as d:
-        d.wait_for(lambda: len(status_of(d, "api").get("history", [])) >= 6,
-                   what="several runs after restart")
+        d.wait_for(
+            lambda: len(status_of(d, "api").get("history", [])) >= 6,
+            what="several runs after restart",
+        )
         assert per_key(pd.events()) == {"alivemcp/api": ["trigger"]}  # not re-paged
         set_state(state, "up")
         pd.wait_for(lambda: len(pd.accepted) >= 2, what="resolve after restart")
@@ -121,9 +137,16 @@ def test_outage_across_a_kill_is_delivered_once(tmp_path: Path, pd: StandIn) -> 
     """PagerDuty answers 500 while the incident starts; the daemon is killed with the trigger
     still queued; after restart (and PagerDuty's recovery) it is delivered exactly once."""
     db = file_check(tmp_path, "db")
-    config = write_config(tmp_path, [db], {
-        "group_wait": 0, "group_interval": 0, "receivers": [pd.receiver("pd")],
-        "default_receivers": ["pd"]})
+    config = write_config(
+        tmp_path,
+        [db],
+        {
+            "group_wait": 0,
+            "group_interval": 0,
+            "receivers": [pd.receiver("pd")],
+            "default_receivers": ["pd"],
+        },
+    )
     pd.script.extend([Answer(500, "{}")] * 10_000)
     with DaemonProcess(config) as d:
         d.wait_for(lambda: status_of(d, "db").get("status") == "up", what="db up")
@@ -150,16 +173,27 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
     window arrives by a config reload (SIGHUP), as an operator would add one."""
     checks = [
         file_check(tmp_path, "reminded", alert={"repeat_interval": "1s", "max_reminders": 2}),
-        file_check(tmp_path, "wobbly", alert={"failures_to_fire": 1, "successes_to_resolve": 1,
-                                              "flap_threshold": 4, "flap_window": "60s"}),
+        file_check(
+            tmp_path,
+            "wobbly",
+            alert={
+                "failures_to_fire": 1,
+                "successes_to_resolve": 1,
+                "flap_threshold": 4,
+                "flap_window": "60s",
+            },
+        ),
         file_check(tmp_path, "maint", labels={"team": "storage"}),
         file_check(tmp_path, "cluster"),
         file_check(tmp_path, "canary", depends_on=["cluster"]),
         file_check(tmp_path, "prober"),
     ]
-    alerting: dict[str, Any] = {"group_wait": 0, "group_interval": 0,
-                                "receivers": [hook.receiver("hook")],
-                                "default_receivers": ["hook"]}
+    alerting: dict[str, Any] = {
+        "group_wait": 0,
+        "group_interval": 0,
+        "receivers": [hook.receiver("hook")],
+        "default_receivers": ["hook"],
+    }
     config = write_config(tmp_path, checks, alerting)
     path = {c["name"]: Path(c["params"]["path"]) for c in checks}
 
@@ -167,13 +201,20 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
         return [(n["alert"], n["event"]) for n in hook.events() if n["check"] == name]
 
     with DaemonProcess(config) as d:
-        d.wait_for(lambda: all(status_of(d, c["name"]).get("status") == "up" for c in checks),
-                   what="all up")
+        d.wait_for(
+            lambda: all(status_of(d, c["name"]).get("status") == "up" for c in checks),
+            what="all up",
+        )
         now = datetime.now(UTC)
         window_end = now + timedelta(seconds=8)
-        alerting["maintenance"] = [{"name": "disk swap", "matchers": ["team=storage"],
-                                    "start": (now - timedelta(minutes=1)).isoformat(),
-                                    "end": window_end.isoformat()}]
+        alerting["maintenance"] = [
+            {
+                "name": "disk swap",
+                "matchers": ["team=storage"],
+                "start": (now - timedelta(minutes=1)).isoformat(),
+                "end": window_end.isoformat(),
+            }
+        ]
         write_config(tmp_path, checks, alerting)
         d.signal(signal.SIGHUP)
         d.wait_for(lambda: log_events(d, "config reloaded"), what="reload")
@@ -190,8 +231,9 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
         assert maint_down_at < window_end.timestamp() - 3, "machine too slow for this window"
         hook.wait_for(lambda: events("maint"), timeout=30, what="maint after window")
         maint = next(n for n in hook.events() if n["check"] == "maint")
-        assert datetime.fromisoformat(maint["at"].replace("Z", "+00:00")) >= \
-            window_end.replace(microsecond=0)
+        assert datetime.fromisoformat(maint["at"].replace("Z", "+00:00")) >= window_end.replace(
+            microsecond=0
+        )
         # Dependency: the canary stays quiet while the cluster fires ...
         assert events("cluster") == [("target", "firing")]
         assert events("canary") == []
@@ -200,8 +242,11 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
         hook.wait_for(lambda: events("canary"), what="canary after cluster recovery")
         time.sleep(2.5)  # past the reminder cap: no more reminders
         assert d.stop() == 0
-    assert events("reminded") == [("target", "firing"), ("target", "reminder"),
-                                  ("target", "reminder")]
+    assert events("reminded") == [
+        ("target", "firing"),
+        ("target", "reminder"),
+        ("target", "reminder"),
+    ]
     assert events("maint") == [("target", "firing")]
     assert events("cluster") == [("target", "firing"), ("target", "resolved")]
     assert events("canary") == [("target", "firing")]
@@ -211,33 +256,54 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
     assert len(wobbly) <= 6, wobbly  # ~14 state changes, a handful of notifications
 
 
-def test_storm_of_500_checks_and_a_revoked_webhook(tmp_path: Path, slack: StandIn,
-                                                   pd: StandIn) -> None:
+def test_storm_of_500_checks_and_a_revoked_webhook(
+    tmp_path: Path, slack: StandIn, pd: StandIn
+) -> None:
     shared = tmp_path / "shared.state"
     set_state(shared, "up")
-    checks = [{"name": "partition", "probe": "test_file", "interval": 1,
-               "params": {"path": str(shared)},
-               "targets": [{"name": f"{i:03d}"} for i in range(500)]}]
+    checks = [
+        {
+            "name": "partition",
+            "probe": "test_file",
+            "interval": 1,
+            "params": {"path": str(shared)},
+            "targets": [{"name": f"{i:03d}"} for i in range(500)],
+        }
+    ]
     with StandIn("slack") as revoked:
         revoked.script.extend([Answer(404, "no_service")] * 100)
-        config = write_config(tmp_path, checks, {
-            "group_wait": 3,
-            "receivers": [slack.receiver("slack", min_interval=1), pd.receiver("pd"),
-                          revoked.receiver("revoked")],
-            "default_receivers": ["slack", "pd"],
-            "routes": [{"matchers": ["check=partition/000"],
-                        "receivers": ["revoked", "slack", "pd"]}],
-        })
+        config = write_config(
+            tmp_path,
+            checks,
+            {
+                "group_wait": 3,
+                "receivers": [
+                    slack.receiver("slack", min_interval=1),
+                    pd.receiver("pd"),
+                    revoked.receiver("revoked"),
+                ],
+                "default_receivers": ["slack", "pd"],
+                "routes": [
+                    {"matchers": ["check=partition/000"], "receivers": ["revoked", "slack", "pd"]}
+                ],
+            },
+        )
         with DaemonProcess(config) as d:
-            d.wait_for(lambda: status_of(d, "partition/499").get("status") == "up", timeout=60,
-                       what="all checks ran")
+            d.wait_for(
+                lambda: status_of(d, "partition/499").get("status") == "up",
+                timeout=60,
+                what="all checks ran",
+            )
             set_state(shared, "down", "broker unreachable")
             pd.wait_for(lambda: pd.accepted, timeout=60, what="storm page")
 
             def in_slack() -> int:
-                return sum(int(r.body["text"].split(" ", 1)[0])
-                           if "alert notifications" in r.body["text"] else 1
-                           for r in slack.accepted)
+                return sum(
+                    int(r.body["text"].split(" ", 1)[0])
+                    if "alert notifications" in r.body["text"]
+                    else 1
+                    for r in slack.accepted
+                )
 
             slack.wait_for(lambda: in_slack() >= 500, timeout=60, what="500 in slack")
             time.sleep(3)
@@ -250,6 +316,5 @@ def test_storm_of_500_checks_and_a_revoked_webhook(tmp_path: Path, slack: StandI
         assert " checks firing: partition/" in pd.accepted[0].body["payload"]["summary"]
         # The revoked webhook: tried once, surfaced, not retried.
         assert [r.status for r in revoked.requests] == [404]
-        assert ('alivemcp_notification_permanent_failures_total{receiver="revoked"} 1.0'
-                in metrics)
+        assert 'alivemcp_notification_permanent_failures_total{receiver="revoked"} 1.0' in metrics
         assert 'alivemcp_alerts_firing{severity="critical"} 500.0' in metrics

@@ -43,8 +43,12 @@ def saved_state(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     async def generate(data_dir: Path) -> None:
         with StandIn("pagerduty") as down:
             down.script.extend([Answer(500, "{}")] * 1000)
-            doc = {"group_wait": 0, "group_interval": 0,
-                   "receivers": [down.receiver("pd")], "default_receivers": ["pd"]}
+            doc = {
+                "group_wait": 0,
+                "group_interval": 0,
+                "receivers": [down.receiver("pd")],
+                "default_receivers": ["pd"],
+            }
             async with running(doc, [check("other")], data_dir) as h:
                 h.feed("other", "down", "down")
                 await down.await_for(lambda: down.requests, what="a failed attempt")
@@ -61,13 +65,18 @@ def saved_state(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def daemon_config(tmp: Path, pd: StandIn, checks: list[str], down: set[str]) -> Path:
     specs = [file_check(tmp, name, "down" if name in down else "up") for name in checks]
-    return write_config(tmp, specs, {
-        "group_wait": 0, "group_interval": 0,
-        # No storm grouping: each check's own trigger is what the tests look for. A generous
-        # timeout: on a busy machine a 1 s one could time out an accepted event and repeat it.
-        "receivers": [pd.receiver("pd", group_threshold=1000, timeout=10)],
-        "default_receivers": ["pd"],
-    })
+    return write_config(
+        tmp,
+        specs,
+        {
+            "group_wait": 0,
+            "group_interval": 0,
+            # No storm grouping: each check's own trigger is what the tests look for. A generous
+            # timeout: on a busy machine a 1 s one could time out an accepted event and repeat it.
+            "receivers": [pd.receiver("pd", group_threshold=1000, timeout=10)],
+            "default_receivers": ["pd"],
+        },
+    )
 
 
 def metric(d: DaemonProcess, name: str, **labels: str) -> float:
@@ -94,6 +103,7 @@ Writer = Callable[[Path, dict[str, Any]], None]
 def write_bytes(content: bytes) -> Writer:
     def write(path: Path, _: dict[str, Any]) -> None:
         path.write_bytes(content)
+
     return write
 
 
@@ -102,6 +112,7 @@ def write_json(change: Callable[[dict[str, Any]], Any]) -> Writer:
         doc = copy.deepcopy(good)
         replaced = change(doc)
         path.write_text(json.dumps(doc if replaced is None else replaced))
+
     return write
 
 
@@ -130,8 +141,13 @@ def unreadable(path: Path, good: dict[str, Any]) -> None:
 
 
 FILE_CASES: dict[str, tuple[Writer, str]] = {
-    "non_utf8_bytes": (write_bytes(b'{"version": 1, "next_id": 1, "checks": {"\xff\xfe": {}}, '
-                                   b'"queues": {}, "receivers": {}}'), "not_utf8"),
+    "non_utf8_bytes": (
+        write_bytes(
+            b'{"version": 1, "next_id": 1, "checks": {"\xff\xfe": {}}, '
+            b'"queues": {}, "receivers": {}}'
+        ),
+        "not_utf8",
+    ),
     "truncated_json": (truncated, "not_json"),
     "empty_file": (write_bytes(b""), "not_json"),
     "nested_too_deep": (write_bytes(b"[" * 200_000 + b"]" * 200_000), "not_json"),
@@ -154,13 +170,22 @@ def without_file_permission_override() -> list[str]:
     if os.geteuid() != 0:
         return tests.support.ALIVEMCP
     caps = "-dac_override,-dac_read_search"
-    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", sys.executable, "-m",
-            "alivemcp"]
+    return [
+        "setpriv",
+        f"--bounding-set={caps}",
+        f"--inh-caps={caps}",
+        sys.executable,
+        "-m",
+        "alivemcp",
+    ]
 
 
 @pytest.mark.parametrize("case", sorted(FILE_CASES))
 def test_untrusted_file_is_set_aside_and_alerting_starts_clean(
-    case: str, tmp_path: Path, pd: StandIn, saved_state: dict[str, Any],
+    case: str,
+    tmp_path: Path,
+    pd: StandIn,
+    saved_state: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     write, reason = FILE_CASES[case]
@@ -175,15 +200,22 @@ def test_untrusted_file_is_set_aside_and_alerting_starts_clean(
         d.wait_for(lambda: d.get("/healthz")[0] == 200, what="healthy")
         pd.wait_for(lambda: "alivemcp/api" in per_key(pd.events()), what="api paged")
         assert metric(d, "alivemcp_alert_state_discarded_total", reason=reason) == 1.0
-        others = [r for r in ("unreadable", "not_a_file", "too_large", "not_utf8", "not_json",
-                              "bad_shape") if r != reason]
-        assert all(metric(d, "alivemcp_alert_state_discarded_total", reason=r) == 0.0
-                   for r in others)
+        others = [
+            r
+            for r in ("unreadable", "not_a_file", "too_large", "not_utf8", "not_json", "bad_shape")
+            if r != reason
+        ]
+        assert all(
+            metric(d, "alivemcp_alert_state_discarded_total", reason=r) == 0.0 for r in others
+        )
         d.wait_for(lambda: (data / STATE_FILE).exists(), what="a fresh state file")
         assert d.stop() == 0
-        errors = log_events(d, "alert state file cannot be trusted; moved aside, alerting "
-                               "starts clean (open incidents may be paged again, queued "
-                               "notifications are lost)")
+        errors = log_events(
+            d,
+            "alert state file cannot be trusted; moved aside, alerting "
+            "starts clean (open incidents may be paged again, queued "
+            "notifications are lost)",
+        )
     assert [e["reason"] for e in errors] == [reason]
     aside = [p for p in data.iterdir() if p.name.startswith(f"{STATE_FILE}.corrupt-")]
     assert len(aside) == 1 and errors[0]["path"] == str(aside[0])
@@ -214,8 +246,9 @@ def damaged_checks(good: dict[str, Any]) -> dict[str, Any]:
         return lambda doc: doc["state"]["alerts"]["target"].update(values)
 
     # Every row's check is quiet apart from the damage, so a fresh start must page it.
-    quiet = dict(fail_streak=0, ok_streak=0, known_streak=0, last_status="up", last_up=True,
-                 alerts={})
+    quiet = dict(
+        fail_streak=0, ok_streak=0, known_streak=0, last_status="up", last_up=True, alerts={}
+    )
     rows: dict[str, Any] = {
         "streak_string": entry(state(**{**quiet, "fail_streak": "3"})),
         "streak_negative": entry(state(**{**quiet, "fail_streak": -1})),
@@ -230,8 +263,9 @@ def damaged_checks(good: dict[str, Any]) -> dict[str, Any]:
         "missing_field": entry(lambda doc: doc["state"].pop("ok_streak")),
         "null_entry": None,
         "null_state": {"state": None},
-        "alert_kind_unknown": entry(lambda doc: doc["state"]["alerts"].update(
-            exploded=doc["state"]["alerts"].pop("target"))),
+        "alert_kind_unknown": entry(
+            lambda doc: doc["state"]["alerts"].update(exploded=doc["state"]["alerts"].pop("target"))
+        ),
         "alert_notified_string": entry(target(notified="yes")),
         "alert_severity_unknown": entry(target(severity="apocalyptic")),
         "label_not_text": entry(lambda doc: doc.update(labels={"team": 5})),
@@ -263,10 +297,14 @@ def damaged_queue(good: dict[str, Any]) -> list[Any]:
 RECEIVER_DAMAGE: dict[str, Any] = {
     "member_of_a_list": {"groups": {}, "member_of": ["alivemcp/other"]},
     # "other" claims a group that does not list it: its resolve could never be sent.
-    "groups_disagree": {"groups": {"alivemcp/group/1": ["alivemcp/x", "alivemcp/y"]},
-                        "member_of": {"alivemcp/other": "alivemcp/group/1",
-                                      "alivemcp/x": "alivemcp/group/1",
-                                      "alivemcp/y": "alivemcp/group/1"}},
+    "groups_disagree": {
+        "groups": {"alivemcp/group/1": ["alivemcp/x", "alivemcp/y"]},
+        "member_of": {
+            "alivemcp/other": "alivemcp/group/1",
+            "alivemcp/x": "alivemcp/group/1",
+            "alivemcp/y": "alivemcp/group/1",
+        },
+    },
 }
 
 
@@ -290,22 +328,30 @@ def test_damaged_entries_are_dropped_alone(
     with DaemonProcess(config) as d:
         d.wait_for(lambda: d.get("/healthz")[0] == 200, what="healthy")
         # Every damaged check pages as a fresh one would.
-        pd.wait_for(lambda: all(f"alivemcp/{name}" in per_key(pd.events()) for name in rows),
-                    timeout=60, what="every damaged check paged")
+        pd.wait_for(
+            lambda: all(f"alivemcp/{name}" in per_key(pd.events()) for name in rows),
+            timeout=60,
+            what="every damaged check paged",
+        )
         # "other" was restored: its queued trigger is delivered, and because the restored
         # state knows it was notified, its recovery resolves it.
-        pd.wait_for(lambda: per_key(pd.events()).get("alivemcp/other") == ["trigger", "resolve"],
-                    what="other triggered from the queue, then resolved")
-        assert metric(d, "alivemcp_alert_state_entries_dropped_total", section="checks") == \
-            len(rows)
-        assert metric(d, "alivemcp_alert_state_entries_dropped_total",
-                      section="notifications") == 7
+        pd.wait_for(
+            lambda: per_key(pd.events()).get("alivemcp/other") == ["trigger", "resolve"],
+            what="other triggered from the queue, then resolved",
+        )
+        assert metric(d, "alivemcp_alert_state_entries_dropped_total", section="checks") == len(
+            rows
+        )
+        assert metric(d, "alivemcp_alert_state_entries_dropped_total", section="notifications") == 7
         assert metric(d, "alivemcp_alert_state_entries_dropped_total", section="receivers") == 1
-        assert all(metric(d, "alivemcp_alert_state_discarded_total", reason=r) == 0.0
-                   for r in ("not_json", "bad_shape", "too_large"))
+        assert all(
+            metric(d, "alivemcp_alert_state_discarded_total", reason=r) == 0.0
+            for r in ("not_json", "bad_shape", "too_large")
+        )
         assert d.stop() == 0
-        dropped = log_events(d, "dropped a damaged entry of the saved alert state; the rest is "
-                                "kept")
+        dropped = log_events(
+            d, "dropped a damaged entry of the saved alert state; the rest is kept"
+        )
         exceptions = [line for line in d.logs().splitlines() if "Traceback" in line]
     assert sorted(e["check"] for e in dropped if e["section"] == "checks") == sorted(rows)
     assert [e["receiver"] for e in dropped if e["section"] == "receivers"] == ["pd"]
@@ -332,12 +378,17 @@ def test_wrong_typed_streak_keeps_paging_after_a_recovery(
     config = daemon_config(tmp_path, pd, ["api", "other"], down={"api", "other"})
     api = tmp_path / "api.state"
     with DaemonProcess(config) as d:
-        pd.wait_for(lambda: per_key(pd.events()).get("alivemcp/api") == ["trigger"],
-                    what="first page")
+        pd.wait_for(
+            lambda: per_key(pd.events()).get("alivemcp/api") == ["trigger"], what="first page"
+        )
         set_state(api, "up")
-        pd.wait_for(lambda: per_key(pd.events()).get("alivemcp/api") == ["trigger", "resolve"],
-                    what="resolve")
+        pd.wait_for(
+            lambda: per_key(pd.events()).get("alivemcp/api") == ["trigger", "resolve"],
+            what="resolve",
+        )
         set_state(api, "down")
-        pd.wait_for(lambda: per_key(pd.events()).get("alivemcp/api") ==
-                    ["trigger", "resolve", "trigger"], what="second page")
+        pd.wait_for(
+            lambda: per_key(pd.events()).get("alivemcp/api") == ["trigger", "resolve", "trigger"],
+            what="second page",
+        )
         assert d.stop() == 0

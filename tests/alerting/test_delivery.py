@@ -23,11 +23,12 @@ from tests.support import cli
 
 async def test_slack_rate_limit_errors_and_hang_then_recovery(tmp_path: Path) -> None:
     with StandIn("slack") as slack:
-        slack.script.extend([rate_limited(1), Answer(500, "rollup_error"), HANG,
-                             Answer(503, "")])
-        doc = {**fast(failures_to_fire=1, successes_to_resolve=1),
-               "receivers": [slack.receiver("slack", timeout=0.5, max_batch=1)],
-               "default_receivers": ["slack"]}
+        slack.script.extend([rate_limited(1), Answer(500, "rollup_error"), HANG, Answer(503, "")])
+        doc = {
+            **fast(failures_to_fire=1, successes_to_resolve=1),
+            "receivers": [slack.receiver("slack", timeout=0.5, max_batch=1)],
+            "default_receivers": ["slack"],
+        }
         names = ["a", "b", "c"]
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for n in names:
@@ -55,8 +56,11 @@ async def test_slack_rate_limit_errors_and_hang_then_recovery(tmp_path: Path) ->
 async def test_pagerduty_outage_then_recovery_exactly_once_in_order(tmp_path: Path) -> None:
     with StandIn("pagerduty") as pd:
         pd.script.extend([Answer(500, "{}"), rate_limited(0.5), HANG, Answer(502, "bad gw")])
-        doc = {**fast(failures_to_fire=1, successes_to_resolve=1),
-               "receivers": [pd.receiver("pd", timeout=0.5)], "default_receivers": ["pd"]}
+        doc = {
+            **fast(failures_to_fire=1, successes_to_resolve=1),
+            "receivers": [pd.receiver("pd", timeout=0.5)],
+            "default_receivers": ["pd"],
+        }
         names = [f"svc{i}" for i in range(5)]
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for n in names:
@@ -73,14 +77,16 @@ async def test_pagerduty_outage_then_recovery_exactly_once_in_order(tmp_path: Pa
         assert all(e["payload"]["custom_details"]["reason"] for e in triggers)
 
 
-async def test_webhook_batches_survive_failures_without_loss_or_duplicates(
-        tmp_path: Path) -> None:
+async def test_webhook_batches_survive_failures_without_loss_or_duplicates(tmp_path: Path) -> None:
     with StandIn("webhook") as hook:
         hook.script.extend([Answer(500), HANG, rate_limited(0.2), Answer(500)])
-        doc = {**fast(failures_to_fire=1, successes_to_resolve=1),
-               "receivers": [hook.receiver("hook", timeout=0.5, max_batch=7,
-                                           hmac_secret="sign-me-please")],
-               "default_receivers": ["hook"]}
+        doc = {
+            **fast(failures_to_fire=1, successes_to_resolve=1),
+            "receivers": [
+                hook.receiver("hook", timeout=0.5, max_batch=7, hmac_secret="sign-me-please")
+            ],
+            "default_receivers": ["hook"],
+        }
         names = [f"c{i}" for i in range(10)]
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for round_ in range(3):
@@ -101,12 +107,21 @@ async def test_webhook_batches_survive_failures_without_loss_or_duplicates(
 
 async def test_permanent_errors_are_surfaced_and_not_retried(tmp_path: Path) -> None:
     with StandIn("slack") as slack, StandIn("pagerduty") as pd:
-        slack.script.extend([Answer(404, "no_service"), Answer(410, "channel_is_archived"),
-                             Answer(403, "action_prohibited")])
-        doc = {**fast(failures_to_fire=1),
-               "receivers": [slack.receiver("slack", max_batch=1),
-                             pd.receiver("pd", routing_key="not-the-right-key")],
-               "default_receivers": ["slack", "pd"]}
+        slack.script.extend(
+            [
+                Answer(404, "no_service"),
+                Answer(410, "channel_is_archived"),
+                Answer(403, "action_prohibited"),
+            ]
+        )
+        doc = {
+            **fast(failures_to_fire=1),
+            "receivers": [
+                slack.receiver("slack", max_batch=1),
+                pd.receiver("pd", routing_key="not-the-right-key"),
+            ],
+            "default_receivers": ["slack", "pd"],
+        }
         with structlog.testing.capture_logs() as logs:
             async with running(doc, [check("x"), check("y"), check("z")], tmp_path) as h:
                 for n in ("x", "y", "z"):
@@ -118,12 +133,17 @@ async def test_permanent_errors_are_surfaced_and_not_retried(tmp_path: Path) -> 
         assert [r.status for r in pd.requests] == [400, 400, 400]
         assert 'alivemcp_notification_permanent_failures_total{receiver="slack"} 3.0' in metrics
         assert 'alivemcp_notification_permanent_failures_total{receiver="pd"} 3.0' in metrics
-        assert ('alivemcp_notifications_total{outcome="permanent_failure",receiver="slack"} 3.0'
-                in metrics)
+        assert (
+            'alivemcp_notifications_total{outcome="permanent_failure",receiver="slack"} 3.0'
+            in metrics
+        )
         errors = [e for e in logs if e["log_level"] == "error"]
         assert len(errors) == 6
         assert {e["error"] for e in errors if e["receiver"] == "slack"} == {
-            "HTTP 404 no_service", "HTTP 410 channel_is_archived", "HTTP 403 action_prohibited"}
+            "HTTP 404 no_service",
+            "HTTP 410 channel_is_archived",
+            "HTTP 403 action_prohibited",
+        }
         dumped = repr(logs)
         assert "XXXXsecretXXXX" not in dumped and "not-the-right-key" not in dumped
 
@@ -131,8 +151,11 @@ async def test_permanent_errors_are_surfaced_and_not_retried(tmp_path: Path) -> 
 async def test_pagerduty_rejects_one_event_and_the_rest_still_flow(tmp_path: Path) -> None:
     with StandIn("pagerduty") as pd:
         pd.script.append(Answer(400, json.dumps({"status": "invalid event"})))
-        doc = {**fast(failures_to_fire=1), "receivers": [pd.receiver("pd")],
-               "default_receivers": ["pd"]}
+        doc = {
+            **fast(failures_to_fire=1),
+            "receivers": [pd.receiver("pd")],
+            "default_receivers": ["pd"],
+        }
         async with running(doc, [check("p"), check("q")], tmp_path) as h:
             h.feed("p", "down")
             h.feed("q", "down")
@@ -143,12 +166,17 @@ async def test_pagerduty_rejects_one_event_and_the_rest_still_flow(tmp_path: Pat
 
 async def test_500_simultaneous_failures_become_a_few_grouped_messages(tmp_path: Path) -> None:
     with StandIn("slack") as slack, StandIn("pagerduty") as pd, StandIn("webhook") as hook:
-        doc = {"group_wait": 0.5, "group_interval": 1,
-               "policy": {"failures_to_fire": 1, "successes_to_resolve": 1},
-               "receivers": [slack.receiver("slack", min_interval=1),
-                             pd.receiver("pd", min_interval=0.01),
-                             hook.receiver("hook")],
-               "default_receivers": ["slack", "pd", "hook"]}
+        doc = {
+            "group_wait": 0.5,
+            "group_interval": 1,
+            "policy": {"failures_to_fire": 1, "successes_to_resolve": 1},
+            "receivers": [
+                slack.receiver("slack", min_interval=1),
+                pd.receiver("pd", min_interval=0.01),
+                hook.receiver("hook"),
+            ],
+            "default_receivers": ["slack", "pd", "hook"],
+        }
         names = [f"partition-{i:03d}" for i in range(500)]
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for n in names:
@@ -176,8 +204,7 @@ async def test_alert_test_command(tmp_path: Path) -> None:
     with StandIn("slack") as slack, StandIn("pagerduty") as pd:
         slack_cfg = slack.receiver("team-slack")
         gone = {**slack.receiver("revoked"), "webhook_url": slack.url.replace("XXXX", "gone")}
-        config = AlertingConfig.model_validate(
-            {"receivers": [slack_cfg, pd.receiver("pd"), gone]})
+        config = AlertingConfig.model_validate({"receivers": [slack_cfg, pd.receiver("pd"), gone]})
         ok, message = await send_test_notification(config, "team-slack")
         assert ok, message
         assert "TEST alivemcp-test" in slack.texts()[0]
@@ -192,27 +219,32 @@ async def test_alert_test_command(tmp_path: Path) -> None:
         # The real CLI, end to end.
         path = tmp_path / "c.yaml"
         path.write_text(json.dumps({"alerting": {"receivers": [slack_cfg]}}))
-        proc = await asyncio.to_thread(cli, "alert-test", "--config", str(path),
-                                       "--receiver", "team-slack", timeout=60)
+        proc = await asyncio.to_thread(
+            cli, "alert-test", "--config", str(path), "--receiver", "team-slack", timeout=60
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "delivered to team-slack" in proc.stdout
         assert len(slack.accepted) == 2
 
 
 async def test_a_storm_that_keeps_growing_is_summarised_every_group_interval(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Checks of one interval fail spread over time (the scheduler staggers them): after
     the first grouped message the rest accumulate for group_interval instead of trickling
     out one message a second."""
     with StandIn("slack") as slack:
-        doc = {"group_wait": 0, "group_interval": 30,
-               "policy": {"failures_to_fire": 1},
-               "receivers": [slack.receiver("slack", min_interval=0)],
-               "default_receivers": ["slack"]}
+        doc = {
+            "group_wait": 0,
+            "group_interval": 30,
+            "policy": {"failures_to_fire": 1},
+            "receivers": [slack.receiver("slack", min_interval=0)],
+            "default_receivers": ["slack"],
+        }
         names = [f"n{i:02d}" for i in range(60)]
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for wave in range(6):
-                for n in names[wave * 10:(wave + 1) * 10]:
+                for n in names[wave * 10 : (wave + 1) * 10]:
                     h.feed(n, "down")
                 await asyncio.sleep(0.3)
             # Stopping flushes what is held back (a shutdown does not wait out the interval).

@@ -19,14 +19,25 @@ RUNBOOK = "https://runbooks.example/kafka"
 
 async def test_message_contents(tmp_path: Path) -> None:
     with StandIn("slack") as slack, StandIn("pagerduty") as pd, StandIn("webhook") as am:
-        doc = {**fast(), "external_url": "http://alivemcp.local:9464",
-               "receivers": [slack.receiver("slack"), pd.receiver("pd"),
-                             am.receiver("am", format="alertmanager")],
-               "default_receivers": ["slack", "pd", "am"]}
+        doc = {
+            **fast(),
+            "external_url": "http://alivemcp.local:9464",
+            "receivers": [
+                slack.receiver("slack"),
+                pd.receiver("pd"),
+                am.receiver("am", format="alertmanager"),
+            ],
+            "default_receivers": ["slack", "pd", "am"],
+        }
         labels = {"team": "data", "runbook_url": RUNBOOK}
         async with running(doc, [check("kafka/orders", labels=labels)], tmp_path) as h:
-            h.feed("kafka/orders", "down", "down", reason="x" * 5000,
-                   observations={"lag_seconds": 42.5, "isr": 1})
+            h.feed(
+                "kafka/orders",
+                "down",
+                "down",
+                reason="x" * 5000,
+                observations={"lag_seconds": 42.5, "isr": 1},
+            )
             await h.delivered()
             h.feed("kafka/orders", "up", "up", reason="ok")
             await h.delivered()
@@ -48,9 +59,18 @@ async def test_message_contents(tmp_path: Path) -> None:
     assert trigger["links"][0] == {"href": RUNBOOK, "text": "Runbook"}
 
     body = am.accepted[0].body
-    assert set(body) == {"version", "groupKey", "truncatedAlerts", "status", "receiver",
-                         "groupLabels", "commonLabels", "commonAnnotations", "externalURL",
-                         "alerts"}
+    assert set(body) == {
+        "version",
+        "groupKey",
+        "truncatedAlerts",
+        "status",
+        "receiver",
+        "groupLabels",
+        "commonLabels",
+        "commonAnnotations",
+        "externalURL",
+        "alerts",
+    }
     assert body["version"] == "4" and body["status"] == "firing"
     alert = body["alerts"][0]
     assert alert["labels"]["alertname"] == "CheckFailing"
@@ -66,16 +86,33 @@ def test_config_errors_name_the_problem() -> None:
     with pytest.raises(ValidationError, match="no receiver named 'pager'"):
         AlertingConfig.model_validate({"receivers": [], "default_receivers": ["pager"]})
     with pytest.raises(ValidationError, match="unique"):
-        AlertingConfig.model_validate({"receivers": [
-            {"name": "a", "type": "webhook", "url": "http://x"},
-            {"name": "a", "type": "webhook", "url": "http://y"}]})
+        AlertingConfig.model_validate(
+            {
+                "receivers": [
+                    {"name": "a", "type": "webhook", "url": "http://x"},
+                    {"name": "a", "type": "webhook", "url": "http://y"},
+                ]
+            }
+        )
     with pytest.raises(ValidationError, match="not a matcher"):
         AlertingConfig.model_validate({"routes": [{"matchers": ["team"], "receivers": ["a"]}]})
     with pytest.raises(ValidationError, match="either start and end, or recurring"):
         AlertingConfig.model_validate({"maintenance": [{"name": "m"}]})
     with pytest.raises(ValidationError, match="unknown time zone"):
-        AlertingConfig.model_validate({"maintenance": [{"name": "m", "recurring": {
-            "start": "02:00", "duration": "1h", "timezone": "Mars/Olympus"}}]})
+        AlertingConfig.model_validate(
+            {
+                "maintenance": [
+                    {
+                        "name": "m",
+                        "recurring": {
+                            "start": "02:00",
+                            "duration": "1h",
+                            "timezone": "Mars/Olympus",
+                        },
+                    }
+                ]
+            }
+        )
     yaml_text = """
 checks:
   - name: c
@@ -121,17 +158,19 @@ def test_routes_first_match_wins_unless_continue() -> None:
     from alivemcp.alerting.routing import Router
 
     hook = {"type": "webhook", "url": "http://127.0.0.1:9/x"}
-    config = AlertingConfig.model_validate({
-        "receivers": [{**hook, "name": n} for n in ("all", "data", "prod", "default")],
-        "default_receivers": ["default"],
-        "routes": [
-            {"matchers": ["env=prod"], "receivers": ["prod"], "continue": True},
-            {"matchers": ["team=data", "check!~test-.*"], "receivers": ["data"]},
-            {"matchers": ["team=~.+"], "receivers": ["all"]},
-        ]})
+    config = AlertingConfig.model_validate(
+        {
+            "receivers": [{**hook, "name": n} for n in ("all", "data", "prod", "default")],
+            "default_receivers": ["default"],
+            "routes": [
+                {"matchers": ["env=prod"], "receivers": ["prod"], "continue": True},
+                {"matchers": ["team=data", "check!~test-.*"], "receivers": ["data"]},
+                {"matchers": ["team=~.+"], "receivers": ["all"]},
+            ],
+        }
+    )
     router = Router(config)
-    assert router.receivers_for({"env": "prod", "team": "data", "check": "k"}) == ("prod",
-                                                                                  "data")
+    assert router.receivers_for({"env": "prod", "team": "data", "check": "k"}) == ("prod", "data")
     assert router.receivers_for({"team": "data", "check": "test-1"}) == ("all",)
     assert router.receivers_for({"env": "dev"}) == ("default",)
     assert router.owners == ("default",)
@@ -146,20 +185,27 @@ def test_routes_remembered_per_combination_of_the_labels_they_read() -> None:
     from alivemcp.alerting.routing import Router
 
     hook = {"type": "webhook", "url": "http://127.0.0.1:9/x"}
-    config = AlertingConfig.model_validate({
-        "receivers": [{**hook, "name": n} for n in ("a", "b", "c", "default")],
-        "default_receivers": ["default"],
-        "routes": [
-            {"matchers": ["check=~web-.*"], "receivers": ["a"], "continue": True},
-            {"matchers": ["team!=", "env!=dev"], "receivers": ["b"]},
-            {"matchers": ["region=~eu-.*"], "receivers": ["c"]},
-        ]})
+    config = AlertingConfig.model_validate(
+        {
+            "receivers": [{**hook, "name": n} for n in ("a", "b", "c", "default")],
+            "default_receivers": ["default"],
+            "routes": [
+                {"matchers": ["check=~web-.*"], "receivers": ["a"], "continue": True},
+                {"matchers": ["team!=", "env!=dev"], "receivers": ["b"]},
+                {"matchers": ["region=~eu-.*"], "receivers": ["c"]},
+            ],
+        }
+    )
     rng = random.Random(5)
     remembering, fresh = Router(config), Router(config)
     for i in range(2000):
         labels = {"check": rng.choice(["web-1", "api", f"web-{i}", "x"])}
-        for key, values in (("team", ["", "data", None]), ("env", ["dev", "prod", None]),
-                            ("region", ["eu-west", "us", None]), ("other", [str(i), None])):
+        for key, values in (
+            ("team", ["", "data", None]),
+            ("env", ["dev", "prod", None]),
+            ("region", ["eu-west", "us", None]),
+            ("other", [str(i), None]),
+        ):
             value = rng.choice(values)
             if value is not None:
                 labels[key] = value

@@ -27,8 +27,9 @@ def config(hook: StandIn, **policy: object) -> dict:
     return {**fast(**policy), "receivers": [hook.receiver("hook")], "default_receivers": ["hook"]}
 
 
-async def test_fires_after_threshold_and_resolves_after_threshold(hook: StandIn,
-                                                                  tmp_path: Path) -> None:
+async def test_fires_after_threshold_and_resolves_after_threshold(
+    hook: StandIn, tmp_path: Path
+) -> None:
     async with running(config(hook), [check("api")], tmp_path) as h:
         h.feed("api", "down")
         await h.delivered()
@@ -38,8 +39,10 @@ async def test_fires_after_threshold_and_resolves_after_threshold(hook: StandIn,
         assert seen(hook) == [("api", "target", "firing", "critical")]
         h.feed("api", "up")
         await h.delivered()
-        assert seen(hook) == [("api", "target", "firing", "critical"),
-                              ("api", "target", "resolved", "critical")]
+        assert seen(hook) == [
+            ("api", "target", "firing", "critical"),
+            ("api", "target", "resolved", "critical"),
+        ]
         first = hook.events()[0]
         assert first["reason"] == "it is down" and first["dedup_key"] == "alivemcp/api"
         assert 'alivemcp_alerts_firing{severity="critical"} 0.0' in h.metrics()
@@ -54,15 +57,21 @@ async def test_severity_follows_status_and_labels(hook: StandIn, tmp_path: Path)
         h.feed("slow", "down")  # escalation: a new notification with the higher severity
         h.feed("paged", "down")
         await h.delivered()
-        assert seen(hook) == [("slow", "target", "firing", "warning"),
-                              ("slow", "target", "firing", "critical"),
-                              ("paged", "target", "firing", "error")]
+        assert seen(hook) == [
+            ("slow", "target", "firing", "warning"),
+            ("slow", "target", "firing", "critical"),
+            ("paged", "target", "firing", "error"),
+        ]
 
 
 async def test_unknown_raises_probe_broken_alert_to_owners_only(tmp_path: Path) -> None:
     with StandIn("webhook") as targets, StandIn("webhook") as owners:
-        doc = {**fast(), "receivers": [targets.receiver("oncall"), owners.receiver("owners")],
-               "default_receivers": ["oncall"], "owner_receivers": ["owners"]}
+        doc = {
+            **fast(),
+            "receivers": [targets.receiver("oncall"), owners.receiver("owners")],
+            "default_receivers": ["oncall"],
+            "owner_receivers": ["owners"],
+        }
         async with running(doc, [check("s3")], tmp_path) as h:
             h.feed("s3", "down", "unknown", "unknown", "down")
             await h.delivered()
@@ -76,8 +85,9 @@ async def test_unknown_raises_probe_broken_alert_to_owners_only(tmp_path: Path) 
 
 
 async def test_reminders_repeat_while_firing_up_to_the_cap(hook: StandIn, tmp_path: Path) -> None:
-    async with running(config(hook, repeat_interval="1m", max_reminders=2), [check("db")],
-                       tmp_path) as h:
+    async with running(
+        config(hook, repeat_interval="1m", max_reminders=2), [check("db")], tmp_path
+    ) as h:
         h.feed("db", "down", "down", "unknown")
         for _ in range(6):
             h.tick(advance=61)
@@ -90,10 +100,13 @@ async def test_reminders_repeat_while_firing_up_to_the_cap(hook: StandIn, tmp_pa
         assert seen(hook)[-1][2] == "resolved"
 
 
-async def test_flapping_sends_one_notice_instead_of_a_stream(hook: StandIn,
-                                                             tmp_path: Path) -> None:
-    policy = {"failures_to_fire": 1, "successes_to_resolve": 1, "flap_window": "60s",
-              "flap_threshold": 4}
+async def test_flapping_sends_one_notice_instead_of_a_stream(hook: StandIn, tmp_path: Path) -> None:
+    policy = {
+        "failures_to_fire": 1,
+        "successes_to_resolve": 1,
+        "flap_window": "60s",
+        "flap_threshold": 4,
+    }
     async with running(config(hook, **policy), [check("wobbly")], tmp_path) as h:
         for _ in range(20):
             h.feed("wobbly", "down", "up")
@@ -108,18 +121,30 @@ async def test_flapping_sends_one_notice_instead_of_a_stream(hook: StandIn,
         h.feed("wobbly", "down")
         h.tick(advance=120)
         await h.delivered()
-        assert seen(hook)[-2:] == [("wobbly", "flapping", "resolved", "warning"),
-                                   ("wobbly", "target", "firing", "critical")]
+        assert seen(hook)[-2:] == [
+            ("wobbly", "flapping", "resolved", "warning"),
+            ("wobbly", "target", "firing", "critical"),
+        ]
 
 
-async def test_maintenance_holds_pages_and_sends_true_state_at_the_end(hook: StandIn,
-                                                                       tmp_path: Path) -> None:
+async def test_maintenance_holds_pages_and_sends_true_state_at_the_end(
+    hook: StandIn, tmp_path: Path
+) -> None:
     clock = FakeClock(datetime(2030, 1, 1, 1, 0, tzinfo=UTC).timestamp())
     doc = config(hook)
-    doc["maintenance"] = [{"name": "upgrade", "matchers": ["team=data"],
-                           "start": "2030-01-01T02:00:00Z", "end": "2030-01-01T03:00:00Z"}]
-    checks = [check("kafka", labels={"team": "data"}), check("flaky", labels={"team": "data"}),
-              check("web", labels={"team": "web"})]
+    doc["maintenance"] = [
+        {
+            "name": "upgrade",
+            "matchers": ["team=data"],
+            "start": "2030-01-01T02:00:00Z",
+            "end": "2030-01-01T03:00:00Z",
+        }
+    ]
+    checks = [
+        check("kafka", labels={"team": "data"}),
+        check("flaky", labels={"team": "data"}),
+        check("web", labels={"team": "web"}),
+    ]
     async with running(doc, checks, tmp_path, clock) as h:
         h.tick(advance=3600)  # 02:00: the window opens
         h.feed("kafka", "down", "down", "down")
@@ -131,26 +156,41 @@ async def test_maintenance_holds_pages_and_sends_true_state_at_the_end(hook: Sta
         # Held, not forgotten: the held alert counts as firing.
         assert 'alivemcp_alerts_firing{severity="critical"} 2.0' in h.metrics()
         assert [(a["check"], a["notified"]) for a in h.manager.firing_alerts()] == [
-            ("kafka", False), ("web", True)]
+            ("kafka", False),
+            ("web", True),
+        ]
         h.tick(advance=3600)  # 03:00+: the window closed; kafka is still down
         await h.delivered()
-        assert seen(hook) == [("web", "target", "firing", "critical"),
-                              ("kafka", "target", "firing", "critical")]
+        assert seen(hook) == [
+            ("web", "target", "firing", "critical"),
+            ("kafka", "target", "firing", "critical"),
+        ]
 
 
 async def test_resolve_is_not_held_by_maintenance(hook: StandIn, tmp_path: Path) -> None:
     clock = FakeClock(datetime(2030, 1, 6, 1, 0, tzinfo=UTC).timestamp())  # a Sunday
     doc = config(hook)
-    doc["maintenance"] = [{"name": "weekly", "matchers": ["check=~db.*"],
-                           "recurring": {"weekdays": ["sun"], "start": "02:00",
-                                         "duration": "2h", "timezone": "UTC"}}]
+    doc["maintenance"] = [
+        {
+            "name": "weekly",
+            "matchers": ["check=~db.*"],
+            "recurring": {
+                "weekdays": ["sun"],
+                "start": "02:00",
+                "duration": "2h",
+                "timezone": "UTC",
+            },
+        }
+    ]
     async with running(doc, [check("db1")], tmp_path, clock) as h:
         h.feed("db1", "down", "down")  # 01:00, before the window: pages
         h.tick(advance=3600 + 60)  # 02:01 inside the weekly window
         h.feed("db1", "up", "up")
         await h.delivered()
-        assert seen(hook) == [("db1", "target", "firing", "critical"),
-                              ("db1", "target", "resolved", "critical")]
+        assert seen(hook) == [
+            ("db1", "target", "firing", "critical"),
+            ("db1", "target", "resolved", "critical"),
+        ]
         h.feed("db1", "down", "down")  # held now
         await h.delivered()
         assert len(seen(hook)) == 2
@@ -162,10 +202,14 @@ async def test_resolve_is_not_held_by_maintenance(hook: StandIn, tmp_path: Path)
         assert seen(hook)[-1] == ("db1", "target", "firing", "critical")
 
 
-async def test_dependants_do_not_page_while_their_dependency_fails(hook: StandIn,
-                                                                   tmp_path: Path) -> None:
-    checks = [check("cluster"), check("canary", depends_on=["cluster"]),
-              check("lag", depends_on=["cluster"])]
+async def test_dependants_do_not_page_while_their_dependency_fails(
+    hook: StandIn, tmp_path: Path
+) -> None:
+    checks = [
+        check("cluster"),
+        check("canary", depends_on=["cluster"]),
+        check("lag", depends_on=["cluster"]),
+    ]
     async with running(config(hook), checks, tmp_path) as h:
         # The canary reaches its threshold before the cluster does: still suppressed, because
         # the cluster's latest result already failed.
@@ -180,20 +224,27 @@ async def test_dependants_do_not_page_while_their_dependency_fails(hook: StandIn
         h.feed("lag", "up", "up")
         h.feed("cluster", "up", "up")
         await h.delivered()
-        assert seen(hook) == [("cluster", "target", "firing", "critical"),
-                              ("cluster", "target", "resolved", "critical"),
-                              ("canary", "target", "firing", "critical")]
+        assert seen(hook) == [
+            ("cluster", "target", "firing", "critical"),
+            ("cluster", "target", "resolved", "critical"),
+            ("canary", "target", "firing", "critical"),
+        ]
 
 
 async def test_disabled_and_explicit_receivers(tmp_path: Path) -> None:
     with StandIn("webhook") as a, StandIn("webhook") as b:
-        doc = {**fast(failures_to_fire=1), "receivers": [a.receiver("a"), b.receiver("b")],
-               "default_receivers": ["a"],
-               "routes": [{"matchers": ["team=~pay.*"], "receivers": ["b"]}]}
-        checks = [check("quiet", alert={"enabled": False}),
-                  check("pay", labels={"team": "payments"}),
-                  check("mine", alert={"receivers": ["b"], "failures_to_fire": 3}),
-                  check("other")]
+        doc = {
+            **fast(failures_to_fire=1),
+            "receivers": [a.receiver("a"), b.receiver("b")],
+            "default_receivers": ["a"],
+            "routes": [{"matchers": ["team=~pay.*"], "receivers": ["b"]}],
+        }
+        checks = [
+            check("quiet", alert={"enabled": False}),
+            check("pay", labels={"team": "payments"}),
+            check("mine", alert={"receivers": ["b"], "failures_to_fire": 3}),
+            check("other"),
+        ]
         async with running(doc, checks, tmp_path) as h:
             for name in ("quiet", "pay", "other"):
                 h.feed(name, "down")

@@ -27,7 +27,8 @@ API_KEY = "K3y-ZYXWVU98765"
 
 def test_pieces_that_carry_a_secret_and_words_that_do_not() -> None:
     parts = secret_parts_of_url(
-        "https://hooks.slack.com/services/T0ABCDEFG/B0HIJKLMN/aBcDeFgHiJkLmNoPqRsTuVwX")
+        "https://hooks.slack.com/services/T0ABCDEFG/B0HIJKLMN/aBcDeFgHiJkLmNoPqRsTuVwX"
+    )
     assert "aBcDeFgHiJkLmNoPqRsTuVwX" in parts
     assert "/services/T0ABCDEFG/B0HIJKLMN/aBcDeFgHiJkLmNoPqRsTuVwX" in parts
     assert "services" not in parts
@@ -43,59 +44,104 @@ def test_pieces_that_carry_a_secret_and_words_that_do_not() -> None:
 def test_error_bodies_quoting_parts_of_secrets_are_redacted_everywhere(tmp_path: Path) -> None:
     with StandIn("slack") as slack, StandIn("webhook") as hook, StandIn("pagerduty") as pd:
         hook_url = f"http://127.0.0.1:{hook.port}/hook/{PATH_TOKEN}?sig={QUERY_SIG}&format=json"
-        slack.script.extend([
-            Answer(500, f"rollup_error for T000/B000/{SLACK_TOKEN}"),
-            Answer(404, f"no_service: B000/{SLACK_TOKEN} is not a webhook"),
-        ])
-        hook.script.extend([
-            Answer(500, f"bad signature {QUERY_SIG} for hook {PATH_TOKEN}"),
-            Answer(404, f"unknown hook /hook/{PATH_TOKEN}: token {BEARER}, key {API_KEY}"),
-        ])
-        pd.script.append(Answer(400, json.dumps({
-            "status": "invalid event", "errors": [f"Invalid routing key {pd.routing_key}"]})))
+        slack.script.extend(
+            [
+                Answer(500, f"rollup_error for T000/B000/{SLACK_TOKEN}"),
+                Answer(404, f"no_service: B000/{SLACK_TOKEN} is not a webhook"),
+            ]
+        )
+        hook.script.extend(
+            [
+                Answer(500, f"bad signature {QUERY_SIG} for hook {PATH_TOKEN}"),
+                Answer(404, f"unknown hook /hook/{PATH_TOKEN}: token {BEARER}, key {API_KEY}"),
+            ]
+        )
+        pd.script.append(
+            Answer(
+                400,
+                json.dumps(
+                    {"status": "invalid event", "errors": [f"Invalid routing key {pd.routing_key}"]}
+                ),
+            )
+        )
         api = file_check(tmp_path, "api", "down")
-        config = write_config(tmp_path, [api], {
-            "group_wait": 0, "group_interval": 0,
-            # A generous timeout: on a busy machine a 1 s timeout could turn the scripted
-            # answers into timeouts and retries.
-            "receivers": [
-                slack.receiver("slack", timeout=10), pd.receiver("pd", timeout=10),
-                hook.receiver("hook", url=hook_url, timeout=10,
-                              headers={"Authorization": f"Bearer {BEARER}", "X-Api-Key": API_KEY}),
-            ],
-            "default_receivers": ["slack", "hook", "pd"],
-        })
+        config = write_config(
+            tmp_path,
+            [api],
+            {
+                "group_wait": 0,
+                "group_interval": 0,
+                # A generous timeout: on a busy machine a 1 s timeout could turn the scripted
+                # answers into timeouts and retries.
+                "receivers": [
+                    slack.receiver("slack", timeout=10),
+                    pd.receiver("pd", timeout=10),
+                    hook.receiver(
+                        "hook",
+                        url=hook_url,
+                        timeout=10,
+                        headers={"Authorization": f"Bearer {BEARER}", "X-Api-Key": API_KEY},
+                    ),
+                ],
+                "default_receivers": ["slack", "hook", "pd"],
+            },
+        )
         secrets = [SLACK_TOKEN, PATH_TOKEN, QUERY_SIG, BEARER, API_KEY, pd.routing_key]
         with DaemonProcess(config) as d:
             for server in (slack, hook):
-                server.wait_for(lambda s=server: [r.status for r in s.requests] == [500, 404],
-                                what="a retried 500, then a 404")
+                server.wait_for(
+                    lambda s=server: [r.status for r in s.requests] == [500, 404],
+                    what="a retried 500, then a 404",
+                )
             pd.wait_for(lambda: pd.requests, what="the rejected trigger")
-            d.wait_for(lambda: len(log_events(d, "receiver rejected notifications permanently; "
-                                                 "not retrying them - fix the receiver's "
-                                                 "configuration")) == 3, what="3 rejections")
+            d.wait_for(
+                lambda: (
+                    len(
+                        log_events(
+                            d,
+                            "receiver rejected notifications permanently; "
+                            "not retrying them - fix the receiver's "
+                            "configuration",
+                        )
+                    )
+                    == 3
+                ),
+                what="3 rejections",
+            )
             d.wait_for(lambda: d.status_of("api").get("status") == "down", what="api down")
             _, status = d.get("/status")
             _, metrics = d.get("/metrics")
             assert json.loads(status)["alerts"][0]["check"] == "api"
             assert d.stop() == 0
             logs = d.logs()
-            rejected = {e["receiver"]: e["error"] for e in log_events(
-                d, "receiver rejected notifications permanently; not retrying them - fix the "
-                   "receiver's configuration")}
-            retried = {e["receiver"]: e["error"] for e in log_events(
-                d, "notification delivery failed; will retry")}
+            rejected = {
+                e["receiver"]: e["error"]
+                for e in log_events(
+                    d,
+                    "receiver rejected notifications permanently; not retrying them - fix the "
+                    "receiver's configuration",
+                )
+            }
+            retried = {
+                e["receiver"]: e["error"]
+                for e in log_events(d, "notification delivery failed; will retry")
+            }
         # The bodies did reach the log (so the checks below test something), redacted.
         assert rejected["slack"] == "HTTP 404 no_service: B000/[REDACTED] is not a webhook"
-        assert rejected["hook"] == ("HTTP 404 unknown hook /hook/[REDACTED]: token [REDACTED], "
-                                    "key [REDACTED]")
+        assert rejected["hook"] == (
+            "HTTP 404 unknown hook /hook/[REDACTED]: token [REDACTED], key [REDACTED]"
+        )
         assert "Invalid routing key [REDACTED]" in rejected["pd"]
         assert retried["hook"] == "HTTP 500 bad signature [REDACTED] for hook [REDACTED]"
         assert retried["slack"] == "HTTP 500 rollup_error for T000/B000/[REDACTED]"
         state = (tmp_path / "data" / STATE_FILE).read_text()
         for secret in secrets:
-            for where, text in (("log", logs), ("state file", state), ("/status", status),
-                                ("/metrics", metrics)):
+            for where, text in (
+                ("log", logs),
+                ("state file", state),
+                ("/status", status),
+                ("/metrics", metrics),
+            ):
                 assert secret not in text, f"{secret} leaked into {where}"
 
         # `alivemcp alert-test` prints the receiver's answer: redacted the same way.

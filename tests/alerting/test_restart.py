@@ -33,12 +33,13 @@ async def test_restart_neither_repages_nor_forgets_to_resolve(tmp_path: Path) ->
             h.feed("api", "down", "down", "down")
             h.feed("db", "down")  # the streak survived: this is the second failure
             await h.delivered()
-            assert per_key(pd.events()) == {"alivemcp/api": ["trigger"],
-                                             "alivemcp/db": ["trigger"]}
+            assert per_key(pd.events()) == {"alivemcp/api": ["trigger"], "alivemcp/db": ["trigger"]}
             h.feed("api", "up", "up")
             await h.delivered()
-        assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"],
-                                         "alivemcp/db": ["trigger"]}
+        assert per_key(pd.events()) == {
+            "alivemcp/api": ["trigger", "resolve"],
+            "alivemcp/db": ["trigger"],
+        }
 
 
 async def test_queued_during_outage_delivered_after_restart(tmp_path: Path) -> None:
@@ -72,8 +73,10 @@ async def test_removed_check_is_resolved_and_corrupt_state_is_survived(tmp_path:
             # A reload that removes "keep" does the same.
             h.manager.reconfigure(h.manager.config, [])
             await h.delivered()
-        assert per_key(pd.events()) == {"alivemcp/old": ["trigger", "resolve"],
-                                         "alivemcp/keep": ["trigger", "resolve"]}
+        assert per_key(pd.events()) == {
+            "alivemcp/old": ["trigger", "resolve"],
+            "alivemcp/keep": ["trigger", "resolve"],
+        }
         (tmp_path / STATE_FILE).write_text("{not json")
         async with running(pd_config(pd), [check("x")], tmp_path) as h:
             h.feed("x", "down", "down")
@@ -86,8 +89,11 @@ async def test_reload_adds_and_removes_receivers(tmp_path: Path) -> None:
     from alivemcp.alerting.config import AlertingConfig
 
     with StandIn("webhook") as one, StandIn("webhook") as two:
-        doc = {**fast(failures_to_fire=1), "receivers": [one.receiver("one")],
-               "default_receivers": ["one"]}
+        doc = {
+            **fast(failures_to_fire=1),
+            "receivers": [one.receiver("one")],
+            "default_receivers": ["one"],
+        }
         async with running(doc, [check("c")], tmp_path) as h:
             h.feed("c", "down")
             await h.delivered()
@@ -98,8 +104,9 @@ async def test_reload_adds_and_removes_receivers(tmp_path: Path) -> None:
             h.feed("c", "down")
             await h.delivered()
             # Disabling a firing check's alerts by reload closes its incident.
-            h.manager.reconfigure(AlertingConfig.model_validate(new),
-                                  [check("c", alert={"enabled": False})])
+            h.manager.reconfigure(
+                AlertingConfig.model_validate(new), [check("c", alert={"enabled": False})]
+            )
             await h.delivered()
             await asyncio.sleep(0)
             assert 'receiver="one"' not in h.metrics()
@@ -132,9 +139,14 @@ async def test_stop_returns_while_a_worker_waits_to_group(tmp_path: Path) -> Non
     from alivemcp.alerting.manager import AlertManager
     from tests.alerting.engine_support import result
 
-    config = AlertingConfig.model_validate({
-        "group_wait": 30, "policy": {"failures_to_fire": 1},
-        "receivers": [{"name": "log", "type": "log"}], "default_receivers": ["log"]})
+    config = AlertingConfig.model_validate(
+        {
+            "group_wait": 30,
+            "policy": {"failures_to_fire": 1},
+            "receivers": [{"name": "log", "type": "log"}],
+            "default_receivers": ["log"],
+        }
+    )
     infos = [check(f"c{i}") for i in range(200)]
     for _ in range(5):
         manager = AlertManager(config, infos, tmp_path, CollectorRegistry())
@@ -145,8 +157,11 @@ async def test_stop_returns_while_a_worker_waits_to_group(tmp_path: Path) -> Non
         async with asyncio.timeout(10):
             await manager.stop(grace=0.0)
         await asyncio.sleep(0)
-        left = [t for t in asyncio.all_tasks()
-                if t.get_name().startswith("alivemcp-alerting") and not t.done()]
+        left = [
+            t
+            for t in asyncio.all_tasks()
+            if t.get_name().startswith("alivemcp-alerting") and not t.done()
+        ]
         assert left == []
 
 
@@ -160,8 +175,11 @@ async def test_no_receivers_no_state_file(tmp_path: Path) -> None:
 
 async def test_pagerduty_storm_group_survives_restart(tmp_path: Path) -> None:
     with StandIn("pagerduty") as pd:
-        doc = {**fast(failures_to_fire=1, successes_to_resolve=1),
-               "receivers": [pd.receiver("pd", group_threshold=5)], "default_receivers": ["pd"]}
+        doc = {
+            **fast(failures_to_fire=1, successes_to_resolve=1),
+            "receivers": [pd.receiver("pd", group_threshold=5)],
+            "default_receivers": ["pd"],
+        }
         names = [f"p{i}" for i in range(20)]
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for n in names:
@@ -180,7 +198,8 @@ async def test_pagerduty_storm_group_survives_restart(tmp_path: Path) -> None:
 
 
 async def test_a_stepped_reload_changes_nothing_until_its_step_that_applies_it(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # The daemon runs a reload's alerting part in steps with the loop let run in between: a
     # result decided meanwhile must see the old config whole, never half of each.
     with StandIn("pagerduty") as pd:

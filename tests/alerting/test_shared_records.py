@@ -30,28 +30,57 @@ from tests.support import free_port
 
 def notification(check: str, id: int, event: Event = Event.FIRING) -> Notification:
     now = time.time()
-    return Notification(id=id, check=check, probe_type="http", kind=AlertKind.TARGET,
-                        event=event, severity="critical", status="down", reason="it is down",
-                        since=now - 30, created_at=now,
-                        dedup_key=dedup_key(check, AlertKind.TARGET),
-                        labels={"team": "core"}, observations={"latency_seconds": 0.5})
+    return Notification(
+        id=id,
+        check=check,
+        probe_type="http",
+        kind=AlertKind.TARGET,
+        event=event,
+        severity="critical",
+        status="down",
+        reason="it is down",
+        since=now - 30,
+        created_at=now,
+        dedup_key=dedup_key(check, AlertKind.TARGET),
+        labels={"team": "core"},
+        observations={"latency_seconds": 0.5},
+    )
 
 
 def firing_state() -> CheckState:
     now = time.time()
-    return CheckState(fail_streak=3, last_status="down", last_reason="it is down", last_up=False,
-                      fail_since=now - 30, changes=[now - 30], alerts={
-                          "target": AlertState(active=True, severity="critical", since=now - 30,
-                                               reason="it is down", status="down", notified=True,
-                                               notified_severity="critical",
-                                               last_notified_at=now - 25)})
+    return CheckState(
+        fail_streak=3,
+        last_status="down",
+        last_reason="it is down",
+        last_up=False,
+        fail_since=now - 30,
+        changes=[now - 30],
+        alerts={
+            "target": AlertState(
+                active=True,
+                severity="critical",
+                since=now - 30,
+                reason="it is down",
+                status="down",
+                notified=True,
+                notified_severity="critical",
+                last_notified_at=now - 25,
+            )
+        },
+    )
 
 
 def record(check: str = "api", **changes: Any) -> dict[str, Any]:
-    outbox = [Outgoing("pd", notification(check, 7), "sending"),
-              Outgoing("slack", notification(check, 8, Event.RESOLVED))]
-    doc = json.loads(encode_record(check, firing_state(), "http", {"team": "core"}, outbox,
-                                   "replica-a", time.time()))
+    outbox = [
+        Outgoing("pd", notification(check, 7), "sending"),
+        Outgoing("slack", notification(check, 8, Event.RESOLVED)),
+    ]
+    doc = json.loads(
+        encode_record(
+            check, firing_state(), "http", {"team": "core"}, outbox, "replica-a", time.time()
+        )
+    )
     doc.update(changes)
     return doc
 
@@ -60,9 +89,9 @@ def test_a_record_round_trips() -> None:
     decoded = decode_record("api", json.dumps(record()).encode())
     assert decoded.state.alerts["target"].notified is True
     assert decoded.state.fail_streak == 3 and decoded.probe_type == "http"
-    assert [(e.receiver, e.phase, e.notification.id, e.notification.event)
-            for e in decoded.outbox] == [("pd", "sending", 7, Event.FIRING),
-                                          ("slack", "queued", 8, Event.RESOLVED)]
+    assert [
+        (e.receiver, e.phase, e.notification.id, e.notification.event) for e in decoded.outbox
+    ] == [("pd", "sending", 7, Event.FIRING), ("slack", "queued", 8, Event.RESOLVED)]
     assert decoded.replica == "replica-a" and decoded.dropped == []
 
 
@@ -74,21 +103,28 @@ def test_a_quiet_state_and_the_oldest_notifications_beyond_the_cap_are_left_out(
     assert doc["state"]["alerts"] == {}
 
 
-@pytest.mark.parametrize(("value", "reason"), [
-    (b"\xff\xfe", "not_utf8"),
-    (b"{not json", "not_json"),
-    (b"[" * 100_000 + b"]" * 100_000, "not_json"),
-    (b"x" * (MAX_RECORD_BYTES + 1), "too_large"),
-    (json.dumps(record(version=2)).encode(), "bad_shape"),
-    (json.dumps(record(version=True)).encode(), "bad_shape"),
-    (json.dumps([1, 2]).encode(), "bad_shape"),
-    (json.dumps(record(check="db")).encode(), "wrong_key"),
-    (json.dumps({**record(), "state": {**record()["state"], "fail_streak": "3"}}).encode(),
-     "bad_shape"),
-    (json.dumps({**record(), "state": {**record()["state"], "fail_since": 1e300}}).encode(),
-     "bad_shape"),
-    (json.dumps({**record(), "outbox": "nope"}).encode(), "bad_shape"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\xff\xfe", "not_utf8"),
+        (b"{not json", "not_json"),
+        (b"[" * 100_000 + b"]" * 100_000, "not_json"),
+        (b"x" * (MAX_RECORD_BYTES + 1), "too_large"),
+        (json.dumps(record(version=2)).encode(), "bad_shape"),
+        (json.dumps(record(version=True)).encode(), "bad_shape"),
+        (json.dumps([1, 2]).encode(), "bad_shape"),
+        (json.dumps(record(check="db")).encode(), "wrong_key"),
+        (
+            json.dumps({**record(), "state": {**record()["state"], "fail_streak": "3"}}).encode(),
+            "bad_shape",
+        ),
+        (
+            json.dumps({**record(), "state": {**record()["state"], "fail_since": 1e300}}).encode(),
+            "bad_shape",
+        ),
+        (json.dumps({**record(), "outbox": "nope"}).encode(), "bad_shape"),
+    ],
+)
 def test_an_untrusted_record_is_refused_with_a_reason(value: bytes, reason: str) -> None:
     with pytest.raises(DamagedRecord) as caught:
         decode_record("api", value)
@@ -99,8 +135,10 @@ def test_an_untrusted_record_is_refused_with_a_reason(value: bytes, reason: str)
 def test_a_damaged_notification_costs_only_itself() -> None:
     doc = record()
     good = doc["outbox"][0]
-    other = {**good, "notification": {**good["notification"], "check": "db",
-                                      "dedup_key": "alivemcp/db"}}
+    other = {
+        **good,
+        "notification": {**good["notification"], "check": "db", "dedup_key": "alivemcp/db"},
+    }
     forged_key = {**good, "notification": {**good["notification"], "dedup_key": "alivemcp/db"}}
     doc["outbox"] = [
         {"receiver": "pd", "phase": "maybe", "notification": good["notification"]},

@@ -16,8 +16,12 @@ from alivemcp.alerting.state import STATE_FILE, StateStore
 
 def parts(next_id: int, checks: int = 0) -> dict[str, str]:
     entries = {f"check-{i}": {"note": "x" * 200} for i in range(checks)}
-    return {"next_id": str(next_id), "checks": json.dumps(entries), "queues": "{}",
-            "receivers": "{}"}
+    return {
+        "next_id": str(next_id),
+        "checks": json.dumps(entries),
+        "queues": "{}",
+        "receivers": "{}",
+    }
 
 
 async def test_a_cancelled_save_neither_breaks_nor_overwrites_the_next(tmp_path: Path) -> None:

@@ -43,8 +43,9 @@ class Gate:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name=f"gate-{listen_port}")
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name=f"gate-{listen_port}"
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -61,10 +62,10 @@ class Gate:
                 if await reader.read(65536) == b"":
                     return
             up_reader, upstream_writer = await asyncio.open_connection(
-                "127.0.0.1", self.target_port)
+                "127.0.0.1", self.target_port
+            )
             self._writers.add(upstream_writer)
-            await asyncio.gather(self._pump(reader, upstream_writer),
-                                 self._pump(up_reader, writer))
+            await asyncio.gather(self._pump(reader, upstream_writer), self._pump(up_reader, writer))
         except OSError:
             pass
         finally:
@@ -88,10 +89,12 @@ class Gate:
     def heal(self) -> None:
         """Forward again. Connections that lost bytes while cut are closed (their stream is
         broken): clients reconnect, as after a real partition."""
+
         def reset() -> None:
             self.open = True
             for writer in list(self._writers):
                 writer.close()
+
         self._loop.call_soon_threadsafe(reset)
 
     def stop(self) -> None:
@@ -103,6 +106,7 @@ class Gate:
             for task in asyncio.all_tasks(self._loop):
                 task.cancel()
             self._loop.call_later(0.2, self._loop.stop)  # let the cancelled tasks unwind
+
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(shut)
             self._thread.join(5)
@@ -163,9 +167,17 @@ class GatedKafkaCluster(KafkaCluster):
 _topic_sets = iter(range(1, 1_000_000))
 
 
-def cluster_section(bootstrap: str, prefix: str, *, replica: str = "", shards: int = 12,
-                    session_timeout: float = 6.0, heartbeat_interval: float = 1.0,
-                    request_timeout: float = 3.0, **extra: Any) -> dict[str, Any]:
+def cluster_section(
+    bootstrap: str,
+    prefix: str,
+    *,
+    replica: str = "",
+    shards: int = 12,
+    session_timeout: float = 6.0,
+    heartbeat_interval: float = 1.0,
+    request_timeout: float = 3.0,
+    **extra: Any,
+) -> dict[str, Any]:
     """A ``cluster:`` config section on topics and a group of their own (``prefix``)."""
     return {
         "kafka": {"bootstrap_servers": bootstrap, "request_timeout": request_timeout},
@@ -174,8 +186,11 @@ def cluster_section(bootstrap: str, prefix: str, *, replica: str = "", shards: i
         "replica_id": replica,
         "session_timeout": session_timeout,
         "heartbeat_interval": heartbeat_interval,
-        "topics": {"results": f"{prefix}-results", "status_changes": f"{prefix}-changes",
-                   "alert_state": f"{prefix}-alerts"},
+        "topics": {
+            "results": f"{prefix}-results",
+            "status_changes": f"{prefix}-changes",
+            "alert_state": f"{prefix}-alerts",
+        },
         **extra,
     }
 
@@ -206,7 +221,8 @@ def cluster_metric_names() -> set[str]:
     from tests.ship.metric_names import sample_names_from_exposition
 
     config = ClusterConfig.model_validate(
-        cluster_section("127.0.0.1:9", "metrics", replica="metrics"))
+        cluster_section("127.0.0.1:9", "metrics", replica="metrics")
+    )
     registry = CollectorRegistry()
     kafka = ClusterKafka(config.kafka, Plumbing())
     store = StatusStore(replica=config.replica_id)

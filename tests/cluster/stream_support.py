@@ -31,19 +31,31 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{int(time.time() * 1000) % 10**8}-{next(_names)}"
 
 
-def cluster_config(bootstrap: str, *, shards: int = 6, replica: str = "replica-a",
-                   buffer: int = 100_000, compression: str = "lz4",
-                   request_timeout: float = 3.0, prefix: str | None = None) -> ClusterConfig:
+def cluster_config(
+    bootstrap: str,
+    *,
+    shards: int = 6,
+    replica: str = "replica-a",
+    buffer: int = 100_000,
+    compression: str = "lz4",
+    request_timeout: float = 3.0,
+    prefix: str | None = None,
+) -> ClusterConfig:
     base = prefix or unique("t")
-    return ClusterConfig.model_validate({
-        "kafka": {"bootstrap_servers": bootstrap, "request_timeout": request_timeout},
-        "shards": shards,
-        "replica_id": replica,
-        "produce_buffer": buffer,
-        "compression": compression,
-        "topics": {"results": f"{base}-results", "status_changes": f"{base}-changes",
-                   "alert_state": f"{base}-alerts"},
-    })
+    return ClusterConfig.model_validate(
+        {
+            "kafka": {"bootstrap_servers": bootstrap, "request_timeout": request_timeout},
+            "shards": shards,
+            "replica_id": replica,
+            "produce_buffer": buffer,
+            "compression": compression,
+            "topics": {
+                "results": f"{base}-results",
+                "status_changes": f"{base}-changes",
+                "alert_state": f"{base}-alerts",
+            },
+        }
+    )
 
 
 @dataclass
@@ -63,21 +75,23 @@ def parts(config: ClusterConfig) -> Parts:
     return Parts(config, ClusterKafka(config.kafka, plumbing), CollectorRegistry(), plumbing)
 
 
-async def create_topics(bootstrap: str, config: ClusterConfig, *,
-                        min_insync: int = 2) -> None:
+async def create_topics(bootstrap: str, config: ClusterConfig, *, min_insync: int = 2) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     await admin.start()
     try:
         settings = {"min.insync.replicas": str(min_insync)}
-        await admin.create_topics([
-            NewTopic(config.topics.results, config.shards, 3, topic_configs=settings),
-            NewTopic(config.topics.status_changes, config.shards, 3, topic_configs=settings),
-        ])
+        await admin.create_topics(
+            [
+                NewTopic(config.topics.results, config.shards, 3, topic_configs=settings),
+                NewTopic(config.topics.status_changes, config.shards, 3, topic_configs=settings),
+            ]
+        )
         # Leaders elected on every partition before the test produces.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             described = await admin.describe_topics(
-                [config.topics.results, config.topics.status_changes])
+                [config.topics.results, config.topics.status_changes]
+            )
             parts_ok = [p for t in described for p in t["partitions"] if p["leader"] >= 0]
             if len(parts_ok) == 2 * config.shards:
                 return
@@ -87,12 +101,17 @@ async def create_topics(bootstrap: str, config: ClusterConfig, *,
         await admin.close()
 
 
-async def read_topic(bootstrap: str, topic: str, partitions: int,
-                     at_least: int = 0, within: float = 20.0) -> list[Any]:
+async def read_topic(
+    bootstrap: str, topic: str, partitions: int, at_least: int = 0, within: float = 20.0
+) -> list[Any]:
     """Every record of ``topic`` (group-less, from the beginning to the end), waiting until
     there are ``at_least``."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -117,17 +136,29 @@ def info(name: str, probe: str = "http", labels: dict[str, str] | None = None) -
     return CheckInfo(name=name, probe_type=probe, labels=labels or {"team": "core"})
 
 
-def result(check: CheckInfo, status: Status = Status.UP, *, started_at: float | None = None,
-           replica: str = "", reason: str = "ok", observations: dict[str, float] | None = None
-           ) -> CheckResult:
+def result(
+    check: CheckInfo,
+    status: Status = Status.UP,
+    *,
+    started_at: float | None = None,
+    replica: str = "",
+    reason: str = "ok",
+    observations: dict[str, float] | None = None,
+) -> CheckResult:
     start = time.time() if started_at is None else started_at
-    return CheckResult(check=check, status=status, reason=reason, duration_seconds=0.012,
-                       started_at=start, finished_at=start + 0.012,
-                       observations=observations or {"http_status": 200.0}, replica=replica)
+    return CheckResult(
+        check=check,
+        status=status,
+        reason=reason,
+        duration_seconds=0.012,
+        started_at=start,
+        finished_at=start + 0.012,
+        observations=observations or {"http_status": 200.0},
+        replica=replica,
+    )
 
 
-def metric(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None
-           ) -> float:
+def metric(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None) -> float:
     value = registry.get_sample_value(name, labels or {})
     return 0.0 if value is None else value
 

@@ -61,18 +61,32 @@ async def stand_ins() -> AsyncIterator[tuple[StandIn, StandIn, StandIn]]:
             s.stop()
 
 
-def alerting(pd: StandIn, slack: StandIn, hook: StandIn | None = None, *,
-             timeout: float = 1.0, slack_backoff: float = 0.05, backoff: float = 0.05,
-             **policy: Any) -> dict[str, Any]:
+def alerting(
+    pd: StandIn,
+    slack: StandIn,
+    hook: StandIn | None = None,
+    *,
+    timeout: float = 1.0,
+    slack_backoff: float = 0.05,
+    backoff: float = 0.05,
+    **policy: Any,
+) -> dict[str, Any]:
     def retries(first: float) -> dict[str, float]:
         return {"backoff_initial": first, "backoff_max": max(0.5, first)}
 
-    receivers = [pd.receiver("pd", timeout=timeout, **retries(backoff)),
-                 slack.receiver("slack", timeout=timeout, **retries(max(backoff, slack_backoff)))]
+    receivers = [
+        pd.receiver("pd", timeout=timeout, **retries(backoff)),
+        slack.receiver("slack", timeout=timeout, **retries(max(backoff, slack_backoff))),
+    ]
     if hook is not None:
         receivers.append(hook.receiver("hook", timeout=timeout, **retries(backoff)))
-    return {"group_wait": 0, "group_interval": 0, "policy": policy, "receivers": receivers,
-            "default_receivers": [r["name"] for r in receivers]}
+    return {
+        "group_wait": 0,
+        "group_interval": 0,
+        "policy": policy,
+        "receivers": receivers,
+        "default_receivers": [r["name"] for r in receivers],
+    }
 
 
 async def alert_topic(bootstrap: str, config: ClusterConfig) -> None:
@@ -80,16 +94,23 @@ async def alert_topic(bootstrap: str, config: ClusterConfig) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(
-            config.topics.alert_state, config.shards, 3,
-            topic_configs={"cleanup.policy": "compact", "min.insync.replicas": "2"},
-        )])
+        await admin.create_topics(
+            [
+                NewTopic(
+                    config.topics.alert_state,
+                    config.shards,
+                    3,
+                    topic_configs={"cleanup.policy": "compact", "min.insync.replicas": "2"},
+                )
+            ]
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             described = await admin.describe_topics([config.topics.alert_state])
-            if all(p["leader"] >= 0 for p in described[0]["partitions"]) and len(
-                described[0]["partitions"]
-            ) == config.shards:
+            if (
+                all(p["leader"] >= 0 for p in described[0]["partitions"])
+                and len(described[0]["partitions"]) == config.shards
+            ):
                 return
             await asyncio.sleep(0.2)
         raise AssertionError("alert-state topic got no leaders")
@@ -100,16 +121,27 @@ async def alert_topic(bootstrap: str, config: ClusterConfig) -> None:
 class Replica:
     """One replica's alerting: the manager in cluster mode and its alert-state log."""
 
-    def __init__(self, config: ClusterConfig, alerting_config: dict[str, Any],
-                 checks: list[Any], data_dir: Path, clock: FakeClock,
-                 status_of: Any = None) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        alerting_config: dict[str, Any],
+        checks: list[Any],
+        data_dir: Path,
+        clock: FakeClock,
+        status_of: Any = None,
+    ) -> None:
         self.config = config
         self.parts: Parts = parts(config)
         self.infos = {info.name: info for info, _ in checks}
         self.clock = clock
         self.manager = AlertManager(
-            AlertingConfig.model_validate(alerting_config), checks, data_dir,
-            self.parts.registry, clock=clock, tick_interval=3600, shared=True,
+            AlertingConfig.model_validate(alerting_config),
+            checks,
+            data_dir,
+            self.parts.registry,
+            clock=clock,
+            tick_interval=3600,
+            shared=True,
             status_of=status_of,
         )
         self.log = AlertStateLog(config, self.parts.kafka, self.manager, self.parts.registry)
@@ -165,15 +197,27 @@ class Rig:
     def config(self, replica: str, gated: bool = False) -> ClusterConfig:
         """``gated``: this replica reaches Kafka through the gates a test can cut."""
         bootstrap = self.kafka.gated_bootstrap if gated else self.kafka.bootstrap
-        base = cluster_config(bootstrap, shards=SHARDS, replica=replica,
-                              prefix=self.prefix, request_timeout=5.0)
+        base = cluster_config(
+            bootstrap, shards=SHARDS, replica=replica, prefix=self.prefix, request_timeout=5.0
+        )
         return base.model_copy(update={"session_timeout": 6.0})
 
-    async def replica(self, name: str, alerting_config: dict[str, Any],
-                      checks: list[Any], gated: bool = False, status_of: Any = None
-                      ) -> Replica:
-        r = Replica(self.config(name, gated), alerting_config, checks, self.tmp / name,
-                    self.clock, status_of)
+    async def replica(
+        self,
+        name: str,
+        alerting_config: dict[str, Any],
+        checks: list[Any],
+        gated: bool = False,
+        status_of: Any = None,
+    ) -> Replica:
+        r = Replica(
+            self.config(name, gated),
+            alerting_config,
+            checks,
+            self.tmp / name,
+            self.clock,
+            status_of,
+        )
         self.replicas.append(r)
         return await r.start()
 
@@ -182,8 +226,9 @@ class Rig:
         topic = self.config("reader").topics.alert_state
         latest: dict[str, dict[str, Any] | None] = {}
         for record in await read_topic(self.kafka.bootstrap, topic, SHARDS):
-            latest[record.key.decode()] = (json.loads(record.value)
-                                           if record.value is not None else None)
+            latest[record.key.decode()] = (
+                json.loads(record.value) if record.value is not None else None
+            )
         return latest
 
     async def close(self) -> None:
@@ -239,7 +284,10 @@ async def test_new_owner_continues_an_open_incident_and_resolves_it_once(
 
     await a.log.on_revoked(ALL)
     assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {
-        "pd": 0, "slack": 0, "hook": 0}
+        "pd": 0,
+        "slack": 0,
+        "hook": 0,
+    }
     await b.log.on_assigned(ALL)
     assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [("api", True)]
     assert b.metric("alivemcp_cluster_alert_records_read_total") >= 1
@@ -266,8 +314,9 @@ async def test_records_say_sending_before_the_receiver_is_called_and_queued_afte
     pd, slack, _hook = stand_ins
     pd.script.append(HANG)  # PagerDuty holds the first request
     slack.script.extend([Answer(500, "internal_error")] * 1000)  # Slack refuses (answers)
-    a = await rig.replica("replica-a", alerting(pd, slack, timeout=3.0, slack_backoff=4.0),
-                          [check("api")])
+    a = await rig.replica(
+        "replica-a", alerting(pd, slack, timeout=3.0, slack_backoff=4.0), [check("api")]
+    )
     await a.log.on_assigned(ALL)
     a.feed("api", "down", "down")
     await pd.await_for(lambda: pd.requests, what="the held request")
@@ -311,10 +360,15 @@ async def test_lost_owner_sending_is_repeated_only_where_harmless(
     assert slack.accepted == [] and hook.accepted == []
     assert len(slack.requests) == 1 and len(hook.requests) == 1
     for receiver in ("slack", "hook"):
-        assert b.metric("alivemcp_notifications_total", receiver=receiver,
-                        outcome="possibly_undelivered") == 1
-    assert b.metric("alivemcp_notifications_total", receiver="pd",
-                    outcome="possibly_undelivered") == 0
+        assert (
+            b.metric(
+                "alivemcp_notifications_total", receiver=receiver, outcome="possibly_undelivered"
+            )
+            == 1
+        )
+    assert (
+        b.metric("alivemcp_notifications_total", receiver="pd", outcome="possibly_undelivered") == 0
+    )
     # The incident goes on at B without a page; its resolve goes everywhere once.
     b.feed("api", "down", "up", "up")
     await b.settled()
@@ -347,11 +401,15 @@ async def test_lost_owner_queued_notifications_are_sent_by_the_new_owner(
     assert pages(pd.events()) == {"alivemcp/api-check": 1, "alivemcp/db-check": 1}
     assert sorted(n["check"] for n in hook.events()) == ["api-check", "db-check"]
     # Slack: each check in exactly one accepted message (two may be grouped in one).
-    mentions = [[name for name in ("api-check", "db-check") if name in json.dumps(r.body)]
-                for r in slack.accepted]
+    mentions = [
+        [name for name in ("api-check", "db-check") if name in json.dumps(r.body)]
+        for r in slack.accepted
+    ]
     assert sorted(n for m in mentions for n in m) == ["api-check", "db-check"]
-    assert b.metric("alivemcp_notifications_total", receiver="slack",
-                    outcome="possibly_undelivered") == 0
+    assert (
+        b.metric("alivemcp_notifications_total", receiver="slack", outcome="possibly_undelivered")
+        == 0
+    )
 
 
 async def test_revoke_hands_queued_notifications_to_the_next_owner(
@@ -369,8 +427,7 @@ async def test_revoke_hands_queued_notifications_to_the_next_owner(
     shard = shard_of("api", SHARDS)
     await a.log.on_revoked(frozenset({shard}))
     assert a.manager.queue_depths() == {"pd": 0, "slack": 0}
-    assert a.metric("alivemcp_notifications_total", receiver="slack",
-                    outcome="handed_over") == 1
+    assert a.metric("alivemcp_notifications_total", receiver="slack", outcome="handed_over") == 1
     requests_before = len(slack.requests) + len(pd.requests)
     await asyncio.sleep(1.0)
     assert len(slack.requests) + len(pd.requests) == requests_before  # A sends nothing more
@@ -398,8 +455,10 @@ async def test_a_send_that_outlasts_the_release_is_not_made_again_when_the_shard
     # Slack may have the page: the replica that took the check back treats it like any new
     # owner (not sent again), and the worker does not retry the copy it still had.
     assert [r.status for r in slack.requests] == [0]
-    assert a.metric("alivemcp_notifications_total", receiver="slack",
-                    outcome="possibly_undelivered") == 1
+    assert (
+        a.metric("alivemcp_notifications_total", receiver="slack", outcome="possibly_undelivered")
+        == 1
+    )
     assert pages(pd.events()) == {"alivemcp/api": 1}
 
 
@@ -423,8 +482,10 @@ async def test_a_page_another_replica_was_sending_is_not_repeated_by_its_former_
     await a.settled()
     # "Sending" in a record B wrote is B's send, not a late record of A's put-off one.
     assert [r.status for r in slack.requests] == [500, 0]
-    assert a.metric("alivemcp_notifications_total", receiver="slack",
-                    outcome="possibly_undelivered") == 1
+    assert (
+        a.metric("alivemcp_notifications_total", receiver="slack", outcome="possibly_undelivered")
+        == 1
+    )
     assert pages(pd.events()) == {"alivemcp/api": 1}
 
 
@@ -458,10 +519,23 @@ async def test_damaged_records_cost_only_themselves(
     config = rig.config("writer")
     topic = config.topics.alert_state
     now = time.time()
-    firing = CheckState(fail_streak=5, last_status="down", last_up=False, alerts={
-        "target": AlertState(active=True, severity="critical", since=now - 60, reason="down",
-                             status="down", notified=True, notified_severity="critical",
-                             last_notified_at=now - 60)})
+    firing = CheckState(
+        fail_streak=5,
+        last_status="down",
+        last_up=False,
+        alerts={
+            "target": AlertState(
+                active=True,
+                severity="critical",
+                since=now - 60,
+                reason="down",
+                status="down",
+                notified=True,
+                notified_severity="critical",
+                last_notified_at=now - 60,
+            )
+        },
+    )
     good = encode_record("api", firing, "test_file", {}, [], "replica-x", now)
     outbox = json.loads(encode_record("outbox", firing, "test_file", {}, [], "replica-x", now))
     outbox["outbox"] = [{"receiver": "slack", "phase": "queued", "notification": {"id": "x"}}]
@@ -471,6 +545,7 @@ async def test_damaged_records_cost_only_themselves(
     producer = AIOKafkaProducer(bootstrap_servers=rig.kafka.bootstrap, acks="all")
     await producer.start()
     try:
+
         def send(key: bytes | None, value: bytes | None, partition: int) -> Any:
             return producer.send_and_wait(topic, value, key=key, partition=partition)
 
@@ -490,27 +565,46 @@ async def test_damaged_records_cost_only_themselves(
         await producer.stop()
     b = await rig.replica("replica-b", alerting(pd, slack), checks)
     await b.log.on_assigned(ALL)
-    damaged = {reason: b.metric("alivemcp_cluster_alert_records_damaged_total", reason=reason)
-               for reason in ("not_utf8", "bad_shape", "wrong_key", "wrong_partition",
-                              "no_key", "outbox_entry")}
-    assert damaged == {"not_utf8": 1, "bad_shape": 1, "wrong_key": 1, "wrong_partition": 1,
-                       "no_key": 1, "outbox_entry": 1}
+    damaged = {
+        reason: b.metric("alivemcp_cluster_alert_records_damaged_total", reason=reason)
+        for reason in (
+            "not_utf8",
+            "bad_shape",
+            "wrong_key",
+            "wrong_partition",
+            "no_key",
+            "outbox_entry",
+        )
+    }
+    assert damaged == {
+        "not_utf8": 1,
+        "bad_shape": 1,
+        "wrong_key": 1,
+        "wrong_partition": 1,
+        "no_key": 1,
+        "outbox_entry": 1,
+    }
     # The sound record (and the sound state of the one with a damaged notification) continue.
     assert sorted(f["check"] for f in b.manager.firing_alerts()) == ["api", "outbox"]
     for name in names:
         b.feed(name, "down", "down")
     await b.settled()
     # The damaged ones start clean: their incidents page now, the continued ones do not.
-    assert pages(pd.events()) == {"alivemcp/garbage": 1, "alivemcp/shape": 1,
-                                  "alivemcp/elsewhere": 1, "alivemcp/moved": 1}
+    assert pages(pd.events()) == {
+        "alivemcp/garbage": 1,
+        "alivemcp/shape": 1,
+        "alivemcp/elsewhere": 1,
+        "alivemcp/moved": 1,
+    }
 
 
 async def test_a_quiet_check_leaves_a_tombstone(
     rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
 ) -> None:
     pd, slack, _hook = stand_ins
-    a = await rig.replica("replica-a", alerting(pd, slack, flap_window=5.0),
-                          [check("api"), check("calm")])
+    a = await rig.replica(
+        "replica-a", alerting(pd, slack, flap_window=5.0), [check("api"), check("calm")]
+    )
     await a.log.on_assigned(ALL)
     a.feed("calm", "up", "up", "up")
     a.feed("api", "down", "down")
@@ -572,11 +666,16 @@ async def test_a_dependency_owned_elsewhere_still_holds_back_its_dependants_page
     rig: Rig, stand_ins: tuple[StandIn, StandIn, StandIn]
 ) -> None:
     pd, slack, _hook = stand_ins
-    api = next(n for n in (f"api-{i}" for i in range(100))
-               if shard_of(n, SHARDS) != shard_of("db", SHARDS))
+    api = next(
+        n for n in (f"api-{i}" for i in range(100)) if shard_of(n, SHARDS) != shard_of("db", SHARDS)
+    )
     latest = {"db": "down"}  # what the status store (fed by the results stream) says of db
-    a = await rig.replica("replica-a", alerting(pd, slack),
-                          [check("db"), check(api, depends_on=["db"])], status_of=latest.get)
+    a = await rig.replica(
+        "replica-a",
+        alerting(pd, slack),
+        [check("db"), check(api, depends_on=["db"])],
+        status_of=latest.get,
+    )
     await a.log.on_assigned(frozenset({shard_of(api, SHARDS)}))  # db is another replica's
     a.feed(api, "down", "down", "down")
     a.manager.tick()
@@ -633,8 +732,7 @@ async def test_kafka_down_fenced_then_back_pages_nothing_twice_and_loses_no_reso
         started = time.monotonic()
         await a.log.on_revoked(ALL)
         assert time.monotonic() - started < 15  # bounded: the node's fence must finish
-        assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {
-            "pd": 0, "slack": 0}
+        assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {"pd": 0, "slack": 0}
         assert pd.requests == [] or per_key(pd.events()) == {"alivemcp/api": ["trigger"]}
     finally:
         for node in rig.kafka.nodes:
@@ -644,8 +742,10 @@ async def test_kafka_down_fenced_then_back_pages_nothing_twice_and_loses_no_reso
     # "sending" for a send that never happened: this replica knows, and sends it), or not
     # (the incident is still open in the record: the next results resolve it).
     await a.log.on_assigned(ALL)
-    assert a.metric("alivemcp_notifications_total", receiver="slack",
-                    outcome="possibly_undelivered") == 0
+    assert (
+        a.metric("alivemcp_notifications_total", receiver="slack", outcome="possibly_undelivered")
+        == 0
+    )
     a.feed("api", "up", "up")
     await a.settled()
     assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
@@ -672,8 +772,7 @@ async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved
         await asyncio.sleep(0.5)
         await a.log.on_revoked(ALL)  # the node's fence
         await b.log.on_assigned(ALL)  # the group gave the shards to B
-        assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [
-            ("api", True)]
+        assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [("api", True)]
         b.feed("api", "up", "up")
         await b.settled()
     finally:
@@ -694,8 +793,9 @@ REPLICAS = ("r0", "r1", "r2")
 class Trio:
     """Three ``alivemcp run`` replicas sharing file-driven checks, paging the stand-ins."""
 
-    def __init__(self, kafka: GatedKafkaCluster, root: Path, pd: StandIn, slack: StandIn,
-                 names: list[str]) -> None:
+    def __init__(
+        self, kafka: GatedKafkaCluster, root: Path, pd: StandIn, slack: StandIn, names: list[str]
+    ) -> None:
         self.kafka = kafka
         self.root = root
         self.pd = pd
@@ -711,17 +811,25 @@ class Trio:
                 "defaults": {"interval": 0.5},
                 "checks": checks,
                 "alerting": {
-                    "group_wait": 0, "group_interval": 0,
+                    "group_wait": 0,
+                    "group_interval": 0,
                     # Exactly once is promised across takeovers, not across a receiver
                     # timeout (a send that may have arrived is retried by its replica): a
                     # stand-in slower than 1 s on a loaded machine must not look like a repeat.
-                    "receivers": [pd.receiver("pd", timeout=10.0),
-                                  slack.receiver("slack", timeout=10.0)],
+                    "receivers": [
+                        pd.receiver("pd", timeout=10.0),
+                        slack.receiver("slack", timeout=10.0),
+                    ],
                     "default_receivers": ["pd", "slack"],
                 },
-                "cluster": cluster_section(kafka.bootstrap, prefix, replica=replica,
-                                           shards=DAEMON_SHARDS, session_timeout=6.0,
-                                           heartbeat_interval=1.0),
+                "cluster": cluster_section(
+                    kafka.bootstrap,
+                    prefix,
+                    replica=replica,
+                    shards=DAEMON_SHARDS,
+                    session_timeout=6.0,
+                    heartbeat_interval=1.0,
+                ),
             }
             path = root / f"{replica}.yaml"
             path.write_text(yaml.safe_dump(doc))
@@ -747,10 +855,12 @@ class Trio:
 
     def wait_settled(self, timeout: float = 90.0) -> None:
         """Every running replica holds its share, and every shard is held."""
+
         def settled() -> bool:
             running = self.running()
             held = [self.shards_held(d) for d in running]
             return sum(held) == DAEMON_SHARDS and min(held) >= DAEMON_SHARDS // len(running)
+
         self.running()[0].wait_for(settled, timeout, "shards spread over the replicas")
 
     def owner(self, name: str) -> str:
@@ -765,14 +875,21 @@ class Trio:
 
     def wait_paged(self, name: str, timeout: float = 60.0) -> None:
         self.pd.wait_for(lambda: self.pages().get(f"alivemcp/{name}"), timeout, f"{name} paged")
-        self.slack.wait_for(lambda: self.slack_count(f"FIRING [critical] {name}"), timeout,
-                            f"{name} on Slack")
+        self.slack.wait_for(
+            lambda: self.slack_count(f"FIRING [critical] {name}"), timeout, f"{name} on Slack"
+        )
 
     def wait_resolved(self, name: str, timeout: float = 60.0) -> None:
-        self.pd.wait_for(lambda: per_key(self.pd.events()).get(f"alivemcp/{name}", [""])[-1]
-                         == "resolve", timeout, f"{name} resolved")
-        self.slack.wait_for(lambda: self.slack_count(f"RESOLVED [critical] {name}"), timeout,
-                            f"{name} resolved on Slack")
+        self.pd.wait_for(
+            lambda: per_key(self.pd.events()).get(f"alivemcp/{name}", [""])[-1] == "resolve",
+            timeout,
+            f"{name} resolved",
+        )
+        self.slack.wait_for(
+            lambda: self.slack_count(f"RESOLVED [critical] {name}"),
+            timeout,
+            f"{name} resolved on Slack",
+        )
 
     def assert_once(self, name: str, resolved: bool) -> None:
         """One incident, paged once, at each receiver; one resolve once it recovered."""
@@ -809,8 +926,9 @@ def test_daemons_kill_the_owner_mid_incident_one_page_and_one_resolve(daemons: T
     assert victim in REPLICAS
     trio.daemons[victim].kill()  # kill -9: nothing written on the way out
     survivor = trio.running()[0]
-    survivor.wait_for(lambda: trio.owner("api") not in ("", victim), 60,
-                      "another replica probing api")
+    survivor.wait_for(
+        lambda: trio.owner("api") not in ("", victim), 60, "another replica probing api"
+    )
     time.sleep(3.0)  # the new owner sees api fail several times more
     trio.assert_once("api", resolved=False)
     trio.set("api", "up")

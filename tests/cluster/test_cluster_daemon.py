@@ -77,13 +77,22 @@ class Trio:
                 "logging": {"format": "json"},
                 "data_dir": str(self.root / f"data-{replica}"),
                 "checks": [
-                    {"name": name, "probe": "test_static", "interval": INTERVAL,
-                     "params": {"record_to": str(self.runs_file(name))}}
+                    {
+                        "name": name,
+                        "probe": "test_static",
+                        "interval": INTERVAL,
+                        "params": {"record_to": str(self.runs_file(name))},
+                    }
                     for name in names
                 ],
-                "cluster": cluster_section(self.cluster.bootstrap, self.prefix, replica=replica,
-                                           shards=SHARDS, session_timeout=SESSION,
-                                           heartbeat_interval=HEARTBEAT),
+                "cluster": cluster_section(
+                    self.cluster.bootstrap,
+                    self.prefix,
+                    replica=replica,
+                    shards=SHARDS,
+                    session_timeout=SESSION,
+                    heartbeat_interval=HEARTBEAT,
+                ),
             }
             path.write_text(yaml.safe_dump(doc))
 
@@ -106,8 +115,11 @@ class Trio:
         return float(match.group(1))
 
     def shares(self) -> dict[str, int]:
-        return {r: int(self.metric(r, "alivemcp_cluster_shards_held")) for r in REPLICAS
-                if self.running(r)}
+        return {
+            r: int(self.metric(r, "alivemcp_cluster_shards_held"))
+            for r in REPLICAS
+            if self.running(r)
+        }
 
     def running(self, replica: str) -> bool:
         proc = self.daemons[replica].proc
@@ -125,16 +137,17 @@ class Trio:
 def assert_one_prober(runs: dict[str, list[float]]) -> None:
     """No two starts of a check closer than half an interval: a check probed by two replicas
     would start twice at one point of its grid."""
-    close = {name: [(a, b) for a, b in itertools.pairwise(times) if b - a < INTERVAL / 2]
-             for name, times in runs.items()}
+    close = {
+        name: [(a, b) for a, b in itertools.pairwise(times) if b - a < INTERVAL / 2]
+        for name, times in runs.items()
+    }
     close = {name: pairs for name, pairs in close.items() if pairs}
     assert not close, f"checks run twice in one interval: {dict(list(close.items())[:5])}"
 
 
 def longest_gap(runs: dict[str, list[float]], names: list[str] | None = None) -> float:
     """The longest wait between two runs of one check."""
-    return max(b - a for name in (names or list(runs))
-               for a, b in itertools.pairwise(runs[name]))
+    return max(b - a for name in (names or list(runs)) for a, b in itertools.pairwise(runs[name]))
 
 
 def grid_index(name: str, started_at: float) -> int:
@@ -170,8 +183,9 @@ async def read_results(trio: Trio, since: float) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-async def trio(kafka3: GatedKafkaCluster, tmp_path_factory: pytest.TempPathFactory
-               ) -> AsyncIterator[Trio]:
+async def trio(
+    kafka3: GatedKafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Trio]:
     root = tmp_path_factory.mktemp("trio")
     (root / "runs").mkdir()
     trio = Trio(kafka3, unique_prefix("trio"), root, {}, [])
@@ -202,8 +216,7 @@ def whole_and_one_prober(trio: Trio) -> Iterator[Trio]:
 
 
 def owners(trio: Trio) -> dict[str, str]:
-    return {row["check"]: row["owner"]
-            for row in trio.daemons["r0"].get_json("/status")["checks"]}
+    return {row["check"]: row["owner"] for row in trio.daemons["r0"].get_json("/status")["checks"]}
 
 
 def probed_again(trio: Trio, after: float) -> bool:
@@ -211,7 +224,8 @@ def probed_again(trio: Trio, after: float) -> bool:
 
 
 async def test_each_check_is_probed_by_exactly_one_replica_per_interval(
-        whole_and_one_prober: Trio) -> None:
+    whole_and_one_prober: Trio,
+) -> None:
     trio = whole_and_one_prober
     await asyncio.sleep(1)
     since = time.time()
@@ -251,8 +265,10 @@ async def test_each_check_is_probed_by_exactly_one_replica_per_interval(
         text = trio.daemons[replica].get("/metrics")[1]
         exported = set(re.findall(r'^alivemcp_check_up\{check="([^"]+)"', text, re.M))
         assert exported == {n for n, r in replicas_of.items() if replica in r}
-    print(f"\nsteady state: {len(records)} results over {until - since:.1f}s, every check once "
-          f"per interval; checks per replica {dict(owners)}")
+    print(
+        f"\nsteady state: {len(records)} results over {until - since:.1f}s, every check once "
+        f"per interval; checks per replica {dict(owners)}"
+    )
 
 
 def test_cluster_alert_rules_query_metrics_a_replica_exports(trio: Trio) -> None:
@@ -264,30 +280,39 @@ def test_cluster_alert_rules_query_metrics_a_replica_exports(trio: Trio) -> None
 
 
 async def test_a_killed_replicas_checks_resume_elsewhere_within_the_session_timeout(
-        whole_and_one_prober: Trio) -> None:
+    whole_and_one_prober: Trio,
+) -> None:
     trio = whole_and_one_prober
     victim = trio.daemons["r2"]
     # Settled means the shards are held; run alone (first), this test could start before
     # r2's results had reached r0, and checks r0 did not yet see as r2's counted as others.
     await asyncio.sleep(INTERVAL + 1)  # every row's owner up to date after the last rebalance
     held = trio.metric("r2", "alivemcp_cluster_shards_held")
-    theirs = {row["check"] for row in trio.daemons["r0"].get_json("/status")["checks"]
-              if row["owner"] == "r2"}
+    theirs = {
+        row["check"]
+        for row in trio.daemons["r0"].get_json("/status")["checks"]
+        if row["owner"] == "r2"
+    }
     assert len(theirs) > 20 and held == 4
     killed_at = time.time()
     victim.kill()
     try:
-        trio.daemons["r0"].wait_for(lambda: probed_again(trio, killed_at + SESSION - 1),
-                                    SESSION + 30, "every check probed after the kill")
+        trio.daemons["r0"].wait_for(
+            lambda: probed_again(trio, killed_at + SESSION - 1),
+            SESSION + 30,
+            "every check probed after the kill",
+        )
         runs = trio.runs(killed_at - 3 * INTERVAL)
         resumed = {name: next(t for t in runs[name] if t > killed_at) for name in theirs}
         before = {name: max(t for t in runs[name] if t <= killed_at) for name in theirs}
         gaps = sorted(resumed[n] - before[n] for n in theirs)
         after_kill = sorted(resumed[n] - killed_at for n in theirs)
-        print(f"\nkill -9 of r2 ({len(theirs)} checks): first run elsewhere "
-              f"{after_kill[0]:.2f}s to {after_kill[-1]:.2f}s after the kill; gap between runs "
-              f"up to {gaps[-1]:.2f}s (session timeout {SESSION:g}s + interval {INTERVAL:g}s = "
-              f"{SESSION + INTERVAL:g}s)")
+        print(
+            f"\nkill -9 of r2 ({len(theirs)} checks): first run elsewhere "
+            f"{after_kill[0]:.2f}s to {after_kill[-1]:.2f}s after the kill; gap between runs "
+            f"up to {gaps[-1]:.2f}s (session timeout {SESSION:g}s + interval {INTERVAL:g}s = "
+            f"{SESSION + INTERVAL:g}s)"
+        )
         # The group notices after the session timeout; the others learn of the rebalance at
         # their next heartbeat; join, sync and the new owner's read of the alert state (0.55 s
         # measured) get 3 s on a loaded 2-core machine (a clean-clone suite there: 19.8 s,
@@ -318,15 +343,20 @@ async def test_a_rolling_restart_keeps_every_check_probed(whole_and_one_prober: 
         assert daemon.stop() == 0
         daemon.start()
         longest_stop = max(longest_stop, time.monotonic() - stopped)
-        daemon.wait_for(lambda r=replica: trio.metric(r, "alivemcp_cluster_shards_held") == 4,
-                        30, f"{replica} holding its shards again")
+        daemon.wait_for(
+            lambda r=replica: trio.metric(r, "alivemcp_cluster_shards_held") == 4,
+            30,
+            f"{replica} holding its shards again",
+        )
     trio.wait_settled()
     runs = trio.runs(began - INTERVAL)
     worst = longest_gap(runs)
     await asyncio.sleep(INTERVAL + 1)
     moved = sum(owners_before[n] != owner for n, owner in owners(trio).items())
-    print(f"\nrolling restart: replicas down up to {longest_stop:.1f}s each; longest gap between "
-          f"two runs of a check {worst:.2f}s; checks whose owner changed: {moved}")
+    print(
+        f"\nrolling restart: replicas down up to {longest_stop:.1f}s each; longest gap between "
+        f"two runs of a check {worst:.2f}s; checks whose owner changed: {moved}"
+    )
     # Static membership: a replica back within the session timeout resumes its own shards,
     # so a check waits for its replica's restart, never for a session timeout on top. The
     # rejoin (join, sync, the alert state's read) gets a heartbeat and 3 s on a loaded 2-core
@@ -336,7 +366,8 @@ async def test_a_rolling_restart_keeps_every_check_probed(whole_and_one_prober: 
 
 
 async def test_reload_schedules_added_checks_on_their_owner_only(
-        whole_and_one_prober: Trio) -> None:
+    whole_and_one_prober: Trio,
+) -> None:
     trio = whole_and_one_prober
     names = check_names(CHECKS + 30)[30:]  # 30 removed, 30 added
     trio.write_configs(names)
@@ -345,7 +376,8 @@ async def test_reload_schedules_added_checks_on_their_owner_only(
     reloaded = time.time()
     added = names[-30:]
     trio.daemons["r0"].wait_for(
-        lambda: all(trio.runs(reloaded)[n] for n in added), 30, "added checks probed")
+        lambda: all(trio.runs(reloaded)[n] for n in added), 30, "added checks probed"
+    )
     await asyncio.sleep(2 * INTERVAL)
     since = reloaded + INTERVAL
     records = await read_results(trio, since)
@@ -356,8 +388,7 @@ async def test_reload_schedules_added_checks_on_their_owner_only(
     assert all(len(r) == 1 for r in owners.values())
 
 
-async def test_one_broker_of_three_stopped_and_probing_goes_on(
-        whole_and_one_prober: Trio) -> None:
+async def test_one_broker_of_three_stopped_and_probing_goes_on(whole_and_one_prober: Trio) -> None:
     trio = whole_and_one_prober
     admin = AIOKafkaAdminClient(bootstrap_servers=trio.cluster.bootstrap)
     await admin.start()
@@ -372,16 +403,19 @@ async def test_one_broker_of_three_stopped_and_probing_goes_on(
         # brokers: every check probed again, its results in the topic (RF 3, min ISR 2).
         await asyncio.sleep(SESSION)
         after = time.time()
-        trio.daemons["r0"].wait_for(lambda: probed_again(trio, after), 30,
-                                    "every check probed with one broker stopped")
+        trio.daemons["r0"].wait_for(
+            lambda: probed_again(trio, after), 30, "every check probed with one broker stopped"
+        )
         await asyncio.sleep(INTERVAL + 1.5)
         records = await read_results(trio, after)
         assert {r["check"] for r in records} == set(trio.names)
         assert sorted(trio.shares().values()) == [4, 4, 4]
         worst = longest_gap(trio.runs(paused_at - INTERVAL))
     fenced = {r: trio.metric(r, "alivemcp_cluster_fenced_total") for r in REPLICAS}
-    print(f"\ncoordinator broker {coordinator} stopped: longest gap between two runs of a check "
-          f"{worst:.2f}s; fences {fenced}")
+    print(
+        f"\ncoordinator broker {coordinator} stopped: longest gap between two runs of a check "
+        f"{worst:.2f}s; fences {fenced}"
+    )
     # The lease, the coordinator's move (the broker fenced after 3 s, requests to it timing
     # out after 3 s), the alert state read again (its own 3 s request timeout when a leader
     # moved), the next grid point, and 2 s for a loaded machine.
@@ -389,7 +423,8 @@ async def test_one_broker_of_three_stopped_and_probing_goes_on(
 
 
 async def test_kafka_fully_down_stops_probing_and_recovery_resumes_it(
-        whole_and_one_prober: Trio) -> None:
+    whole_and_one_prober: Trio,
+) -> None:
     trio = whole_and_one_prober
     fenced_before = {r: trio.metric(r, "alivemcp_cluster_fenced_total") for r in REPLICAS}
     with trio.cluster.all_paused():
@@ -402,13 +437,17 @@ async def test_kafka_fully_down_stops_probing_and_recovery_resumes_it(
         for replica in REPLICAS:
             assert trio.metric(replica, "alivemcp_cluster_member") == 0.0
             assert trio.metric(replica, "alivemcp_cluster_fenced_total") == (
-                fenced_before[replica] + 1)
+                fenced_before[replica] + 1
+            )
             assert trio.metric(replica, "alivemcp_cluster_shards_held") == 0.0
         last_run = max(t for times in trio.runs(down_at).values() for t in times)
         up_at = time.time()
-    trio.daemons["r0"].wait_for(lambda: probed_again(trio, up_at), 90,
-                                "every check probed after Kafka is back")
+    trio.daemons["r0"].wait_for(
+        lambda: probed_again(trio, up_at), 90, "every check probed after Kafka is back"
+    )
     back = max(min(times) for times in trio.runs(up_at).values()) - up_at
-    print(f"\nKafka down: last run {last_run - down_at:.2f}s after it went down "
-          f"(lease {LEASE:g}s); every check probed again {back:.2f}s after it came back")
+    print(
+        f"\nKafka down: last run {last_run - down_at:.2f}s after it went down "
+        f"(lease {LEASE:g}s); every check probed again {back:.2f}s after it came back"
+    )
     assert last_run - down_at <= LEASE + HEARTBEAT + INTERVAL

@@ -43,8 +43,11 @@ def built(root: Path) -> list[dict[str, Any]]:
 
 
 def one(kind: str, name: str | None = None) -> dict[str, Any]:
-    (found,) = [r for r in built(OVERLAY) if r["kind"] == kind
-                and (name is None or r["metadata"]["name"] == name)]
+    (found,) = [
+        r
+        for r in built(OVERLAY)
+        if r["kind"] == kind and (name is None or r["metadata"]["name"] == name)
+    ]
     return found
 
 
@@ -59,8 +62,12 @@ def test_every_file_is_listed_once_and_the_shared_ones_come_from_the_base() -> N
     # Nothing of the base is also defined here (a copy would drift; kustomize would refuse the
     # duplicate anyway, but only when rendering).
     shared = {_identity(r) for r in built(SHARED)}
-    own = [_identity(doc) for name in on_disk
-           for doc in yaml.safe_load_all((OVERLAY / name).read_text()) if doc]
+    own = [
+        _identity(doc)
+        for name in on_disk
+        for doc in yaml.safe_load_all((OVERLAY / name).read_text())
+        if doc
+    ]
     assert not shared & set(own)
     assert shared <= {_identity(r) for r in built(OVERLAY)}
     standalone = kustomization(STANDALONE)
@@ -107,22 +114,28 @@ def test_replicas_have_stable_ids_own_volumes_and_roll_one_at_a_time() -> None:
     claims = {t["metadata"]["name"] for t in spec["volumeClaimTemplates"]}
     assert mounts["/var/lib/alivemcp"] in claims  # data_dir: one volume per replica
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes[mounts["/etc/alivemcp"]]["configMap"]["name"] == one("ConfigMap")[
-        "metadata"]["name"]
+    assert (
+        volumes[mounts["/etc/alivemcp"]]["configMap"]["name"]
+        == one("ConfigMap")["metadata"]["name"]
+    )
     # The replica id is the host name, i.e. the pod name: nothing may override it.
     assert not [e for e in container.get("env", []) if e["name"] == "HOSTNAME"]
 
-    config = load_config_text(one("ConfigMap")["data"]["config.yaml"], source="configmap",
-                              env={})
+    config = load_config_text(one("ConfigMap")["data"]["config.yaml"], source="configmap", env={})
     cluster = config.config.cluster
     assert cluster is not None
-    assert yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])["cluster"].get(
-        "replica_id", "") == ""
+    assert (
+        yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])["cluster"].get("replica_id", "")
+        == ""
+    )
     assert config.config.data_dir == "/var/lib/alivemcp"
     _, port = split_listen(config.config.server.listen)
     assert container["ports"][0]["containerPort"] == port
     # A stop fits the grace period: the runs' grace, the engine's overhead, and the cluster's
     # hand-over (results flushed, alert state written).
-    needed = (config.config.scheduler.shutdown_grace + STOP_OVERHEAD_SECONDS
-              + sum(CLUSTER_STOP_SECONDS.values()))
+    needed = (
+        config.config.scheduler.shutdown_grace
+        + STOP_OVERHEAD_SECONDS
+        + sum(CLUSTER_STOP_SECONDS.values())
+    )
     assert pod["terminationGracePeriodSeconds"] >= needed

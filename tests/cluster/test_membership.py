@@ -100,8 +100,8 @@ def assert_never_held_twice(events: list[Event]) -> None:
         spans.sort(key=lambda s: s[1])
         for (r1, _, end1), (r2, start2, _) in itertools.pairwise(spans):
             assert start2 >= end1, (
-                f"shard {shard} held by {r2} from {start2:.3f} while {r1} held it until "
-                f"{end1:.3f}")
+                f"shard {shard} held by {r2} from {start2:.3f} while {r1} held it until {end1:.3f}"
+            )
 
 
 @dataclass
@@ -133,10 +133,17 @@ class Group:
     def config(self, replica: str, *, gated: bool = False) -> ClusterConfig:
         bootstrap = self.cluster.gated_bootstrap if gated else self.cluster.bootstrap
         return ClusterConfig.model_validate(
-            cluster_section(bootstrap, self.prefix, replica=replica, shards=SHARDS))
+            cluster_section(bootstrap, self.prefix, replica=replica, shards=SHARDS)
+        )
 
-    async def start(self, replica: str, *, gated: bool = False, revoke_delay: float = 0.0,
-                    listener: type[Recorder] = Recorder) -> Replica:
+    async def start(
+        self,
+        replica: str,
+        *,
+        gated: bool = False,
+        revoke_delay: float = 0.0,
+        listener: type[Recorder] = Recorder,
+    ) -> Replica:
         config = self.config(replica, gated=gated)
         plumbing = Plumbing()
         kafka = ClusterKafka(config.kafka, plumbing)
@@ -198,9 +205,16 @@ async def _admin(cluster: GatedKafkaCluster) -> AIOKafkaAdminClient:
 
 async def test_topics_are_created_with_the_configured_layout(kafka3: GatedKafkaCluster) -> None:
     prefix = unique_prefix("topics")
-    config = ClusterConfig.model_validate(cluster_section(
-        kafka3.bootstrap, prefix, shards=5, replication_factor=3, min_insync_replicas=2,
-        results_retention="2d"))
+    config = ClusterConfig.model_validate(
+        cluster_section(
+            kafka3.bootstrap,
+            prefix,
+            shards=5,
+            replication_factor=3,
+            min_insync_replicas=2,
+            results_retention="2d",
+        )
+    )
     plumbing = Plumbing()
     kafka = ClusterKafka(config.kafka, plumbing)
     admin = await _admin(kafka3)
@@ -213,7 +227,8 @@ async def test_topics_are_created_with_the_configured_layout(kafka3: GatedKafkaC
             assert len(topic["partitions"]) == 5
             assert all(len(p["replicas"]) == 3 for p in topic["partitions"])
         [described] = await admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, name) for name in names])
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+        )
         settings = {
             resource[3]: {entry[0]: entry[1] for entry in resource[4]}
             for resource in described.resources
@@ -230,7 +245,8 @@ async def test_topics_are_created_with_the_configured_layout(kafka3: GatedKafkaC
 
 
 async def test_topics_that_cannot_serve_the_config_stop_the_start(
-        kafka3: GatedKafkaCluster) -> None:
+    kafka3: GatedKafkaCluster,
+) -> None:
     prefix = unique_prefix("layout")
     admin = await _admin(kafka3)
     plumbing = Plumbing()
@@ -241,11 +257,13 @@ async def test_topics_that_cannot_serve_the_config_stop_the_start(
         with pytest.raises(ClusterTopicsError) as wrong:
             await ensure_topics(config, kafka)
         assert f"'{prefix}-results' (results) has 5 partitions but cluster.shards is 12" in str(
-            wrong.value)
+            wrong.value
+        )
 
         other = unique_prefix("absent")
         config = ClusterConfig.model_validate(
-            cluster_section(kafka3.bootstrap, other, create_topics=False))
+            cluster_section(kafka3.bootstrap, other, create_topics=False)
+        )
         with pytest.raises(ClusterTopicsError) as missing:
             await ensure_topics(config, ClusterKafka(config.kafka, plumbing))
         assert "cluster topics missing" in str(missing.value)
@@ -259,7 +277,8 @@ async def test_topics_that_cannot_serve_the_config_stop_the_start(
 
 
 async def test_shards_are_shared_evenly_and_a_revoke_ends_before_another_replica_starts(
-        group: Group) -> None:
+    group: Group,
+) -> None:
     # A lets go slowly: the others must still not start its shards before it is done.
     a = await group.start("a", revoke_delay=1.0)
     await wait_until(lambda: settled([a]), 30, "a holds every shard")
@@ -274,12 +293,15 @@ async def test_shards_are_shared_evenly_and_a_revoke_ends_before_another_replica
     assert a.metric("alivemcp_cluster_rebalances_total") >= 2
     # The node's own view agrees with its listener's.
     assert a.node.held == frozenset(a.recorder.held)
-    assert all(a.node.owns(n) == (a.node.shard_of(n) in a.recorder.held)
-               for n in (f"check-{i}" for i in range(100)))
+    assert all(
+        a.node.owns(n) == (a.node.shard_of(n) in a.recorder.held)
+        for n in (f"check-{i}" for i in range(100))
+    )
 
 
 async def test_a_replica_restarted_within_the_session_gets_its_shards_back_without_a_rebalance(
-        group: Group) -> None:
+    group: Group,
+) -> None:
     a = await group.start("a")
     b = await group.start("b")
     await wait_until(lambda: settled([a, b], [6, 6]), 40, "6 shards each")
@@ -295,7 +317,8 @@ async def test_a_replica_restarted_within_the_session_gets_its_shards_back_witho
 
 
 async def test_a_replica_cut_off_from_kafka_stops_before_the_others_take_its_shards(
-        group: Group, kafka3: GatedKafkaCluster) -> None:
+    group: Group, kafka3: GatedKafkaCluster
+) -> None:
     a = await group.start("a")
     c = await group.start("c", gated=True)
     await wait_until(lambda: settled([a, c], [6, 6]), 40, "6 shards each")
@@ -307,16 +330,17 @@ async def test_a_replica_cut_off_from_kafka_stops_before_the_others_take_its_sha
     # The flag is set first, then the listeners are told (the recorder yields once while it
     # is): a poll can see the flag a moment before the recorder lets go.
     await wait_until(lambda: not c.recorder.held, 2, "c's shards revoked once fenced")
-    taken_at = await wait_until(lambda: len(a.recorder.held) == SHARDS, 40,
-                                "a takes every shard")
+    taken_at = await wait_until(lambda: len(a.recorder.held) == SHARDS, 40, "a takes every shard")
     # c stopped within its lease (plus a heartbeat of slack), and before a took over.
     assert fenced_at - cut_at <= lease + c.node.config.heartbeat_interval + 0.5
     assert fenced_at < taken_at
     assert_never_held_twice(group.events)
     assert c.metric("alivemcp_cluster_fenced_total") == 1.0
     assert c.metric("alivemcp_cluster_member") == 0.0
-    print(f"\ncut-off replica fenced after {fenced_at - cut_at:.2f}s (lease {lease:g}s); "
-          f"the other took its shards after {taken_at - cut_at:.2f}s")
+    print(
+        f"\ncut-off replica fenced after {fenced_at - cut_at:.2f}s (lease {lease:g}s); "
+        f"the other took its shards after {taken_at - cut_at:.2f}s"
+    )
 
     kafka3.heal()
     await wait_until(lambda: settled([a, c], [6, 6]), 60, "c back with 6 shards")
@@ -325,7 +349,8 @@ async def test_a_replica_cut_off_from_kafka_stops_before_the_others_take_its_sha
 
 
 async def test_a_listeners_stray_cancelled_error_is_its_failure_not_the_end_of_membership(
-        group: Group) -> None:
+    group: Group,
+) -> None:
     # Passed on from the rebalance callback, it ended aiokafka's group coordination, then the
     # node's membership loop: its shards released unfenced, and the replica never rejoined.
     a = await group.start("a", listener=CancelsOnce)
@@ -340,7 +365,8 @@ async def test_a_listeners_stray_cancelled_error_is_its_failure_not_the_end_of_m
 
 
 async def test_the_membership_loop_rebuilds_a_consumer_whose_coordination_ended(
-        group: Group) -> None:
+    group: Group,
+) -> None:
     a = await group.start("a")
     await wait_until(lambda: settled([a]), 30, "a holds every shard")
     first = a.node._consumer
@@ -348,7 +374,10 @@ async def test_the_membership_loop_rebuilds_a_consumer_whose_coordination_ended(
     # How aiokafka's coordination ends when a CancelledError escapes into it: its poll then
     # raises that CancelledError, which is no cancellation of the node.
     first._coordinator._coordination_task.cancel()
-    await wait_until(lambda: a.node._consumer not in (None, first) and a.node.member
-                     and settled([a]), 30, "a back in the group on a new consumer")
+    await wait_until(
+        lambda: a.node._consumer not in (None, first) and a.node.member and settled([a]),
+        30,
+        "a back in the group on a new consumer",
+    )
     assert a.node._task is not None and not a.node._task.done()
     assert [e.kind for e in group.events][-2:] == ["revoked", "assigned"]

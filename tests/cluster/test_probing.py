@@ -27,16 +27,25 @@ SHARDS = 4
 def _started_within(runs: Path, names: set[str], seconds: float) -> set[str]:
     """Checks whose last run started less than ``seconds`` ago (each run takes 0.4 s)."""
     now = time.time()
-    return {n for n in names if (runs / n).exists()
-            and now - float((runs / n).read_text().split()[-1]) < seconds}
+    return {
+        n
+        for n in names
+        if (runs / n).exists() and now - float((runs / n).read_text().split()[-1]) < seconds
+    }
 
 
 async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
-    checks = [{"name": f"c{i:02d}", "probe": "test_static", "interval": 0.5,
-               "params": {"delay": 0.4, "record_to": str(runs / f"c{i:02d}")}}
-              for i in range(40)]
+    checks = [
+        {
+            "name": f"c{i:02d}",
+            "probe": "test_static",
+            "interval": 0.5,
+            "params": {"delay": 0.4, "record_to": str(runs / f"c{i:02d}")},
+        }
+        for i in range(40)
+    ]
     loaded = load_config_text(yaml.safe_dump({"checks": checks}))
     store = StatusStore()
     store.set_checks([])
@@ -45,8 +54,13 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
     shard_of = ShardMap(SHARDS)
     plumbing = Plumbing()
     retired: list[ProbeHandle] = []
-    probing = ProbingListener(scheduler, shard_of, lambda: loaded.checks,
-                              lambda c: build_handle(c, plumbing), retired.extend)
+    probing = ProbingListener(
+        scheduler,
+        shard_of,
+        lambda: loaded.checks,
+        lambda c: build_handle(c, plumbing),
+        retired.extend,
+    )
     names = {c.name for c in loaded.checks}
     lost = {n for n in names if shard_of(n) == 0}
     assert 3 <= len(lost) < len(names)
@@ -68,8 +82,12 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
         assert await scheduler.cancel_runs(lost, 0) == 0
         assert not probing.owns(next(iter(lost)))
         await asyncio.sleep(1.5)
-        started_later = [n for n in lost if (runs / n).exists()
-                         and any(float(t) >= returned_at for t in (runs / n).read_text().split())]
+        started_later = [
+            n
+            for n in lost
+            if (runs / n).exists()
+            and any(float(t) >= returned_at for t in (runs / n).read_text().split())
+        ]
         assert not started_later
         assert not [r for r in results if r.check.name in lost and r.finished_at >= returned_at]
         # The other shards go on.
@@ -91,8 +109,7 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
 
 
 async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignment() -> None:
-    checks = [{"name": f"r{i:02d}", "probe": "test_static", "interval": 60}
-              for i in range(20)]
+    checks = [{"name": f"r{i:02d}", "probe": "test_static", "interval": 60} for i in range(20)]
     loaded = load_config_text(yaml.safe_dump({"checks": checks}))
     store = StatusStore()
     store.set_checks([])
@@ -102,9 +119,14 @@ async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignm
     # Half the checks ran 5 s ago (their shard came straight back), the rest long ago or never.
     recent = {c.name for c in loaded.checks[::2]}
     last_runs = {name: now - 5 for name in recent} | {loaded.checks[1].name: now - 600}
-    probing = ProbingListener(scheduler, ShardMap(SHARDS), lambda: loaded.checks,
-                              lambda c: build_handle(c, plumbing), lambda handles: None,
-                              last_run=last_runs.get)
+    probing = ProbingListener(
+        scheduler,
+        ShardMap(SHARDS),
+        lambda: loaded.checks,
+        lambda c: build_handle(c, plumbing),
+        lambda handles: None,
+        last_run=last_runs.get,
+    )
     scheduler.start()
     try:
         await probing.on_assigned(frozenset(range(SHARDS)))

@@ -35,9 +35,18 @@ from tests.cluster.stream_support import (
 )
 from tests.support import free_port
 
-RESULT_FIELDS = {"check", "probe", "labels", "status", "reason", "duration_seconds",
-                 "started_at", "finished_at", "observations", "replica"}
-
+RESULT_FIELDS = {
+    "check",
+    "probe",
+    "labels",
+    "status",
+    "reason",
+    "duration_seconds",
+    "started_at",
+    "finished_at",
+    "observations",
+    "replica",
+}
 
 
 class Rig:
@@ -70,9 +79,12 @@ async def rig(kafka3: KafkaCluster, request: pytest.FixtureRequest) -> AsyncIter
 
 
 async def test_record_per_result_keyed_by_check_in_its_shards_partition(
-        kafka3: KafkaCluster, rig: Rig) -> None:
-    results = [result(i, observations={"http_status": 200.0, "tools_count": float(n)})
-               for n, i in enumerate(rig.infos)]
+    kafka3: KafkaCluster, rig: Rig
+) -> None:
+    results = [
+        result(i, observations={"http_status": 200.0, "tools_count": float(n)})
+        for n, i in enumerate(rig.infos)
+    ]
     pipeline_feed(rig.stream, rig.store, results)
     assert await rig.stream.flush(None, 20) == 0
     records = await read_topic(kafka3.bootstrap, rig.config.topics.results, 6, len(results))
@@ -87,9 +99,14 @@ async def test_record_per_result_keyed_by_check_in_its_shards_partition(
         doc = json.loads(record.value)
         assert set(doc) == RESULT_FIELDS
         assert doc == {
-            "check": sent.check.name, "probe": "http", "labels": {"team": "core"},
-            "status": "up", "reason": "ok", "duration_seconds": 0.012,
-            "started_at": sent.started_at, "finished_at": sent.finished_at,
+            "check": sent.check.name,
+            "probe": "http",
+            "labels": {"team": "core"},
+            "status": "up",
+            "reason": "ok",
+            "duration_seconds": 0.012,
+            "started_at": sent.started_at,
+            "finished_at": sent.finished_at,
             "observations": {"http_status": 200.0, "tools_count": float(n)},
             "replica": "replica-a",
         }
@@ -97,8 +114,9 @@ async def test_record_per_result_keyed_by_check_in_its_shards_partition(
     assert rig.metric("alivemcp_cluster_produce_lag_seconds_count") == 40
 
 
-async def test_batches_on_the_brokers_are_idempotent_and_lz4(kafka3: KafkaCluster,
-                                                             rig: Rig) -> None:
+async def test_batches_on_the_brokers_are_idempotent_and_lz4(
+    kafka3: KafkaCluster, rig: Rig
+) -> None:
     pipeline_feed(rig.stream, rig.store, [result(i) for i in rig.infos])
     assert await rig.stream.flush(None, 20) == 0
     headers = batch_headers(kafka3, rig.config.topics.results)
@@ -109,8 +127,9 @@ async def test_batches_on_the_brokers_are_idempotent_and_lz4(kafka3: KafkaCluste
     assert {h.compression for h in headers} == {"lz4"}
 
 
-@pytest.mark.parametrize("rig", [{"compression": "zstd"}, {"compression": "none"}],
-                         indirect=True, ids=["zstd", "none"])
+@pytest.mark.parametrize(
+    "rig", [{"compression": "zstd"}, {"compression": "none"}], indirect=True, ids=["zstd", "none"]
+)
 async def test_compression_follows_the_config(kafka3: KafkaCluster, rig: Rig) -> None:
     pipeline_feed(rig.stream, rig.store, [result(i) for i in rig.infos])
     assert await rig.stream.flush(None, 20) == 0
@@ -118,23 +137,33 @@ async def test_compression_follows_the_config(kafka3: KafkaCluster, rig: Rig) ->
     assert {h.compression for h in headers} == {rig.config.compression}
 
 
-async def test_status_changes_go_to_the_status_changes_topic(kafka3: KafkaCluster,
-                                                             rig: Rig) -> None:
+async def test_status_changes_go_to_the_status_changes_topic(
+    kafka3: KafkaCluster, rig: Rig
+) -> None:
     check = rig.infos[0]
     t0 = time.time()
     statuses = [Status.UP, Status.UP, Status.DOWN, Status.DOWN, Status.DEGRADED, Status.UP]
-    runs = [result(check, s, started_at=t0 + n, reason=f"run {n}")
-            for n, s in enumerate(statuses)]
+    runs = [result(check, s, started_at=t0 + n, reason=f"run {n}") for n, s in enumerate(statuses)]
     pipeline_feed(rig.stream, rig.store, runs)
     assert await rig.stream.flush(None, 20) == 0
     changes = await read_topic(kafka3.bootstrap, rig.config.topics.status_changes, 6, 3)
     docs = [json.loads(r.value) for r in sorted(changes, key=lambda r: r.offset)]
     # The first result has nothing to change from; the others change when the status does.
     assert [(d["from"], d["to"]) for d in docs] == [
-        ("up", "down"), ("down", "degraded"), ("degraded", "up")]
-    assert docs[0] == {"check": check.name, "probe": "http", "labels": {"team": "core"},
-                       "from": "up", "to": "down", "reason": "run 2",
-                       "at": runs[2].finished_at, "replica": "replica-a"}
+        ("up", "down"),
+        ("down", "degraded"),
+        ("degraded", "up"),
+    ]
+    assert docs[0] == {
+        "check": check.name,
+        "probe": "http",
+        "labels": {"team": "core"},
+        "from": "up",
+        "to": "down",
+        "reason": "run 2",
+        "at": runs[2].finished_at,
+        "replica": "replica-a",
+    }
     assert {r.key.decode() for r in changes} == {check.name}
     assert {r.partition for r in changes} == {shard_of(check.name, 6)}
     assert rig.metric("alivemcp_cluster_produced_records_total", topic="status_changes") == 3
@@ -167,7 +196,8 @@ async def test_acks_all_waits_for_the_in_sync_replicas(kafka3: KafkaCluster) -> 
 
 
 async def test_revoke_returns_once_the_revoked_shards_results_are_acknowledged(
-        kafka3: KafkaCluster, rig: Rig) -> None:
+    kafka3: KafkaCluster, rig: Rig
+) -> None:
     revoked = frozenset({shard_of(i.name, 6) for i in rig.infos[:5]})
     await rig.stream.on_assigned(frozenset(range(6)))
     # No turn for the event loop between consume and on_revoked: without the flush nothing
@@ -195,8 +225,10 @@ async def test_unreachable_kafka_never_blocks_and_the_buffer_drops_the_oldest() 
             await asyncio.sleep(0.5)  # the producer keeps failing to start meanwhile
         assert time.monotonic() - started < 10  # a correctness bound, not a benchmark
         assert rig.stream.pending() == 100
-        assert rig.metric("alivemcp_cluster_produce_dropped_records_total",
-                          reason="buffer_full") == 250 - 100
+        assert (
+            rig.metric("alivemcp_cluster_produce_dropped_records_total", reason="buffer_full")
+            == 250 - 100
+        )
         assert rig.metric("alivemcp_cluster_produce_buffered_records") == 100
         assert rig.metric("alivemcp_cluster_produce_kafka_reachable") == 0
         assert rig.metric("alivemcp_cluster_produce_errors_total") >= 2  # retried
@@ -217,7 +249,8 @@ async def test_unreachable_kafka_never_blocks_and_the_buffer_drops_the_oldest() 
 
 
 async def test_kafka_down_then_back_one_line_each_nothing_lost_but_the_counted(
-        kafka3: KafkaCluster) -> None:
+    kafka3: KafkaCluster,
+) -> None:
     """All three brokers frozen: probing goes on (the event loop is never held up), results
     wait within the bound; when the brokers are back every result not counted as dropped is
     in the topic, the newest included."""
@@ -252,8 +285,11 @@ async def test_kafka_down_then_back_one_line_each_nothing_lost_but_the_counted(
                 for _ in range(30):  # 3 s of results; the stall shows after 2 s
                     feed()
                     await asyncio.sleep(0.1)
-                await wait_for(lambda: rig.metric("alivemcp_cluster_produce_kafka_reachable")
-                               == 0, 10, "the stream notices Kafka is gone")
+                await wait_for(
+                    lambda: rig.metric("alivemcp_cluster_produce_kafka_reachable") == 0,
+                    10,
+                    "the stream notices Kafka is gone",
+                )
                 for _ in range(5):
                     feed()
                     await asyncio.sleep(0.1)
@@ -264,11 +300,11 @@ async def test_kafka_down_then_back_one_line_each_nothing_lost_but_the_counted(
             assert await rig.stream.flush(None, 60) == 0
             tick.cancel()
         assert late < 1.0  # the loop kept running on time while Kafka was frozen
-        dropped = rig.metric("alivemcp_cluster_produce_dropped_records_total",
-                             reason="buffer_full")
+        dropped = rig.metric("alivemcp_cluster_produce_dropped_records_total", reason="buffer_full")
         assert dropped > 0
-        records = await read_topic(kafka3.bootstrap, config.topics.results, 6,
-                                   len(sent) - int(dropped))
+        records = await read_topic(
+            kafka3.bootstrap, config.topics.results, 6, len(sent) - int(dropped)
+        )
         reasons = [json.loads(r.value)["reason"] for r in records]
         assert len(reasons) == len(set(reasons)) == len(sent) - dropped
         assert sent[-1] in reasons and sent[0] in reasons

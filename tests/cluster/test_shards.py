@@ -62,8 +62,10 @@ def _names(count: int, seed: int = 15) -> list[str]:
     rng = random.Random(seed)
     alphabet = string.ascii_letters + string.digits + "-_.:/"
     names = [f"mcp-{i}" for i in range(count // 2)]
-    names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
-              for _ in range(count - len(names) - 3)]
+    names += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        for _ in range(count - len(names) - 3)
+    ]
     names += ["ünïcødé-check", "名前", "emoji-🚀"]  # multi-byte UTF-8 keys
     return names
 
@@ -79,7 +81,10 @@ def test_shard_equals_the_java_producers_partition(tmp_path: Path) -> None:
     for partitions in (12, 60):
         done = subprocess.run(
             ["java", "-cp", f"{libs}/*", str(source), str(partitions)],
-            input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120,
+            input="\n".join(names) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
             encoding="utf-8",
         )
         assert done.returncode == 0, done.stderr[-2000:]

@@ -43,13 +43,19 @@ from tests.support import DaemonProcess, write_daemon_config
 INFOS = [info(f"mcp/server-{i}") for i in range(24)]
 
 
-
 class Replica:
     """What a replica has for the view and the stream: a status store, maybe history, its
     stream (producing its own results) and its view."""
 
-    def __init__(self, config: ClusterConfig, data_dir: Path, *, history: bool = True,
-                 replay: float | None = None, infos: list[CheckInfo] = INFOS) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        data_dir: Path,
+        *,
+        history: bool = True,
+        replay: float | None = None,
+        infos: list[CheckInfo] = INFOS,
+    ) -> None:
         self.config = config
         self.parts: Parts = parts(config)
         self.store = StatusStore(config.replica_id)
@@ -59,8 +65,16 @@ class Replica:
             self.history.set_checks(infos)
             self.history.start()
         self.stream = ResultsStream(config, self.parts.kafka, self.store, self.parts.registry)
-        self.view = ResultsView(config, self.parts.kafka, self.store, self.history, data_dir,
-                                self.parts.registry, replay=replay, save_every=0.5)
+        self.view = ResultsView(
+            config,
+            self.parts.kafka,
+            self.store,
+            self.history,
+            data_dir,
+            self.parts.registry,
+            replay=replay,
+            save_every=0.5,
+        )
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -97,8 +111,9 @@ class Replica:
         return metric(self.registry, "alivemcp_cluster_view_records_total", {"outcome": outcome})
 
     def dropped(self, reason: str) -> float:
-        return metric(self.registry, "alivemcp_cluster_view_dropped_records_total",
-                      {"reason": reason})
+        return metric(
+            self.registry, "alivemcp_cluster_view_dropped_records_total", {"reason": reason}
+        )
 
 
 @pytest.fixture
@@ -113,8 +128,9 @@ def config_for(kafka3: KafkaCluster, prefix: str, replica: str) -> ClusterConfig
 
 
 @pytest.fixture
-async def pair(kafka3: KafkaCluster, topics: str, tmp_path: Path
-               ) -> AsyncIterator[tuple[Replica, Replica]]:
+async def pair(
+    kafka3: KafkaCluster, topics: str, tmp_path: Path
+) -> AsyncIterator[tuple[Replica, Replica]]:
     a = Replica(config_for(kafka3, topics, "replica-a"), tmp_path / "a")
     b = Replica(config_for(kafka3, topics, "replica-b"), tmp_path / "b")
     for replica in (a, b):
@@ -127,7 +143,8 @@ async def pair(kafka3: KafkaCluster, topics: str, tmp_path: Path
 
 
 async def test_another_replicas_result_shows_in_status_with_its_owner(
-        pair: tuple[Replica, Replica]) -> None:
+    pair: tuple[Replica, Replica],
+) -> None:
     a, b = pair
     check = INFOS[3]
     b.run(check, Status.DOWN, reason="connection refused")
@@ -146,7 +163,8 @@ async def test_another_replicas_result_shows_in_status_with_its_owner(
 
 
 async def test_an_older_result_from_another_replica_does_not_replace_a_newer_one(
-        pair: tuple[Replica, Replica]) -> None:
+    pair: tuple[Replica, Replica],
+) -> None:
     """Across a handover the old owner's last result can arrive after the new owner's."""
     a, b = pair
     check = INFOS[5]
@@ -159,7 +177,8 @@ async def test_an_older_result_from_another_replica_does_not_replace_a_newer_one
 
 
 async def test_history_has_every_result_once_across_a_restart(
-        kafka3: KafkaCluster, topics: str, tmp_path: Path) -> None:
+    kafka3: KafkaCluster, topics: str, tmp_path: Path
+) -> None:
     config_a, config_b = (config_for(kafka3, topics, r) for r in ("replica-a", "replica-b"))
     a = Replica(config_a, tmp_path / "a")
     b = Replica(config_b, tmp_path / "b", history=False)
@@ -199,7 +218,8 @@ async def test_history_has_every_result_once_across_a_restart(
 
 
 async def test_garbage_in_the_topic_is_dropped_and_counted(
-        kafka3: KafkaCluster, topics: str, tmp_path: Path) -> None:
+    kafka3: KafkaCluster, topics: str, tmp_path: Path
+) -> None:
     config = config_for(kafka3, topics, "replica-a")
     a = Replica(config, tmp_path / "a")
     await a.start()
@@ -239,13 +259,14 @@ async def test_garbage_in_the_topic_is_dropped_and_counted(
     try:
         shard = shard_of(check.name, config.shards)
         for value in garbage:
-            await producer.send_and_wait(config.topics.results, value, key=b"x",
-                                         partition=shard)
+            await producer.send_and_wait(config.topics.results, value, key=b"x", partition=shard)
         await producer.send_and_wait(config.topics.results, unknown, partition=0)
-        await producer.send_and_wait(config.topics.results, elsewhere,
-                                     partition=(shard + 1) % config.shards)
-        await producer.send_and_wait(config.topics.results, json.dumps(good).encode(),
-                                     partition=shard)
+        await producer.send_and_wait(
+            config.topics.results, elsewhere, partition=(shard + 1) % config.shards
+        )
+        await producer.send_and_wait(
+            config.topics.results, json.dumps(good).encode(), partition=shard
+        )
         await wait_for(lambda: a.taken("status") == 1, 20, "the one good record taken")
         assert a.dropped("invalid") == len(garbage)
         assert a.dropped("unknown_check") == 1
@@ -269,7 +290,8 @@ def good_json_with_nan(good: dict[str, Any]) -> bytes:
 
 
 async def test_first_start_replays_only_the_window(
-        kafka3: KafkaCluster, topics: str, tmp_path: Path) -> None:
+    kafka3: KafkaCluster, topics: str, tmp_path: Path
+) -> None:
     config = config_for(kafka3, topics, "replica-a")
     old, recent = INFOS[8], INFOS[9]
     now = time.time()
@@ -279,10 +301,13 @@ async def test_first_start_replays_only_the_window(
     try:
         for check, at in ((old, now - 7200), (recent, now - 60)):
             value = result_record(result(check, Status.DOWN, started_at=at), "replica-b")
-            await producer.send_and_wait(config.topics.results, value,
-                                         key=check.name.encode(),
-                                         partition=shard_of(check.name, config.shards),
-                                         timestamp_ms=int(at * 1000))
+            await producer.send_and_wait(
+                config.topics.results,
+                value,
+                key=check.name.encode(),
+                partition=shard_of(check.name, config.shards),
+                timestamp_ms=int(at * 1000),
+            )
     finally:
         await producer.stop()
     a = Replica(config, tmp_path / "a", replay=3600)
@@ -299,21 +324,30 @@ async def test_first_start_replays_only_the_window(
 
 
 def test_two_daemons_serve_every_check_with_its_owner_and_history(
-        kafka3: KafkaCluster, tmp_path: Path) -> None:
+    kafka3: KafkaCluster, tmp_path: Path
+) -> None:
     """Two real replicas: each one's /status has every check with the replica that probed it,
     and each one's history counts the other's runs (fed by its view)."""
     prefix = unique_prefix("view-daemons")
     names = [f"svc-{i:02d}" for i in range(24)]
     status_of = {name: ("down" if i % 2 else "up") for i, name in enumerate(names)}
     daemons = {}
-    checks = [{"name": n, "probe": "test_static", "interval": 1.0,
-               "params": {"status": status_of[n], "reason": f"{status_of[n]} by design"}}
-              for n in names]
+    checks = [
+        {
+            "name": n,
+            "probe": "test_static",
+            "interval": 1.0,
+            "params": {"status": status_of[n], "reason": f"{status_of[n]} by design"},
+        }
+        for n in names
+    ]
     for replica in ("view-a", "view-b"):
         (tmp_path / replica).mkdir()
         path = write_daemon_config(  # history is on by default
-            tmp_path / replica / "alivemcp.yaml", checks,
-            cluster=cluster_section(kafka3.bootstrap, prefix, replica=replica, shards=6))
+            tmp_path / replica / "alivemcp.yaml",
+            checks,
+            cluster=cluster_section(kafka3.bootstrap, prefix, replica=replica, shards=6),
+        )
         daemons[replica] = DaemonProcess(path, start_timeout=120)
 
     def rows(replica: str) -> dict[str, dict[str, Any]]:
@@ -333,8 +367,9 @@ def test_two_daemons_serve_every_check_with_its_owner_and_history(
     try:
         for daemon in daemons.values():
             daemon.start()
-        owners = daemons["view-a"].wait_for(agreed, 90, "both replicas show every check, "
-                                            "each probed by one of them")
+        owners = daemons["view-a"].wait_for(
+            agreed, 90, "both replicas show every check, each probed by one of them"
+        )
         for name in names:
             assert owners[name] == daemons[owners[name]].get_json("/status")["replica"]
         for theirs in (n for n in names if owners[n] == "view-b"):
@@ -347,8 +382,7 @@ def test_two_daemons_serve_every_check_with_its_owner_and_history(
                 runs: dict[str, int] = json.loads(body)["runs"] if status == 200 else {}
                 return runs if runs.get(expected, 0) >= 2 else None
 
-            runs = daemons["view-a"].wait_for(runs_at_a, 30, f"b's runs of {theirs} in a's "
-                                              "history")
+            runs = daemons["view-a"].wait_for(runs_at_a, 30, f"b's runs of {theirs} in a's history")
             assert sum(runs.values()) == runs[expected]  # nothing else counted for it
     finally:
         for daemon in daemons.values():

@@ -14,8 +14,10 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_validate_rejects_a_typo_with_path_and_suggestion(tmp_path: Path) -> None:
-    bad = write(tmp_path / "bad.yaml",
-                "checks:\n  - name: a\n    probe: test_static\n    params: {staus: up}\n")
+    bad = write(
+        tmp_path / "bad.yaml",
+        "checks:\n  - name: a\n    probe: test_static\n    params: {staus: up}\n",
+    )
     proc = cli("validate", str(bad))
     assert proc.returncode == 2
     assert "checks[0].params.staus: unknown field; did you mean 'status'?" in proc.stderr
@@ -58,9 +60,18 @@ def test_check_with_unknown_only_name_is_a_usage_error(tmp_path: Path) -> None:
 def test_probes_lists_every_builtin_and_prints_a_schema() -> None:
     proc = cli("probes")
     assert proc.returncode == 0
-    for name in ("mcp_endpoint", "kafka_canary", "kafka_consumer_lag", "kafka_partition_health",
-                 "s3_replication_lag", "s3_event_delivery", "s3_object_lambda",
-                 "s3_access_point", "firehose_freshness", "test_static"):
+    for name in (
+        "mcp_endpoint",
+        "kafka_canary",
+        "kafka_consumer_lag",
+        "kafka_partition_health",
+        "s3_replication_lag",
+        "s3_event_delivery",
+        "s3_object_lambda",
+        "s3_access_point",
+        "firehose_freshness",
+        "test_static",
+    ):
         assert f"\n{name}: " in "\n" + proc.stdout, name
     assert "FAILED TO LOAD" not in proc.stdout.replace("test_broken: FAILED TO LOAD", "")
     schema = json.loads(cli("probes", "--schema").stdout)

@@ -41,8 +41,9 @@ def test_typo_in_check_and_top_level_keys() -> None:
 def test_unknown_probe_type_suggests_the_closest() -> None:
     errs = errors_of("checks: [{name: a, probe: test_statik}]")
     assert len(errs) == 1
-    assert errs[0].startswith("checks[0].probe: unknown probe type 'test_statik'; did you mean "
-                              "'test_static'?")
+    assert errs[0].startswith(
+        "checks[0].probe: unknown probe type 'test_statik'; did you mean 'test_static'?"
+    )
 
 
 def test_many_errors_are_listed_up_to_a_limit_and_counted() -> None:
@@ -113,10 +114,15 @@ checks:
 """
     )
     assert "checks[1].name: 'a' is already used by checks[0]" in errs
-    assert any(e.startswith("checks[2].timeout: timeout 10s is longer than the interval 5s")
-               for e in errs)
-    assert any(e.startswith("checks[3].labels.check: every alivemcp_check_* series already "
-                            "carries a label 'check'") for e in errs), errs
+    assert any(
+        e.startswith("checks[2].timeout: timeout 10s is longer than the interval 5s") for e in errs
+    )
+    assert any(
+        e.startswith(
+            "checks[3].labels.check: every alivemcp_check_* series already carries a label 'check'"
+        )
+        for e in errs
+    ), errs
     assert "checks[3].depends_on: no check named 'aa'; did you mean 'a'?" in errs
     assert "checks[3].depends_on: no check named 'zzz'" in errs
 
@@ -147,8 +153,12 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
 
 def test_example_config_validates_with_every_probe_type() -> None:
     path = Path(__file__).resolve().parents[2] / "config" / "alivemcp.example.yaml"
-    env = {"MCP_SEARCH_TOKEN": "t0ken-value", "PARTNER_CLIENT_SECRET": "s3cret-value",
-           "PAGERDUTY_ROUTING_KEY": "r0uting-key", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
+    env = {
+        "MCP_SEARCH_TOKEN": "t0ken-value",
+        "PARTNER_CLIENT_SECRET": "s3cret-value",
+        "PAGERDUTY_ROUTING_KEY": "r0uting-key",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x",
+    }
     loaded = load_config_text(path.read_text(), env=env, base_dir=path.parent)
     types = {c.probe_type for c in loaded.checks}
     pyproject = tomllib.loads((path.parents[1] / "pyproject.toml").read_text())
@@ -173,7 +183,8 @@ checks:
 """
     loaded = load_config_text(text, env={}, allow_missing_env=True)
     assert loaded.unchecked == (
-        "checks[0].params.consumer.marker.bucket: ${UNSET_BUCKET} is not set; not checked",)
+        "checks[0].params.consumer.marker.bucket: ${UNSET_BUCKET} is not set; not checked",
+    )
     with pytest.raises(ConfigError, match="UNSET_BUCKET is not set"):
         load_config_text(text, env={})
 
@@ -185,8 +196,7 @@ def test_a_loaded_config_holds_no_check_specs_besides_its_resolved_checks() -> N
 
     from alivemcp.config import CheckSpec
 
-    text = "checks:\n" + "".join(
-        f"  - {{name: s{i}, probe: test_static}}\n" for i in range(3))
+    text = "checks:\n" + "".join(f"  - {{name: s{i}, probe: test_static}}\n" for i in range(3))
     loaded = load_config_text(text)
     gc.collect()
     assert [c.name for c in loaded.checks] == ["s0", "s1", "s2"]
@@ -219,8 +229,13 @@ def test_checks_of_one_load_share_their_equal_label_sets_and_durations() -> None
 def test_a_fingerprint_changes_with_anything_the_probe_instance_is_built_from() -> None:
     """Equal fingerprints keep the running probe instance over a reload: each field it is
     built from must change it, and an equal check must not."""
-    base = {"probe": "test_static", "interval": "30s", "timeout": "5s",
-            "labels": {"team": "core"}, "params": {"reason": "r"}}
+    base = {
+        "probe": "test_static",
+        "interval": "30s",
+        "timeout": "5s",
+        "labels": {"team": "core"},
+        "params": {"reason": "r"},
+    }
     variants = {
         "same": {},
         "probe": {"probe": "test_noop", "params": {}},

@@ -17,10 +17,15 @@ from tests.support import ALIVEMCP, REPO, DaemonProcess, free_port, subprocess_e
 
 
 def write_config(path: Path, data_dir: Path) -> Path:
-    path.write_text(yaml.safe_dump({
-        "logging": {"format": "json"}, "data_dir": str(data_dir),
-        "checks": [{"name": "a", "probe": "test_static", "interval": 0.5}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(data_dir),
+                "checks": [{"name": "a", "probe": "test_static", "interval": 0.5}],
+            }
+        )
+    )
     return path
 
 
@@ -28,7 +33,11 @@ def run_second(config: Path) -> subprocess.CompletedProcess[str]:
     port = free_port()
     return subprocess.run(
         [*ALIVEMCP, "run", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
-        capture_output=True, text=True, env=subprocess_env(), cwd=REPO, timeout=60,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        cwd=REPO,
+        timeout=60,
     )
 
 
@@ -47,8 +56,7 @@ def test_a_second_daemon_on_the_same_data_dir_exits_2_with_one_line(tmp_path: Pa
         ]
         # The first daemon is untouched: still serving, still the holder.
         assert first.get("/healthz")[0] == 200
-        assert (data / ".lock").read_text().split() == [str(first.proc.pid),
-                                                        socket.gethostname()]
+        assert (data / ".lock").read_text().split() == [str(first.proc.pid), socket.gethostname()]
         assert first.stop() == 0
     # Once the first one has exited, the directory is free again.
     with DaemonProcess(second_config) as again:
@@ -81,8 +89,11 @@ def test_an_unusable_data_dir_does_not_stop_probing(tmp_path: Path) -> None:
     with DaemonProcess(config) as d:
         d.wait_for(lambda: d.status_of("a").get("status") == "up", what="a up")
         assert d.stop() == 0
-    warnings = [json.loads(line) for line in d.logs().splitlines()
-                if line.startswith("{") and "cannot lock data_dir" in line]
+    warnings = [
+        json.loads(line)
+        for line in d.logs().splitlines()
+        if line.startswith("{") and "cannot lock data_dir" in line
+    ]
     assert warnings and warnings[0]["data_dir"] == str(blocker / "data")
 
 

@@ -26,8 +26,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_LIBRARIES = ("botocore", "aiobotocore", "boto3", "aiokafka", "httpx", "aiohttp")
-PROBE_MAY_IMPORT = ("alivemcp.probe", "alivemcp.errors", "alivemcp.verdict", "alivemcp.plumbing",
-                    "pydantic", "probes")
+PROBE_MAY_IMPORT = (
+    "alivemcp.probe",
+    "alivemcp.errors",
+    "alivemcp.verdict",
+    "alivemcp.plumbing",
+    "pydantic",
+    "probes",
+)
 RESULT_CONSUMERS = ("alivemcp/alerting", "alivemcp/web/metrics.py", "alivemcp/history")
 PROBE_INTERNALS = ("probes", "alivemcp.plumbing", "botocore", "aiobotocore", "boto3", "aiokafka")
 
@@ -59,8 +65,10 @@ def imports(path: Path, root: Path = REPO) -> Iterator[Import]:
     module = _module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)),
-                   key=lambda n: n.lineno)
+    nodes = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)),
+        key=lambda n: n.lineno,
+    )
     for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -71,8 +79,9 @@ def imports(path: Path, root: Path = REPO) -> Iterator[Import]:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             if base != "__future__":
-                yield Import(path, node.lineno, base,
-                             tuple(f"{base}.{alias.name}" for alias in node.names))
+                yield Import(
+                    path, node.lineno, base, tuple(f"{base}.{alias.name}" for alias in node.names)
+                )
 
 
 def within(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -105,37 +114,45 @@ def probe_violations(root: Path = REPO) -> list[str]:
             if len(bad) == len(imp.names):
                 bad = [imp.module]
             for name in bad:
-                hint = (" (a client library: reach it through alivemcp.plumbing)"
-                        if name.split(".")[0] in CLIENT_LIBRARIES else "")
+                hint = (
+                    " (a client library: reach it through alivemcp.plumbing)"
+                    if name.split(".")[0] in CLIENT_LIBRARIES
+                    else ""
+                )
                 found.append(imp.show(name, root) + hint)
     return found
 
 
-def forbidden_imports(root: Path, places: tuple[str, ...], forbidden: tuple[str, ...]
-                      ) -> list[str]:
+def forbidden_imports(root: Path, places: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
     """Imports in ``places`` of a module within ``forbidden``."""
-    return [imp.show(name, root)
-            for path in python_files(root, *places)
-            for imp in imports(path, root)
-            for name in (imp.module, *imp.names) if within(name, forbidden)]
+    return [
+        imp.show(name, root)
+        for path in python_files(root, *places)
+        for imp in imports(path, root)
+        for name in (imp.module, *imp.names)
+        if within(name, forbidden)
+    ]
 
 
 def test_probes_import_only_the_contract_plumbing_stdlib_and_pydantic() -> None:
     violations = probe_violations()
     assert not violations, "probes/ must reach targets through alivemcp.plumbing:\n" + "\n".join(
-        violations)
+        violations
+    )
 
 
 def test_the_engine_never_imports_probes() -> None:
     violations = forbidden_imports(REPO, ("alivemcp",), ("probes",))
     assert not violations, "alivemcp/ finds probes through entry points only:\n" + "\n".join(
-        violations)
+        violations
+    )
 
 
 def test_result_consumers_never_import_probe_internals() -> None:
     violations = forbidden_imports(REPO, RESULT_CONSUMERS, PROBE_INTERNALS)
-    assert not violations, ("alerting, metrics and history see results, not probe "
-                            "internals:\n" + "\n".join(violations))
+    assert not violations, (
+        "alerting, metrics and history see results, not probe internals:\n" + "\n".join(violations)
+    )
 
 
 def test_the_rules_see_every_kind_of_import_and_name_each_violation(tmp_path: Path) -> None:
@@ -156,14 +173,16 @@ def test_the_rules_see_every_kind_of_import_and_name_each_violation(tmp_path: Pa
         "    import httpx\n"
         "async def late() -> None:\n"
         "    from botocore.exceptions import ClientError\n"
-        "import yaml\n", encoding="utf-8")
+        "import yaml\n",
+        encoding="utf-8",
+    )
     (tmp_path / "alivemcp" / "alerting" / "leak.py").write_text(
         "from alivemcp import plumbing\nimport alivemcp.probe\nfrom probes.mcp import wire\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     assert probe_violations(tmp_path) == [
         "probes/mcp/bad.py:5 imports alivemcp.config",
-        "probes/mcp/bad.py:10 imports httpx (a client library: reach it through "
-        "alivemcp.plumbing)",
+        "probes/mcp/bad.py:10 imports httpx (a client library: reach it through alivemcp.plumbing)",
         "probes/mcp/bad.py:12 imports botocore.exceptions (a client library: reach it through "
         "alivemcp.plumbing)",
         "probes/mcp/bad.py:13 imports yaml",
@@ -187,14 +206,32 @@ def test_the_rules_see_every_kind_of_import_and_name_each_violation(tmp_path: Pa
 #: longest name here that is it or its package; "alivemcp" names the package's face alone.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The probe contract: the package's face (alivemcp.probe is what plugins import).
-    ("contract", ("alivemcp", "alivemcp._moved", "alivemcp.errors", "alivemcp.durations",
-                  "alivemcp.outcome", "alivemcp.verdict", "alivemcp.resultsview",
-                  "alivemcp.probe")),
+    (
+        "contract",
+        (
+            "alivemcp",
+            "alivemcp._moved",
+            "alivemcp.errors",
+            "alivemcp.durations",
+            "alivemcp.outcome",
+            "alivemcp.verdict",
+            "alivemcp.resultsview",
+            "alivemcp.probe",
+        ),
+    ),
     ("hygiene", ("alivemcp.hygiene",)),
     ("plumbing", ("alivemcp.plumbing",)),
     # Each consumer package owns its section of the config: those modules are config.
-    ("config", ("alivemcp.config", "alivemcp.alerting.config", "alivemcp.alerting.matchers",
-                "alivemcp.history.config", "alivemcp.cluster.config")),
+    (
+        "config",
+        (
+            "alivemcp.config",
+            "alivemcp.alerting.config",
+            "alivemcp.alerting.matchers",
+            "alivemcp.history.config",
+            "alivemcp.cluster.config",
+        ),
+    ),
     ("engine", ("alivemcp.engine",)),
     ("consumers", ("alivemcp.alerting", "alivemcp.history", "alivemcp.cluster")),
     ("web", ("alivemcp.web",)),
@@ -238,14 +275,18 @@ def module_graph(root: Path = REPO) -> tuple[dict[str, set[str]], list[str]]:
         for imp in imports(path, root):
             for target in _alivemcp_targets(imp, known):
                 if target not in known:
-                    violations.append(f"{imp.show(target, root)}, a module that does not "
-                                      "exist (moved? see alivemcp/_moved.py)")
+                    violations.append(
+                        f"{imp.show(target, root)}, a module that does not "
+                        "exist (moved? see alivemcp/_moved.py)"
+                    )
                     continue
                 graph[module].add(target)
                 theirs = layer_of(target)
                 if theirs is not None and theirs > own:
-                    violations.append(f"{imp.show(target, root)} ({LAYERS[own][0]} -> "
-                                      f"{LAYERS[theirs][0]}, a layer above)")
+                    violations.append(
+                        f"{imp.show(target, root)} ({LAYERS[own][0]} -> "
+                        f"{LAYERS[theirs][0]}, a layer above)"
+                    )
     return graph, violations
 
 
@@ -288,7 +329,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_module_imports_a_layer_above_its_own() -> None:
     _graph, violations = module_graph()
     assert not violations, "imports against the layer order (docs/architecture.md):\n" + (
-        "\n".join(violations))
+        "\n".join(violations)
+    )
 
 
 def test_no_import_cycles_lazy_ones_included() -> None:
@@ -307,21 +349,26 @@ def test_the_layer_rules_see_back_edges_and_cycles(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("", encoding="utf-8")
     (pkg / "engine" / "scheduler.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-        "    from alivemcp.web.server import Server\n", encoding="utf-8")
-    (pkg / "web" / "server.py").write_text("from alivemcp.engine import scheduler\n",
-                                           encoding="utf-8")
-    (pkg / "probe.py").write_text("def f() -> None:\n    from alivemcp import verdict\n",
-                                  encoding="utf-8")
+        "    from alivemcp.web.server import Server\n",
+        encoding="utf-8",
+    )
+    (pkg / "web" / "server.py").write_text(
+        "from alivemcp.engine import scheduler\n", encoding="utf-8"
+    )
+    (pkg / "probe.py").write_text(
+        "def f() -> None:\n    from alivemcp import verdict\n", encoding="utf-8"
+    )
     (pkg / "verdict.py").write_text("from alivemcp.probe import f\n", encoding="utf-8")
     (pkg / "stray.py").write_text("", encoding="utf-8")
     graph, violations = module_graph(tmp_path)
     assert violations == [
-        "alivemcp/engine/scheduler.py:3 imports alivemcp.web.server (engine -> web, a layer "
-        "above)",
+        "alivemcp/engine/scheduler.py:3 imports alivemcp.web.server (engine -> web, a layer above)",
         "alivemcp/stray.py is in no layer: add it to LAYERS",
     ]
-    assert cycles(graph) == [["alivemcp.engine.scheduler", "alivemcp.web.server"],
-                             ["alivemcp.probe", "alivemcp.verdict"]]
+    assert cycles(graph) == [
+        ["alivemcp.engine.scheduler", "alivemcp.web.server"],
+        ["alivemcp.probe", "alivemcp.verdict"],
+    ]
 
 
 def test_the_old_module_paths_are_the_moved_modules_and_nothing_here_uses_them() -> None:
@@ -341,8 +388,10 @@ def test_the_old_module_paths_are_the_moved_modules_and_nothing_here_uses_them()
             module = importlib.import_module(old)
         assert module is importlib.import_module(new)
         assert module.__name__ == new
-        assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message)
-                   for w in caught), old
-    users = forbidden_imports(REPO, ("alivemcp", "probes", "tests", "benchmarks", "scripts"),
-                              tuple(MOVED))
+        assert any(
+            issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught
+        ), old
+    users = forbidden_imports(
+        REPO, ("alivemcp", "probes", "tests", "benchmarks", "scripts"), tuple(MOVED)
+    )
     assert not users, "use the new module paths:\n" + "\n".join(users)

@@ -34,18 +34,23 @@ checks:
 def test_validate_lists_every_error_in_one_pass_with_either_flag_spelling(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(MANY_ERRORS)
-    for args in (["validate", str(path)], ["validate", "-c", str(path)],
-                 ["validate", "--config", str(path)]):
+    for args in (
+        ["validate", str(path)],
+        ["validate", "-c", str(path)],
+        ["validate", "--config", str(path)],
+    ):
         proc = cli(*args)
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.splitlines()
         assert lines[0].endswith("invalid configuration (6 error(s))"), proc.stderr
         # Engine sections, check specs and probe params: all layers at once.
-        for expected in ("checks[2].params.url: environment variable FIRST_HOUR_URL is not set",
-                         "defaults.interval: 'soon' is not a duration",
-                         "scheduler.max_concurrency:",
-                         "checks[1].intervall: unknown field; did you mean 'interval'?",
-                         "checks[0].params.statuz: unknown field; did you mean 'status'?"):
+        for expected in (
+            "checks[2].params.url: environment variable FIRST_HOUR_URL is not set",
+            "defaults.interval: 'soon' is not a duration",
+            "scheduler.max_concurrency:",
+            "checks[1].intervall: unknown field; did you mean 'interval'?",
+            "checks[0].params.statuz: unknown field; did you mean 'status'?",
+        ):
             assert any(expected in line for line in lines), (expected, proc.stderr)
         # The empty value an unset variable leaves is not a second error.
         assert "must be an http" not in proc.stderr
@@ -53,9 +58,15 @@ def test_validate_lists_every_error_in_one_pass_with_either_flag_spelling(tmp_pa
 
 def test_validate_allow_missing_env_checks_structure_without_the_secrets(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(MANY_ERRORS.split("checks:")[0].replace("soon", "30s").replace(
-        "max_concurrency: 0", "max_concurrency: 5") + "checks:" + MANY_ERRORS.split(
-        "checks:")[1].replace("statuz", "status").replace("intervall", "interval"))
+    path.write_text(
+        MANY_ERRORS.split("checks:")[0]
+        .replace("soon", "30s")
+        .replace("max_concurrency: 0", "max_concurrency: 5")
+        + "checks:"
+        + MANY_ERRORS.split("checks:")[1]
+        .replace("statuz", "status")
+        .replace("intervall", "interval")
+    )
     proc = cli("validate", "--allow-missing-env", "-c", str(path))
     assert proc.returncode == 0, proc.stderr
     assert "checks[2].params.url: ${FIRST_HOUR_URL} is not set; not checked" in proc.stdout
@@ -79,13 +90,17 @@ def busy_port() -> Iterator[int]:
 
 def test_busy_port_is_one_line_before_anything_starts(tmp_path: Path, busy_port: int) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({"server": {"listen": f"127.0.0.1:{busy_port}"},
-                                    "data_dir": str(tmp_path / "data")}))
+    path.write_text(
+        yaml.safe_dump(
+            {"server": {"listen": f"127.0.0.1:{busy_port}"}, "data_dir": str(tmp_path / "data")}
+        )
+    )
     proc = cli("run", "-c", str(path), timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"port {busy_port} on 127.0.0.1 is already in use: set server.listen in {path} or "
-        "pass --listen HOST:PORT"]
+        "pass --listen HOST:PORT"
+    ]
     proc = cli("demo", "--listen", f"127.0.0.1:{busy_port}", timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -97,10 +112,22 @@ def test_reload_with_only_a_changed_secret_rebuilds_the_check(tmp_path: Path) ->
     path = tmp_path / "c.yaml"
 
     def write(token: str) -> None:
-        path.write_text(yaml.safe_dump({
-            "logging": {"format": "json"}, "data_dir": str(tmp_path / "data"),
-            "checks": [{"name": "s", "probe": "test_hostile", "interval": 0.3,
-                        "params": {"status": "up", "token": token}}]}))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "logging": {"format": "json"},
+                    "data_dir": str(tmp_path / "data"),
+                    "checks": [
+                        {
+                            "name": "s",
+                            "probe": "test_hostile",
+                            "interval": 0.3,
+                            "params": {"status": "up", "token": token},
+                        }
+                    ],
+                }
+            )
+        )
 
     write("old-secret-1")
     with DaemonProcess(path) as d:
@@ -116,33 +143,62 @@ def test_reload_with_only_a_changed_secret_rebuilds_the_check(tmp_path: Path) ->
 
 def test_labels_that_any_series_of_the_check_carries_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({"defaults": {"labels": {"probe": "x"}}, "checks": [
-        {"name": "a", "probe": "test_hostile", "labels": {"status": "prod"}},
-        {"name": "b", "probe": "test_hostile", "labels": {"server_name": "s", "result": "r"}},
-        {"name": "c", "probe": "test_static", "labels": {"server_name": "s", "__x": "y"}},
-    ]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "defaults": {"labels": {"probe": "x"}},
+                "checks": [
+                    {"name": "a", "probe": "test_hostile", "labels": {"status": "prod"}},
+                    {
+                        "name": "b",
+                        "probe": "test_hostile",
+                        "labels": {"server_name": "s", "result": "r"},
+                    },
+                    {
+                        "name": "c",
+                        "probe": "test_static",
+                        "labels": {"server_name": "s", "__x": "y"},
+                    },
+                ],
+            }
+        )
+    )
     proc = cli("validate", str(path))
     assert proc.returncode == 2
     lines = proc.stderr.splitlines()
-    for where, series in (("checks[0].labels.status", "alivemcp_check_status"),
-                          ("checks[1].labels.server_name", "alivemcp_probe_server_info"),
-                          ("checks[1].labels.result", "alivemcp_check_runs_total"),
-                          ("defaults.labels.probe", "every alivemcp_check_* series")):
-        assert any(line.strip().startswith(f"{where}: {series} already carries") for line in
-                   lines), (where, proc.stderr)
-    assert any("checks[2].labels.__x: not a usable Prometheus label name" in line
-               for line in lines)
+    for where, series in (
+        ("checks[0].labels.status", "alivemcp_check_status"),
+        ("checks[1].labels.server_name", "alivemcp_probe_server_info"),
+        ("checks[1].labels.result", "alivemcp_check_runs_total"),
+        ("defaults.labels.probe", "every alivemcp_check_* series"),
+    ):
+        assert any(
+            line.strip().startswith(f"{where}: {series} already carries") for line in lines
+        ), (where, proc.stderr)
+    assert any("checks[2].labels.__x: not a usable Prometheus label name" in line for line in lines)
     # server_name is only taken for the probe type that declares it.
     assert not any("checks[2].labels.server_name" in line for line in lines)
 
 
 def test_a_probe_held_to_its_declared_labels(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "logging": {"format": "json"}, "data_dir": str(tmp_path / "data"),
-        "checks": [{"name": "sneaky", "probe": "test_hostile", "interval": 0.3,
-                    "labels": {"team": "a"}, "params": {"status": "up", "extra_label": "team"}}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(tmp_path / "data"),
+                "checks": [
+                    {
+                        "name": "sneaky",
+                        "probe": "test_hostile",
+                        "interval": 0.3,
+                        "labels": {"team": "a"},
+                        "params": {"status": "up", "extra_label": "team"},
+                    }
+                ],
+            }
+        )
+    )
     with DaemonProcess(path) as d:
         d.wait_for(lambda: d.status_of("sneaky").get("status") == "unknown", what="garbage")
         assert "has undeclared labels ['team']" in d.status_of("sneaky")["reason"]
@@ -154,8 +210,13 @@ def test_a_probe_held_to_its_declared_labels(tmp_path: Path) -> None:
 def test_output_into_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
     # `alivemcp probes --schema | head`: the reader leaves early; the command stops quietly.
     proc = subprocess.run(
-        f"{' '.join(ALIVEMCP)} probes --schema | head -c 10", shell=True, capture_output=True,
-        text=True, env=subprocess_env(), cwd=REPO, timeout=60,
+        f"{' '.join(ALIVEMCP)} probes --schema | head -c 10",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        cwd=REPO,
+        timeout=60,
     )
     assert proc.stdout == '{\n  "$defs"'[:10]
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr

@@ -17,8 +17,12 @@ SLACK = 1.0
 
 
 def static_check(name: str, interval: float, record_to: Path, **params: object) -> dict:
-    return {"name": name, "probe": "test_static", "interval": interval,
-            "params": {"record_to": str(record_to), **params}}
+    return {
+        "name": name,
+        "probe": "test_static",
+        "interval": interval,
+        "params": {"record_to": str(record_to), **params},
+    }
 
 
 def pending(d: DaemonProcess) -> int:
@@ -27,28 +31,38 @@ def pending(d: DaemonProcess) -> int:
 
 def lateness_histogram(metrics: str) -> dict[str, float]:
     """``le`` -> cumulative count of alivemcp_scheduler_lateness_seconds."""
-    return {m.group(1): float(m.group(2)) for m in re.finditer(
-        r'^alivemcp_scheduler_lateness_seconds_bucket\{le="([^"]+)"\} (\S+)$', metrics, re.M)}
+    return {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(
+            r'^alivemcp_scheduler_lateness_seconds_bucket\{le="([^"]+)"\} (\S+)$', metrics, re.M
+        )
+    }
 
 
 def test_every_check_runs_within_the_start_window_then_on_its_grid(tmp_path: Path) -> None:
     interval = 10.0
     names = [f"c{i:02d}" for i in range(20)]
     logs = {name: tmp_path / f"{name}.txt" for name in names}
-    config = write_daemon_config(tmp_path / "c.yaml",
-                          [static_check(name, interval, logs[name]) for name in names])
+    config = write_daemon_config(
+        tmp_path / "c.yaml", [static_check(name, interval, logs[name]) for name in names]
+    )
     with DaemonProcess(config) as d:
         healthy = time.time()
-        d.wait_for(lambda: pending(d) == 0, timeout=MIN_START_WINDOW + 3 * SLACK,
-                   what="a first result for every check")
+        d.wait_for(
+            lambda: pending(d) == 0,
+            timeout=MIN_START_WINDOW + 3 * SLACK,
+            what="a first result for every check",
+        )
         firsts = {name: run_times(logs[name])[0] for name in names}
         assert max(firsts.values()) <= healthy + MIN_START_WINDOW + SLACK, firsts
         # Their lateness is measured against the planned first run (none seconds late).
         histogram = lateness_histogram(d.get("/metrics")[1])
         assert histogram["+Inf"] >= 20 and histogram["2.5"] == histogram["+Inf"], histogram
-        d.wait_for(lambda: all(len(run_times(logs[n])) >= 2 for n in names),
-                   timeout=1.5 * interval + MIN_START_WINDOW + 3 * SLACK,
-                   what="a second run of every check")
+        d.wait_for(
+            lambda: all(len(run_times(logs[n])) >= 2 for n in names),
+            timeout=1.5 * interval + MIN_START_WINDOW + 3 * SLACK,
+            what="a second run of every check",
+        )
         assert d.stop() == 0
     for name in names:
         first, second = run_times(logs[name])[:2]
@@ -62,12 +76,16 @@ def test_every_check_runs_within_the_start_window_then_on_its_grid(tmp_path: Pat
 def test_two_thousand_first_runs_are_spread_not_a_herd(tmp_path: Path) -> None:
     count, interval = 2000, 60.0
     starts = tmp_path / "starts.txt"
-    config = write_daemon_config(tmp_path / "c.yaml",
-                          [static_check(f"c{i}", interval, starts) for i in range(count)])
+    config = write_daemon_config(
+        tmp_path / "c.yaml", [static_check(f"c{i}", interval, starts) for i in range(count)]
+    )
     with DaemonProcess(config) as d:
         window = max(MIN_START_WINDOW, count / FIRST_RUNS_PER_SECOND)
-        d.wait_for(lambda: pending(d) == 0, timeout=window + 10 * SLACK,
-                   what="a first result for every check")
+        d.wait_for(
+            lambda: pending(d) == 0,
+            timeout=window + 10 * SLACK,
+            what="a first result for every check",
+        )
         times = run_times(starts)
         assert d.stop() == 0
     assert len(times) == count  # one first run each, no second yet
@@ -87,24 +105,38 @@ def test_a_reload_runs_new_and_changed_checks_soon_and_leaves_the_others_alone(
     interval = 60.0
     kept, changed = tmp_path / "kept.txt", tmp_path / "changed.txt"
     added = {f"new{i}": tmp_path / f"new{i}.txt" for i in range(10)}
-    config = write_daemon_config(tmp_path / "c.yaml", [
-        static_check("kept", interval, kept),
-        static_check("changed", interval, changed, reason="before"),
-    ])
+    config = write_daemon_config(
+        tmp_path / "c.yaml",
+        [
+            static_check("kept", interval, kept),
+            static_check("changed", interval, changed, reason="before"),
+        ],
+    )
     with DaemonProcess(config) as d:
         d.wait_for(lambda: pending(d) == 0, timeout=1.5 * interval, what="first results")
-        write_daemon_config(config, [
-            static_check("kept", interval, kept),
-            static_check("changed", interval, changed, reason="after"),
-            *(static_check(name, interval, path) for name, path in added.items()),
-        ])
+        write_daemon_config(
+            config,
+            [
+                static_check("kept", interval, kept),
+                static_check("changed", interval, changed, reason="after"),
+                *(static_check(name, interval, path) for name, path in added.items()),
+            ],
+        )
         d.signal(signal.SIGHUP)
         reloaded = time.time()
-        d.wait_for(lambda: "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1]
-                   and pending(d) == 0, timeout=MIN_START_WINDOW + 5 * SLACK,
-                   what="results of the added checks")
-        d.wait_for(lambda: d.status_of("changed").get("reason") == "after",
-                   timeout=MIN_START_WINDOW + 5 * SLACK, what="the changed check's new run")
+        d.wait_for(
+            lambda: (
+                "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1]
+                and pending(d) == 0
+            ),
+            timeout=MIN_START_WINDOW + 5 * SLACK,
+            what="results of the added checks",
+        )
+        d.wait_for(
+            lambda: d.status_of("changed").get("reason") == "after",
+            timeout=MIN_START_WINDOW + 5 * SLACK,
+            what="the changed check's new run",
+        )
         for name, path in added.items():
             assert run_times(path)[0] <= reloaded + MIN_START_WINDOW + 3 * SLACK, name
         assert d.stop() == 0

@@ -38,8 +38,14 @@ CHILD = textwrap.dedent("""
 
 
 def freed_mb(mode: str, env: dict[str, str] | None = None) -> float:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True,
-                         timeout=60, env=subprocess_env(env), check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env(env),
+        check=True,
+    )
     return float(out.stdout.strip())
 
 

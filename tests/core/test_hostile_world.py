@@ -22,7 +22,6 @@ KEY = "k3y-from-the-environment-0042"
 QUERY_KEY = "qk-in-the-target-url-9931"
 
 
-
 # -- target strings --------------------------------------------------------------------------
 
 
@@ -38,8 +37,11 @@ class _McpAnswers(BaseHTTPRequestHandler):
             return
         result: dict[str, Any]
         if body["method"] == "initialize":
-            result = {"protocolVersion": body["params"]["protocolVersion"], "capabilities":
-                      {"tools": {}}, "serverInfo": {"name": "\udc80", "version": "1\u0000"}}
+            result = {
+                "protocolVersion": body["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "\udc80", "version": "1\u0000"},
+            }
         else:
             result = {"tools": [{"name": "echo\udc80", "inputSchema": {"type": "object"}}]}
         # json.dumps escapes the lone surrogate: valid JSON text on the wire.
@@ -106,19 +108,40 @@ def test_target_strings_cannot_break_metrics_status_or_logs(
     deep: Any = "bottom"
     for _ in range(60):
         deep = {"d": deep}
-    details = {"\udc80key": "x" * 300_000, "deep": deep, "many": list(range(5000)),
-               "nan": "NaN", "ctl": "\u001b[31mred\u0000"}
-    config = write_daemon_config(tmp_path / "c.yaml", [
-        {"name": "mcp", "probe": "mcp_endpoint", "interval": 1, "timeout": 0.9,
-         "params": {"url": surrogate_server + "/mcp"}},
-        {"name": "hostile", "probe": "test_hostile", "interval": 0.5,
-         "params": {"reason_json": json.dumps("bad \udc80 \u0000\u001b[2J" + "y" * 5000),
-                    "label_json": json.dumps("\udc80\n\"" + "z" * 1000),
-                    "details_json": json.dumps(details)}},
-    ])
+    details = {
+        "\udc80key": "x" * 300_000,
+        "deep": deep,
+        "many": list(range(5000)),
+        "nan": "NaN",
+        "ctl": "\u001b[31mred\u0000",
+    }
+    config = write_daemon_config(
+        tmp_path / "c.yaml",
+        [
+            {
+                "name": "mcp",
+                "probe": "mcp_endpoint",
+                "interval": 1,
+                "timeout": 0.9,
+                "params": {"url": surrogate_server + "/mcp"},
+            },
+            {
+                "name": "hostile",
+                "probe": "test_hostile",
+                "interval": 0.5,
+                "params": {
+                    "reason_json": json.dumps("bad \udc80 \u0000\u001b[2J" + "y" * 5000),
+                    "label_json": json.dumps('\udc80\n"' + "z" * 1000),
+                    "details_json": json.dumps(details),
+                },
+            },
+        ],
+    )
     with DaemonProcess(config) as d:
-        d.wait_for(lambda: d.status_of("mcp").get("history") and d.status_of("hostile")
-                   .get("history"), what="both checks ran")
+        d.wait_for(
+            lambda: d.status_of("mcp").get("history") and d.status_of("hostile").get("history"),
+            what="both checks ran",
+        )
         # Invalid Unicode from the server is the server's fault: a verdict about the target.
         mcp = d.status_of("mcp")
         assert mcp["status"] == "down" and "surrogate" in mcp["reason"], mcp
@@ -146,16 +169,25 @@ def test_secrets_in_params_and_target_urls_never_leave(tmp_path: Path, echo_serv
     data = tmp_path / "data"
     config = write_daemon_config(
         tmp_path / "c.yaml",
-        [{"name": "echo", "probe": "mcp_endpoint", "interval": 1, "timeout": 0.9,
-          "params": {"headers": {"X-Api-Key": "${MCP_HEADER_VALUE}"}},
-          "targets": [f"{echo_server}/mcp?api_key={QUERY_KEY}&v=2"]}],
-        alerting={"receivers": [{"name": "log", "type": "log"}],
-                  "policy": {"failures_to_fire": 1}},
+        [
+            {
+                "name": "echo",
+                "probe": "mcp_endpoint",
+                "interval": 1,
+                "timeout": 0.9,
+                "params": {"headers": {"X-Api-Key": "${MCP_HEADER_VALUE}"}},
+                "targets": [f"{echo_server}/mcp?api_key={QUERY_KEY}&v=2"],
+            }
+        ],
+        alerting={"receivers": [{"name": "log", "type": "log"}], "policy": {"failures_to_fire": 1}},
     )
     env = {"MCP_HEADER_VALUE": KEY}
     with DaemonProcess(config, env=env) as d:
-        d.wait_for(lambda: (d.get_json("/status")["checks"] or [{}])[0].get("status") == "down",
-                   what="echo check down", timeout=60)
+        d.wait_for(
+            lambda: (d.get_json("/status")["checks"] or [{}])[0].get("status") == "down",
+            what="echo check down",
+            timeout=60,
+        )
         d.wait_for(lambda: d.get_json("/status")["alerts"], what="alert fired")
         status = d.get("/status")[1]
         metrics = d.get("/metrics")[1]
@@ -165,8 +197,13 @@ def test_secrets_in_params_and_target_urls_never_leave(tmp_path: Path, echo_serv
     _, results = check_json(config, env=env)
     state = "".join(p.read_text() for p in data.glob("*.json"))
     assert state, "the alert state file was written"
-    for where, text in {"status": status, "metrics": metrics, "logs": d.logs(),
-                        "check --json": json.dumps(results), "state file": state}.items():
+    for where, text in {
+        "status": status,
+        "metrics": metrics,
+        "logs": d.logs(),
+        "check --json": json.dumps(results),
+        "state file": state,
+    }.items():
         assert KEY not in text, where
         assert QUERY_KEY not in text, where
     # The target was really sent the secrets (so the test proves redaction, not absence).
@@ -180,22 +217,38 @@ ALIAS_BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
 )
 
 BAD_CONFIGS: dict[str, tuple[bytes, str]] = {
-    "infinite interval": (b"checks: [{name: a, probe: test_static, interval: .inf}]\n",
-                          "checks[0].interval: inf is not a finite duration"),
-    "huge interval": (b"checks: [{name: a, probe: test_static, interval: 100000000d}]\n",
-                      "checks[0].interval: '100000000d' is longer than"),
-    "nan timeout": (b"checks: [{name: a, probe: test_static, timeout: .nan}]\n",
-                    "checks[0].timeout: nan is not a finite duration"),
-    "huge grace": (b"scheduler: {shutdown_grace: 1.0e+300}\n",
-                   "scheduler.shutdown_grace: 1e+300 is longer than"),
-    "tiny interval": (b"checks: [{name: a, probe: test_static, interval: 1ms}]\n",
-                      "checks[0].interval: 0.001s is shorter than"),
-    "zero per-type limit": (b"scheduler: {per_probe_type: {test_static: 0}}\n",
-                            "scheduler.per_probe_type.test_static: Input should be greater"),
-    "unknown per-type name": (b"scheduler: {per_probe_type: {test_statik: 2}}\n",
-                              "did you mean 'test_static'?"),
-    "not UTF-8": (b"checks:\n  - name: caf\xe9\n    probe: test_static\n",
-                  "not UTF-8 text: byte 0xe9 at offset 21 (line 2)"),
+    "infinite interval": (
+        b"checks: [{name: a, probe: test_static, interval: .inf}]\n",
+        "checks[0].interval: inf is not a finite duration",
+    ),
+    "huge interval": (
+        b"checks: [{name: a, probe: test_static, interval: 100000000d}]\n",
+        "checks[0].interval: '100000000d' is longer than",
+    ),
+    "nan timeout": (
+        b"checks: [{name: a, probe: test_static, timeout: .nan}]\n",
+        "checks[0].timeout: nan is not a finite duration",
+    ),
+    "huge grace": (
+        b"scheduler: {shutdown_grace: 1.0e+300}\n",
+        "scheduler.shutdown_grace: 1e+300 is longer than",
+    ),
+    "tiny interval": (
+        b"checks: [{name: a, probe: test_static, interval: 1ms}]\n",
+        "checks[0].interval: 0.001s is shorter than",
+    ),
+    "zero per-type limit": (
+        b"scheduler: {per_probe_type: {test_static: 0}}\n",
+        "scheduler.per_probe_type.test_static: Input should be greater",
+    ),
+    "unknown per-type name": (
+        b"scheduler: {per_probe_type: {test_statik: 2}}\n",
+        "did you mean 'test_static'?",
+    ),
+    "not UTF-8": (
+        b"checks:\n  - name: caf\xe9\n    probe: test_static\n",
+        "not UTF-8 text: byte 0xe9 at offset 21 (line 2)",
+    ),
     "alias bomb": (ALIAS_BOMB.encode(), "refused as an alias bomb"),
     "recursive alias": (b"a: &a [*a]\n", "recursive alias"),
     "YAML syntax": (b"checks: [{name: a\n", "c.yaml:2:1"),
@@ -217,21 +270,28 @@ def test_validate_refuses_with_one_clear_line(tmp_path: Path, case: str) -> None
 
 def test_targets_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "targets.txt").write_bytes(b"ok\n\xff\xfe\n")
-    path = write_daemon_config(tmp_path / "c.yaml", [
-        {"name": "a", "probe": "test_static", "targets_file": "targets.txt"}])
+    path = write_daemon_config(
+        tmp_path / "c.yaml", [{"name": "a", "probe": "test_static", "targets_file": "targets.txt"}]
+    )
     proc = cli("validate", str(path))
     assert proc.returncode == 2 and "checks[0].targets_file" in proc.stderr, proc.stderr
     assert "not UTF-8 text: byte 0xff" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_reload_onto_bad_configs_is_refused_and_the_old_config_runs_on(tmp_path: Path) -> None:
-    good = write_daemon_config(tmp_path / "c.yaml", [
-        {"name": "a", "probe": "test_static", "interval": 0.3}])
+    good = write_daemon_config(
+        tmp_path / "c.yaml", [{"name": "a", "probe": "test_static", "interval": 0.3}]
+    )
     good_text = good.read_bytes()
     with DaemonProcess(good) as d:
         d.wait_for(lambda: d.status_of("a").get("status") == "up", what="a up")
-        for case in ("infinite interval", "huge interval", "zero per-type limit", "not UTF-8",
-                     "alias bomb"):
+        for case in (
+            "infinite interval",
+            "huge interval",
+            "zero per-type limit",
+            "not UTF-8",
+            "alias bomb",
+        ):
             good.write_bytes(BAD_CONFIGS[case][0])
             failures = _reload_failures(d)
             d.signal(signal.SIGHUP)
@@ -243,8 +303,10 @@ def test_reload_onto_bad_configs_is_refused_and_the_old_config_runs_on(tmp_path:
             assert d.get("/healthz")[0] == 200
         good.write_bytes(good_text)
         d.signal(signal.SIGHUP)
-        d.wait_for(lambda: "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1],
-                   what="good reload")
+        d.wait_for(
+            lambda: "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1],
+            what="good reload",
+        )
         assert d.stop() == 0
     assert "Traceback" not in d.logs()
 

@@ -31,8 +31,12 @@ from tests.support import ALIVEMCP, REPO, DaemonProcess, Webhook, free_port, sub
 
 
 def write_config(path: Path, checks: list[dict[str, Any]], **top: Any) -> Path:
-    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
-           "checks": checks, **top}
+    doc = {
+        "logging": {"format": "json"},
+        "data_dir": str(path.parent / "data"),
+        "checks": checks,
+        **top,
+    }
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -75,9 +79,14 @@ def webhook() -> Iterator[Webhook]:
 
 def sleepy_check(markers: Path, seconds: float, **extra: Any) -> dict[str, Any]:
     # interval 5 s: the first run starts within 5 s of start-up (its grid point).
-    return {"name": "slow", "probe": "test_sleepy", "interval": 5, "timeout": 4.8,
-            "params": {"seconds": seconds, "markers": str(markers), **extra.pop("params", {})},
-            **extra}
+    return {
+        "name": "slow",
+        "probe": "test_sleepy",
+        "interval": 5,
+        "timeout": 4.8,
+        "params": {"seconds": seconds, "markers": str(markers), **extra.pop("params", {})},
+        **extra,
+    }
 
 
 # -- item: SIGTERM lets runs in flight finish ------------------------------------------------
@@ -91,9 +100,12 @@ def test_sigterm_lets_a_run_in_flight_finish_records_it_alerts_then_tears_down(
         tmp_path / "c.yaml",
         [sleepy_check(markers, 3.0, params={"status": "down"})],
         scheduler={"shutdown_grace": 8},
-        alerting={"receivers": [{"name": "hook", "type": "webhook", "url": webhook.url}],
-                  "default_receivers": ["hook"], "group_wait": 0,
-                  "policy": {"failures_to_fire": 1}},
+        alerting={
+            "receivers": [{"name": "hook", "type": "webhook", "url": webhook.url}],
+            "default_receivers": ["hook"],
+            "group_wait": 0,
+            "policy": {"failures_to_fire": 1},
+        },
     )
     with DaemonProcess(config) as d:
         wait_until(lambda: marker(markers, "started"), 15, "the slow run to start")
@@ -109,8 +121,9 @@ def test_sigterm_lets_a_run_in_flight_finish_records_it_alerts_then_tears_down(
     assert finished is not None and finished > sent
     # Its result was recorded (and logged) and reached alerting: the receiver got the page.
     rows = log_rows(d.logs())
-    changes = [r for r in rows if r.get("event") == "check status changed"
-               and r.get("check") == "slow"]
+    changes = [
+        r for r in rows if r.get("event") == "check status changed" and r.get("check") == "slow"
+    ]
     assert changes and changes[-1]["status"] == "down"
     assert webhook.bodies and "slow" in json.dumps(webhook.bodies)
     # Then the teardown (canary clean-up) ran, after the run, before the exit.
@@ -122,8 +135,9 @@ def test_sigterm_lets_a_run_in_flight_finish_records_it_alerts_then_tears_down(
 
 def test_a_run_longer_than_the_grace_is_cancelled_at_the_grace(tmp_path: Path) -> None:
     markers = tmp_path / "markers"
-    config = write_config(tmp_path / "c.yaml", [sleepy_check(markers, 4.5)],
-                          scheduler={"shutdown_grace": 1})
+    config = write_config(
+        tmp_path / "c.yaml", [sleepy_check(markers, 4.5)], scheduler={"shutdown_grace": 1}
+    )
     with DaemonProcess(config) as d:
         started = wait_until(lambda: marker(markers, "started"), 15, "the slow run to start")
         sent = time.time()
@@ -168,15 +182,26 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
 ) -> None:
     interval = 6.0
     first, second = two_close_names()
-    checks = [{"name": name, "probe": "test_sleepy", "interval": interval, "timeout": 5,
-               "params": {"seconds": 2.5, "markers": str(tmp_path / name)}}
-              for name in (first, second)]
+    checks = [
+        {
+            "name": name,
+            "probe": "test_sleepy",
+            "interval": interval,
+            "timeout": 5,
+            "params": {"seconds": 2.5, "markers": str(tmp_path / name)},
+        }
+        for name in (first, second)
+    ]
     loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
     store = StatusStore()
     results: list[CheckResult] = []
     # One slot for the type: the second check's run waits while the first one sleeps.
-    scheduler = Scheduler(store, Metrics(store), results.append,
-                          SchedulerConfig.model_validate({"per_probe_type": {"test_sleepy": 1}}))
+    scheduler = Scheduler(
+        store,
+        Metrics(store),
+        results.append,
+        SchedulerConfig.model_validate({"per_probe_type": {"test_sleepy": 1}}),
+    )
     plumbing = Plumbing()
     store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
     for check in loaded.checks:
@@ -220,7 +245,10 @@ def spawn(config: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
     log = config.with_suffix(".log")
     proc = subprocess.Popen(
         [*ALIVEMCP, "run", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        env=subprocess_env(),
+        cwd=REPO,
     )
     return proc, log
 
@@ -266,11 +294,14 @@ def test_sighup_storm_during_start_up_is_survived_and_the_reload_applied_after_s
     config = tmp_path / "c.yaml"
     os.mkfifo(config)
     data = tmp_path / "data"
-    first = yaml.safe_dump({"logging": {"format": "json"}, "data_dir": str(data),
-                            "checks": big_checks()})
+    first = yaml.safe_dump(
+        {"logging": {"format": "json"}, "data_dir": str(data), "checks": big_checks()}
+    )
     reloaded = tmp_path / "reloaded.yaml"
-    write_config(reloaded, [*big_checks(), {"name": "added-by-reload", "probe": "test_static",
-                                            "interval": 1}])
+    write_config(
+        reloaded,
+        [*big_checks(), {"name": "added-by-reload", "probe": "test_static", "interval": 1}],
+    )
     port = free_port()
     proc, log = spawn(config, port)
     try:
@@ -291,8 +322,11 @@ def test_sighup_storm_during_start_up_is_survived_and_the_reload_applied_after_s
             time.sleep(0.1)
         assert hups > 10  # signals kept arriving all through start-up
         # The reload asked for during start-up is applied once the daemon has started.
-        wait_until(lambda: status_rows(port).get("added-by-reload", {}).get("status") == "up",
-                   120, "the check added by the reload to run")
+        wait_until(
+            lambda: status_rows(port).get("added-by-reload", {}).get("status") == "up",
+            120,
+            "the check added by the reload to run",
+        )
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
@@ -332,8 +366,11 @@ def test_sigterm_while_the_daemon_builds_its_checks_exits_0_cleanly(tmp_path: Pa
     try:
         # The daemon writes its pid into the data_dir lock as the first step of its start-up,
         # before it builds its 10,000 checks.
-        wait_until(lambda: lock.exists() and lock.read_text().startswith(f"{proc.pid} "),
-                   120, "the daemon to take its data_dir")
+        wait_until(
+            lambda: lock.exists() and lock.read_text().startswith(f"{proc.pid} "),
+            120,
+            "the daemon to take its data_dir",
+        )
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0

@@ -34,9 +34,12 @@ def test_json_logs_redact_secrets_in_fields_messages_and_tracebacks(
     try:
         fail("pa55word-in-config")
     except ValueError:
-        log.exception("probe blew up", authorization="Basic dXNlcjpwYXNz",
-                      url="https://user:hunter2@example.test/x",
-                      slack="https://hooks.slack.com/services/T000/B000/XXXX")
+        log.exception(
+            "probe blew up",
+            authorization="Basic dXNlcjpwYXNz",
+            url="https://user:hunter2@example.test/x",
+            slack="https://hooks.slack.com/services/T000/B000/XXXX",
+        )
     log.info("plain", note="password=letmein123 here")
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.strip()]
     text = json.dumps(lines)

@@ -17,11 +17,18 @@ from alivemcp.web import metrics as metrics_module
 from alivemcp.web.metrics import RENDER_CHUNK, Metrics
 
 
-def result(info: CheckInfo, status: Status, started: float, duration: float,
-           **observations: float) -> CheckResult:
-    return CheckResult(check=info, status=status, reason="r", duration_seconds=duration,
-                       started_at=started, finished_at=started + duration,
-                       observations=observations)
+def result(
+    info: CheckInfo, status: Status, started: float, duration: float, **observations: float
+) -> CheckResult:
+    return CheckResult(
+        check=info,
+        status=status,
+        reason="r",
+        duration_seconds=duration,
+        started_at=started,
+        finished_at=started + duration,
+        observations=observations,
+    )
 
 
 def sample(body: str, family: str, check: str, extra: str = "") -> str | None:
@@ -149,11 +156,20 @@ async def test_kept_lines_say_what_freshly_made_lines_say() -> None:
             clock += 0.25
             current = store.get(info.name)
             assert current is not None
-            store.record(result(current.info, rng.choice([Status.UP] * 3 + list(Status)), clock,
-                                rng.random(), **{"lat": rng.random()}))
+            store.record(
+                result(
+                    current.info,
+                    rng.choice([Status.UP] * 3 + list(Status)),
+                    clock,
+                    rng.random(),
+                    **{"lat": rng.random()},
+                )
+            )
         if round_ in (4, 8):
-            infos = [CheckInfo(i.name, "p", {"team": "z"}) if rng.random() < 0.3 else i
-                     for i in infos[:250]]
+            infos = [
+                CheckInfo(i.name, "p", {"team": "z"}) if rng.random() < 0.3 else i
+                for i in infos[:250]
+            ]
             store.set_checks(infos)
         states = store.states()
         assert kept.checks.render(False, states) == Metrics(store).checks.render(False, states)

@@ -20,9 +20,17 @@ async def test_the_streamed_body_is_the_render_with_its_length() -> None:
     infos = [CheckInfo(f"c{i}", "p", {"team": "é"}) for i in range(2 * RENDER_CHUNK + 7)]
     store.set_checks(infos)
     for n, info in enumerate(infos):
-        store.record(CheckResult(check=info, status=Status.UP, reason="r",
-                                 duration_seconds=0.1, started_at=1000.0 + n,
-                                 finished_at=1000.1 + n, observations={"lat": n / 7}))
+        store.record(
+            CheckResult(
+                check=info,
+                status=Status.UP,
+                reason="r",
+                duration_seconds=0.1,
+                started_at=1000.0 + n,
+                finished_at=1000.1 + n,
+                observations={"lat": n / 7},
+            )
+        )
     parts, _ = await metrics.render_parts(OPENMETRICS)
     assert len(parts) > 10  # several parts, so the stream is really written in pieces
     server = HttpServer(store, metrics, lambda: True, lambda: True)
@@ -39,7 +47,7 @@ async def test_the_streamed_body_is_the_render_with_its_length() -> None:
                 # The engine-wide tail (process CPU, GC counts) moves between two renders;
                 # everything before it must be the same bytes.
                 cut = body.index(b"# HELP process_")
-                assert body[:cut] == expected[:expected.index(b"# HELP process_")]
+                assert body[:cut] == expected[: expected.index(b"# HELP process_")]
                 assert body.endswith(b"# EOF\n") == (accept is not None)
                 assert sent["Content-Type"] == content_type
                 assert int(sent["Content-Length"]) == len(body)

@@ -17,8 +17,16 @@ from alivemcp.config import load_config
 from alivemcp.hygiene.logging import configure_logging
 
 
-def write(path: Path, *, label: str = "x", delay: float = 0.0, token: str = "t1",
-          failures: int = 2, override: int | None = None, reverse: bool = False) -> None:
+def write(
+    path: Path,
+    *,
+    label: str = "x",
+    delay: float = 0.0,
+    token: str = "t1",
+    failures: int = 2,
+    override: int | None = None,
+    reverse: bool = False,
+) -> None:
     alert = {"alert": {"failures_to_fire": override}} if override else {}
     doc = {
         "data_dir": str(path.parent / "data"),
@@ -27,11 +35,15 @@ def write(path: Path, *, label: str = "x", delay: float = 0.0, token: str = "t1"
         "checks": [
             {"name": "same", "probe": "test_noop", "interval": 60},
             {"name": "labelled", "probe": "test_noop", "interval": 60, "labels": {"v": label}},
-            {"name": "param", "probe": "test_static", "interval": 60,
-             "params": {"delay": delay}},
+            {"name": "param", "probe": "test_static", "interval": 60, "params": {"delay": delay}},
             # A secret header: only its digest tells a changed value from the old one.
-            {"name": "secret", "probe": "mcp_endpoint", "interval": 60, "timeout": 1,
-             "params": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-Token": token}}},
+            {
+                "name": "secret",
+                "probe": "mcp_endpoint",
+                "interval": 60,
+                "timeout": 1,
+                "params": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-Token": token}},
+            },
             {"name": "override", "probe": "test_noop", "interval": 60, **alert},
         ],
     }
@@ -42,18 +54,22 @@ def write(path: Path, *, label: str = "x", delay: float = 0.0, token: str = "t1"
 
 def snapshot(daemon: Daemon) -> dict[str, tuple[Any, Any, Any, Any]]:
     """Per check: its config object, its info, its status entry's info, its alerting entry."""
-    infos = dict(zip((c.name for c in daemon._loaded.checks), daemon._applied_infos,
-                     strict=True))
+    infos = dict(zip((c.name for c in daemon._loaded.checks), daemon._applied_infos, strict=True))
     states = {s.info.name: s for s in daemon.store.states()}
     catalog = daemon.alerts._catalog.checks
-    return {c.name: (c, infos[c.name], states[c.name].info, catalog[c.name])
-            for c in daemon._loaded.checks}
+    return {
+        c.name: (c, infos[c.name], states[c.name].info, catalog[c.name])
+        for c in daemon._loaded.checks
+    }
 
 
 def kept(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]) -> set[str]:
     """The checks whose four objects are all the very ones they were."""
-    return {name for name, objects in after.items()
-            if all(a is b for a, b in zip(objects, before[name], strict=True))}
+    return {
+        name
+        for name, objects in after.items()
+        if all(a is b for a, b in zip(objects, before[name], strict=True))
+    }
 
 
 async def test_a_reload_keeps_the_objects_of_checks_that_did_not_change(tmp_path: Path) -> None:

@@ -21,8 +21,7 @@ SECRET = "s3cr3t-token-value-4242"
 
 
 def write_large(path: Path, checks: list[dict[str, object]], text: str = "") -> None:
-    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"),
-           "checks": checks}
+    doc = {"logging": {"format": "json"}, "data_dir": str(path.parent / "data"), "checks": checks}
     body = text or yaml.safe_dump(doc)
     # Made large by a comment: the size, not the number of checks, picks the child.
     padding = ("# " + "x" * 98 + "\n") * (LOAD_IN_CHILD_BYTES // 100 + 1)
@@ -34,29 +33,41 @@ def test_a_large_config_reloads_through_the_child_refusing_errors_and_keeping_se
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "c.yaml"
-    static = {"name": "a", "probe": "test_static", "interval": 0.5,
-              "params": {"reason": "first"}}
+    static = {"name": "a", "probe": "test_static", "interval": 0.5, "params": {"reason": "first"}}
     write_large(config, [static])
     with DaemonProcess(config, env={"PROBE_SECRET": SECRET}) as d:
         d.wait_for(lambda: d.status_of("a").get("reason") == "first", what="a runs")
 
         write_large(config, [], text="checks: [{name: a, probe: test_static, intervall: 1}]\n")
         d.signal(signal.SIGHUP)
-        d.wait_for(lambda: "alivemcp_config_last_reload_successful 0.0" in d.get("/metrics")[1],
-                   what="failed reload metric")
+        d.wait_for(
+            lambda: "alivemcp_config_last_reload_successful 0.0" in d.get("/metrics")[1],
+            what="failed reload metric",
+        )
         assert "checks[0].intervall: unknown field; did you mean 'interval'?" in d.logs()
         assert d.status_of("a").get("reason") == "first"  # the old config runs on
 
-        write_large(config, [
-            {**static, "params": {"reason": "second"}},
-            {"name": "b", "probe": "test_static", "interval": 0.5,
-             "params": {"reason": "leaky", "secret_in_reason": "${PROBE_SECRET}"}},
-        ])
+        write_large(
+            config,
+            [
+                {**static, "params": {"reason": "second"}},
+                {
+                    "name": "b",
+                    "probe": "test_static",
+                    "interval": 0.5,
+                    "params": {"reason": "leaky", "secret_in_reason": "${PROBE_SECRET}"},
+                },
+            ],
+        )
         d.signal(signal.SIGHUP)
-        d.wait_for(lambda: "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1],
-                   what="successful reload")
-        d.wait_for(lambda: d.status_of("b").get("reason", "").startswith("leaky"),
-                   what="the new check runs")
+        d.wait_for(
+            lambda: "alivemcp_config_last_reload_successful 1.0" in d.get("/metrics")[1],
+            what="successful reload",
+        )
+        d.wait_for(
+            lambda: d.status_of("b").get("reason", "").startswith("leaky"),
+            what="the new check runs",
+        )
         assert d.status_of("b")["reason"] == "leaky [REDACTED]"
         d.wait_for(lambda: d.status_of("a").get("reason") == "second", what="a changed")
         assert '"loaded_in": "process"' in d.logs()
@@ -79,12 +90,14 @@ def _loader_pids(path: Path) -> list[int]:
 
 
 async def test_a_cancelled_load_kills_its_child_and_a_finished_one_leaves_none(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # The child is started with Popen (vfork), not the loop's spawn: it must still be killed
     # when the reload is cancelled (a stop), and be gone when it finishes.
     path = tmp_path / "big.yaml"
-    write_large(path, [{"name": f"c{i}", "probe": "test_noop", "interval": 60}
-                       for i in range(20_000)])
+    write_large(
+        path, [{"name": f"c{i}", "probe": "test_noop", "interval": 60} for i in range(20_000)]
+    )
     loaded = await load_in_child(path)
     assert len(loaded.checks) == 20_000 and _loader_pids(path) == []
     loading = asyncio.ensure_future(load_in_child(path))
@@ -141,9 +154,18 @@ async def test_checks_from_the_child_share_their_equal_label_sets_across_frames(
 
     config = tmp_path / "c.yaml"
     count = 2 * CHECKS_PER_FRAME + 5
-    write_large(config, [{"name": f"c{i}", "probe": "test_static", "interval": 30,
-                          "labels": {"team": "core" if i % 2 else "edge"}}
-                         for i in range(count)])
+    write_large(
+        config,
+        [
+            {
+                "name": f"c{i}",
+                "probe": "test_static",
+                "interval": 30,
+                "labels": {"team": "core" if i % 2 else "edge"},
+            }
+            for i in range(count)
+        ],
+    )
     loaded = await load_in_child(config)
     assert len(loaded.checks) == count
     assert len({id(c.labels) for c in loaded.checks}) == 2

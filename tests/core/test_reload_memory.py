@@ -70,14 +70,21 @@ def test_checks_replaced_by_reloads_leave_no_garbage_only_the_collector_could_fr
     tmp_path: Path,
 ) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path / "c.yaml")], capture_output=True,
-        text=True, timeout=120, env=subprocess_env(), check=False,
+        [sys.executable, "-c", CHILD, str(tmp_path / "c.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_env(),
+        check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["runs"] >= 320  # the checks ran, so their probes were set up
-    engine = {k: n for k, n in report["garbage"].items()
-              if k.startswith(("alivemcp.", "alivemcp_testprobes.", "probes."))}
+    engine = {
+        k: n
+        for k, n in report["garbage"].items()
+        if k.startswith(("alivemcp.", "alivemcp_testprobes.", "probes."))
+    }
     assert engine == {}
     # Whatever else is left (a closure or two) must not grow with the checks replaced.
     assert sum(report["garbage"].values()) < 50, report["garbage"]

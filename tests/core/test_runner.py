@@ -74,18 +74,32 @@ async def test_registered_secrets_and_bearer_tokens_are_redacted_from_reasons() 
 
 
 async def test_only_a_probe_with_a_teardown_of_its_own_needs_one_after_setup(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import yaml
 
     from alivemcp.config import load_config_text
     from alivemcp.engine.checks import build_handle
     from alivemcp.plumbing import Plumbing
 
-    loaded = load_config_text(yaml.safe_dump({"checks": [
-        {"name": "noop", "probe": "test_noop"},  # the contract's teardown: nothing to do
-        {"name": "sleepy", "probe": "test_sleepy",  # a teardown of its own
-         "params": {"seconds": 0, "markers": str(tmp_path)}},
-    ]}), env={})
+    loaded = load_config_text(
+        yaml.safe_dump(
+            {
+                "checks": [
+                    {
+                        "name": "noop",
+                        "probe": "test_noop",
+                    },  # the contract's teardown: nothing to do
+                    {
+                        "name": "sleepy",
+                        "probe": "test_sleepy",  # a teardown of its own
+                        "params": {"seconds": 0, "markers": str(tmp_path)},
+                    },
+                ]
+            }
+        ),
+        env={},
+    )
     plumbing = Plumbing()
     noop, sleepy = (build_handle(check, plumbing) for check in loaded.checks)
     assert not noop.needs_teardown and not sleepy.needs_teardown  # nothing set up yet

@@ -19,10 +19,37 @@ from alivemcp.probe import LabeledObservation, Observable, ProbeResult, Status
 
 #: Fragments every redaction pattern is made of, in varied case, to build texts that match.
 _FRAGMENTS = (
-    "Bearer ", "bAsIc ", "abcdef123456", "https://hooks.slack.com/services/T0/B0/x",
-    "https://", "user:pw@", "://u:p@", "PASSWORD=", "passwd: ", "Secret=", "TOKEN:", "api_key=",
-    "API-KEY=", "apikey=", "AKIAABCDEFGHIJKLMNOP", "ASIA0123456789ABCDEF", "value", " ", "=",
-    ":", "@", "/", "\"", "'", "x", "tok", "en", "sec", "ret", "AK", "IA",
+    "Bearer ",
+    "bAsIc ",
+    "abcdef123456",
+    "https://hooks.slack.com/services/T0/B0/x",
+    "https://",
+    "user:pw@",
+    "://u:p@",
+    "PASSWORD=",
+    "passwd: ",
+    "Secret=",
+    "TOKEN:",
+    "api_key=",
+    "API-KEY=",
+    "apikey=",
+    "AKIAABCDEFGHIJKLMNOP",
+    "ASIA0123456789ABCDEF",
+    "value",
+    " ",
+    "=",
+    ":",
+    "@",
+    "/",
+    '"',
+    "'",
+    "x",
+    "tok",
+    "en",
+    "sec",
+    "ret",
+    "AK",
+    "IA",
 )
 
 
@@ -36,8 +63,7 @@ def _slow_redact_text(text: str) -> str:
 
 def _texts(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    return ["".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(1, 8)))
-            for _ in range(count)]
+    return ["".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(1, 8))) for _ in range(count)]
 
 
 def test_the_substring_pre_check_never_skips_a_text_a_pattern_matches() -> None:
@@ -63,8 +89,9 @@ def test_a_secret_registered_after_a_text_was_remembered_is_redacted_next_time()
     assert redact_text(text) == text  # remembered as clean
     register_secret("late-secret-4711")
     assert redact_text(text) == f"server said: {REDACTED} is wrong"
-    assert clean_details({"note": text}, redacted=True) == {"note": f"server said: {REDACTED} "
-                                                                     "is wrong"}
+    assert clean_details({"note": text}, redacted=True) == {
+        "note": f"server said: {REDACTED} is wrong"
+    }
 
 
 def test_the_memo_is_dropped_when_the_secrets_change_behind_its_back() -> None:
@@ -86,8 +113,17 @@ def test_the_memo_stays_bounded() -> None:
 
 
 def test_secret_keys_are_judged_as_before() -> None:
-    for key in ("Authorization", "x-api-key", "private_key", "session-id", "name", "tools",
-                "Routing-Key", "monkey", "tokenizer"):
+    for key in (
+        "Authorization",
+        "x-api-key",
+        "private_key",
+        "session-id",
+        "name",
+        "tools",
+        "Routing-Key",
+        "monkey",
+        "tokenizer",
+    ):
         expected = redaction.SECRET_KEY.search(key) is not None
         assert redaction.is_secret_key(key) is expected  # computed
         assert redaction.is_secret_key(key) is expected  # remembered
@@ -99,8 +135,10 @@ def test_cleaning_shortcut_leaves_no_unsafe_character() -> None:
     alphabet = [chr(c) for c in range(0, 0xA0)] + ["\ud800", "\udfff", "é", "\u2028"]
     for _ in range(5_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
-        for cleaned, pattern in ((clean_text(text), r"[\x00-\x08\x0b-\x1f\x7f-\x9f]"),
-                                 (clean_label(text), r"[\x00-\x1f\x7f-\x9f]")):
+        for cleaned, pattern in (
+            (clean_text(text), r"[\x00-\x08\x0b-\x1f\x7f-\x9f]"),
+            (clean_label(text), r"[\x00-\x1f\x7f-\x9f]"),
+        ):
             cleaned.encode("utf-8")  # no lone surrogate left
             assert not __import__("re").search(pattern, cleaned), repr(cleaned)
             if text.isascii() and text.isprintable():
@@ -108,16 +146,41 @@ def test_cleaning_shortcut_leaves_no_unsafe_character() -> None:
 
 
 def _hostile_details(rng: random.Random, depth: int = 0) -> Any:
-    scalars: list[Any] = [None, True, 0, 7, 1.5, float("nan"), float("inf"), "", "plain",
-                          "Bearer abcdefgh123", "line\nbreak\x00nul", "\udc80lone", "x" * 5000,
-                          "token=hunter2", "https://u:pw@host/x"]
+    scalars: list[Any] = [
+        None,
+        True,
+        0,
+        7,
+        1.5,
+        float("nan"),
+        float("inf"),
+        "",
+        "plain",
+        "Bearer abcdefgh123",
+        "line\nbreak\x00nul",
+        "\udc80lone",
+        "x" * 5000,
+        "token=hunter2",
+        "https://u:pw@host/x",
+    ]
     if depth >= 9 or rng.random() < 0.4:
         return rng.choice(scalars)
     if rng.random() < 0.5:
-        keys = ["a", "password", "api_key", "tools", "Authorization", "k" * 300, "\x07bell",
-                "notes", "secret_sauce"]
-        return {rng.choice(keys) + str(i % 3): _hostile_details(rng, depth + 1)
-                for i in range(rng.randint(0, 5))}
+        keys = [
+            "a",
+            "password",
+            "api_key",
+            "tools",
+            "Authorization",
+            "k" * 300,
+            "\x07bell",
+            "notes",
+            "secret_sauce",
+        ]
+        return {
+            rng.choice(keys) + str(i % 3): _hostile_details(rng, depth + 1)
+            for i in range(rng.randint(0, 5))
+        }
     return [_hostile_details(rng, depth + 1) for _ in range(rng.randint(0, 5))]
 
 
@@ -125,8 +188,12 @@ def test_one_walk_clean_and_redact_equals_the_two_walks() -> None:
     register_secret("hunter2")
     rng = random.Random(11)
     for _ in range(400):
-        details = {"root": _hostile_details(rng), "server_name": "srv hunter2",
-                   "token": "abc", "empty_token": ""}
+        details = {
+            "root": _hostile_details(rng),
+            "server_name": "srv hunter2",
+            "token": "abc",
+            "empty_token": "",
+        }
         expected = redact(clean_details(details))
         assert repr(clean_details(details, redacted=True)) == repr(expected)
     huge = {f"key{i}": "v" * 3000 for i in range(300)}
@@ -140,13 +207,23 @@ _DECLARED = (
 )
 
 
-def _result(seconds: object = 0.5, info: object = 1.0, name: object = "srv",
-            observations: dict[Any, Any] | None = None) -> ProbeResult:
+def _result(
+    seconds: object = 0.5,
+    info: object = 1.0,
+    name: object = "srv",
+    observations: dict[Any, Any] | None = None,
+) -> ProbeResult:
     return ProbeResult(
-        Status.UP, "ok",
+        Status.UP,
+        "ok",
         observations if observations is not None else {"total_seconds": seconds, "tools": 2},
-        [LabeledObservation("mcp_server_info", info,  # type: ignore[arg-type]
-                            {"server_name": name, "transport": "sse"})],  # type: ignore[dict-item]
+        [
+            LabeledObservation(
+                "mcp_server_info",
+                info,  # type: ignore[arg-type]
+                {"server_name": name, "transport": "sse"},
+            )
+        ],  # type: ignore[dict-item]
         {"server_name": "srv"},
     )
 
@@ -167,6 +244,10 @@ def test_a_layout_seen_well_formed_still_has_its_values_checked_every_run() -> N
         checked = _validated(bad, _DECLARED)
         assert checked.status is Status.UNKNOWN, fragment
         assert checked.reason.startswith("probe returned garbage: ") and fragment in checked.reason
-    undeclared_label = ProbeResult(Status.UP, "ok", {"total_seconds": 0.5, "tools": 2}, [
-        LabeledObservation("mcp_server_info", 1.0, {"server_name": "srv", "region": "x"})])
+    undeclared_label = ProbeResult(
+        Status.UP,
+        "ok",
+        {"total_seconds": 0.5, "tools": 2},
+        [LabeledObservation("mcp_server_info", 1.0, {"server_name": "srv", "region": "x"})],
+    )
     assert "undeclared labels" in _validated(undeclared_label, _DECLARED).reason

@@ -48,8 +48,10 @@ def entries(count: int, interval: float) -> list[ScheduledCheck]:
     doc = {"checks": [{"name": "shared", "probe": "test_static", "interval": interval}]}
     handle = build_handle(load_config_text(yaml.safe_dump(doc), env={}).checks[0], Plumbing())
     names = [f"check-{i}" for i in range(count)]
-    return [ScheduledCheck(name, handle, interval, stable_offset(name, interval), None)
-            for name in names]
+    return [
+        ScheduledCheck(name, handle, interval, stable_offset(name, interval), None)
+        for name in names
+    ]
 
 
 def most_in_any_tenth_of_a_second(moments: list[float]) -> int:
@@ -73,34 +75,41 @@ def test_first_runs_are_spread_over_the_start_window() -> None:
         # ~FIRST_RUNS_PER_SECOND (or the steady rate where the window is the whole interval):
         # a tenth of a second holds about a hundred, never a herd.
         expected = max(FIRST_RUNS_PER_SECOND, count / interval) / 10
-        assert most_in_any_tenth_of_a_second(firsts) <= max(10, 1.5 * expected), (count,
-                                                                                  interval)
+        assert most_in_any_tenth_of_a_second(firsts) <= max(10, 1.5 * expected), (count, interval)
         for first, entry in plan:
             if entry.first_run is None:  # its grid point falls inside the window: no extra run
-                assert abs((first - entry.offset) % interval) < 1e-6 or \
-                    abs((first - entry.offset) % interval - interval) < 1e-6
+                assert (
+                    abs((first - entry.offset) % interval) < 1e-6
+                    or abs((first - entry.offset) % interval - interval) < 1e-6
+                )
             else:
                 assert entry.first_run == first
 
 
 def test_first_run_positions_are_stable() -> None:
     now = time.time()
-    one = [(round(first - now, 6), entry.name) for first, entry in
-           plan_first_runs(entries(200, 60.0), now)]
-    two = [(round(first - now, 6), entry.name) for first, entry in
-           plan_first_runs(entries(200, 60.0), now)]
+    one = [
+        (round(first - now, 6), entry.name)
+        for first, entry in plan_first_runs(entries(200, 60.0), now)
+    ]
+    two = [
+        (round(first - now, 6), entry.name)
+        for first, entry in plan_first_runs(entries(200, 60.0), now)
+    ]
     assert one == two
 
 
-def test_after_an_extra_first_run_a_check_rejoins_its_grid_no_sooner_than_half_an_interval(
-) -> None:
+def test_after_an_extra_first_run_a_check_rejoins_its_grid_no_sooner_than_half_an_interval() -> (
+    None
+):
     for entry in entries(500, 10.0):
         now = 1_700_000_000.0 + entry.offset / 3
         first = entry.plan_first_run(now, 2.0)
         second = entry.next_after(first)
         third = entry.next_after(second)
-        assert ((second - entry.offset) / 10.0) % 1 == pytest.approx(0, abs=1e-6) or \
-            ((second - entry.offset) / 10.0) % 1 == pytest.approx(1, abs=1e-6)
+        assert ((second - entry.offset) / 10.0) % 1 == pytest.approx(0, abs=1e-6) or (
+            (second - entry.offset) / 10.0
+        ) % 1 == pytest.approx(1, abs=1e-6)
         assert third - second == pytest.approx(10.0, abs=1e-6)
         if entry.first_run is None:  # it started on its grid
             assert second - first == pytest.approx(10.0, abs=1e-6)
@@ -111,8 +120,9 @@ def test_after_an_extra_first_run_a_check_rejoins_its_grid_no_sooner_than_half_a
             assert entry.planned_before(second + 0.2) == pytest.approx(second)
 
 
-async def run_scheduler(checks: list[dict], seconds: float, config: SchedulerConfig) -> tuple[
-        StatusStore, list[CheckResult]]:
+async def run_scheduler(
+    checks: list[dict], seconds: float, config: SchedulerConfig
+) -> tuple[StatusStore, list[CheckResult]]:
     loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
     store = StatusStore()
     metrics = Metrics(store)
@@ -137,8 +147,13 @@ async def run_scheduler(checks: list[dict], seconds: float, config: SchedulerCon
 async def test_per_type_limit_serialises_slow_probes(tmp_path: Path) -> None:
     log = tmp_path / "starts.txt"
     checks = [
-        {"name": f"slow{i}", "probe": "test_static", "interval": 2, "timeout": 1.5,
-         "params": {"delay": 0.4, "record_to": str(log)}}
+        {
+            "name": f"slow{i}",
+            "probe": "test_static",
+            "interval": 2,
+            "timeout": 1.5,
+            "params": {"delay": 0.4, "record_to": str(log)},
+        }
         for i in range(3)
     ]
     store, results = await run_scheduler(
@@ -153,8 +168,15 @@ async def test_per_type_limit_serialises_slow_probes(tmp_path: Path) -> None:
 
 
 async def test_a_check_never_overlaps_itself(tmp_path: Path) -> None:
-    checks = [{"name": "long", "probe": "test_static", "interval": 0.5, "timeout": 0.45,
-               "params": {"delay": 0.3}}]
+    checks = [
+        {
+            "name": "long",
+            "probe": "test_static",
+            "interval": 0.5,
+            "timeout": 0.45,
+            "params": {"delay": 0.3},
+        }
+    ]
     _, results = await run_scheduler(checks, 3, SchedulerConfig())
     spans = sorted((r.started_at, r.finished_at) for r in results)
     for (_, end), (start, _) in itertools.pairwise(spans):
@@ -163,8 +185,10 @@ async def test_a_check_never_overlaps_itself(tmp_path: Path) -> None:
 
 async def test_every_check_has_a_first_result_within_the_start_window(tmp_path: Path) -> None:
     log = tmp_path / "starts.txt"
-    checks = [{"name": f"c{i}", "probe": "test_static", "interval": 60,
-               "params": {"record_to": str(log)}} for i in range(20)]
+    checks = [
+        {"name": f"c{i}", "probe": "test_static", "interval": 60, "params": {"record_to": str(log)}}
+        for i in range(20)
+    ]
     started = time.time()
     store, results = await run_scheduler(checks, MIN_START_WINDOW + 0.5, SchedulerConfig())
     assert sorted(r.check.name for r in results) == sorted(f"c{i}" for i in range(20))
@@ -184,13 +208,15 @@ async def until(condition: Callable[[], bool], timeout: float) -> None:
 
 def skipped(metrics: Metrics, reason: str) -> float:
     value = metrics.registry.get_sample_value(
-        "alivemcp_scheduler_skipped_runs_total", {"reason": reason})
+        "alivemcp_scheduler_skipped_runs_total", {"reason": reason}
+    )
     assert value is not None
     return value
 
 
-def started_scheduler(checks: list[dict], config: SchedulerConfig | None = None) -> tuple[
-        Scheduler, Metrics, list[CheckResult], Plumbing]:
+def started_scheduler(
+    checks: list[dict], config: SchedulerConfig | None = None
+) -> tuple[Scheduler, Metrics, list[CheckResult], Plumbing]:
     """The checks scheduled and the scheduler started; results collected in the list."""
     loaded = load_config_text(yaml.safe_dump({"checks": checks}), env={})
     store = StatusStore()
@@ -206,10 +232,12 @@ def started_scheduler(checks: list[dict], config: SchedulerConfig | None = None)
 
 
 async def test_runs_the_loop_was_too_late_for_are_counted_missed_not_run_late(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     interval = 4.0  # a run may start up to half an interval (2 s) late
     scheduler, metrics, results, plumbing = started_scheduler(
-        [{"name": "tick", "probe": "test_static", "interval": interval, "timeout": 1}])
+        [{"name": "tick", "probe": "test_static", "interval": interval, "timeout": 1}]
+    )
     await until(lambda: len(results) == 1, MIN_START_WINDOW + 5)
     due = scheduler.checks["tick"].due
     # The loop held up until 2.5 s past the next planned run (and before the one after): that
@@ -229,10 +257,19 @@ async def test_runs_the_loop_was_too_late_for_are_counted_missed_not_run_late(
 async def test_a_run_still_waiting_for_its_slot_is_counted_as_an_overlap(tmp_path: Path) -> None:
     # One slot for two checks that each hold it for most of their interval: each in turn finds
     # its previous run still queued behind the other one's.
-    checks = [{"name": f"slow{i}", "probe": "test_static", "interval": 0.5, "timeout": 0.45,
-               "params": {"delay": 0.4}} for i in range(2)]
+    checks = [
+        {
+            "name": f"slow{i}",
+            "probe": "test_static",
+            "interval": 0.5,
+            "timeout": 0.45,
+            "params": {"delay": 0.4},
+        }
+        for i in range(2)
+    ]
     scheduler, metrics, results, plumbing = started_scheduler(
-        checks, SchedulerConfig(per_probe_type={"test_static": 1}))
+        checks, SchedulerConfig(per_probe_type={"test_static": 1})
+    )
     await asyncio.sleep(3)
     await scheduler.stop(1)
     await plumbing.aclose()
@@ -248,9 +285,16 @@ async def test_a_run_still_waiting_for_its_slot_is_counted_as_an_overlap(tmp_pat
 
 
 async def test_cancel_runs_stops_the_named_runs_and_drops_their_results(tmp_path: Path) -> None:
-    checks = [{"name": name, "probe": "test_sleepy", "interval": 60, "timeout": 30,
-               "params": {"seconds": 20, "markers": str(tmp_path / name)}}
-              for name in ("revoked", "kept")]
+    checks = [
+        {
+            "name": name,
+            "probe": "test_sleepy",
+            "interval": 60,
+            "timeout": 30,
+            "params": {"seconds": 20, "markers": str(tmp_path / name)},
+        }
+        for name in ("revoked", "kept")
+    ]
     scheduler, metrics, results, plumbing = started_scheduler(checks)
     deadline = time.monotonic() + MIN_START_WINDOW + 5
     while metrics.registry.get_sample_value("alivemcp_scheduler_runs_in_flight") != 2:
@@ -267,7 +311,8 @@ async def test_cancel_runs_stops_the_named_runs_and_drops_their_results(tmp_path
 
 
 async def test_full_collections_come_from_the_scheduler_timer_while_it_runs(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     collections: list[int] = []
 
     def noted(phase: str, info: dict[str, int]) -> None:
@@ -279,9 +324,11 @@ async def test_full_collections_come_from_the_scheduler_timer_while_it_runs(
     gc.callbacks.append(noted)
     try:
         first, _, _, _ = started_scheduler(
-            [{"name": "a", "probe": "test_static", "interval": 60, "timeout": 1}])
+            [{"name": "a", "probe": "test_static", "interval": 60, "timeout": 1}]
+        )
         second, _, _, _ = started_scheduler(
-            [{"name": "b", "probe": "test_static", "interval": 60, "timeout": 1}])
+            [{"name": "b", "probe": "test_static", "interval": 60, "timeout": 1}]
+        )
         young, middle, old = gc.get_threshold()
         assert (young, middle) == before[:2] and old > 10**9  # no full collection by itself
         await until(lambda: len(collections) >= 2, 5)  # but the timer's, again and again
@@ -312,8 +359,7 @@ def replaced_one_for_one(old: list[list[int]]) -> list[list[int]]:
     return new
 
 
-async def test_young_objects_are_collected_on_a_timer_when_frees_hide_their_allocations(
-) -> None:
+async def test_young_objects_are_collected_on_a_timer_when_frees_hide_their_allocations() -> None:
     assert scheduler_module._CollectorPolicy._users == 0
     # CPython's own rule counts allocations less deallocations of every thread: another
     # test's thread still allocating would start collections of its own and move the objects
@@ -327,7 +373,8 @@ async def test_young_objects_are_collected_on_a_timer_when_frees_hide_their_allo
         await asyncio.sleep(0.5)
         assert young(without[-1])  # nothing else collects them
         scheduler, _, _, plumbing = started_scheduler(
-            [{"name": "a", "probe": "test_static", "interval": 60, "timeout": 1}])
+            [{"name": "a", "probe": "test_static", "interval": 60, "timeout": 1}]
+        )
         try:
             old = [[] for _ in range(20_000)]
             gc.collect()
@@ -351,26 +398,36 @@ def assert_in_one_window(firsts: list[float], ended: float, window: float) -> No
 
 async def test_checks_added_in_one_batch_across_loop_turns_share_one_start_window() -> None:
     scheduler, _, _, plumbing = started_scheduler(
-        [{"name": "old", "probe": "test_noop", "interval": 60}])
-    checks = load_config_text(yaml.safe_dump({"checks": [
-        {"name": f"c{i}", "probe": "test_noop", "interval": 60} for i in range(3000)
-    ]}), env={}).checks
+        [{"name": "old", "probe": "test_noop", "interval": 60}]
+    )
+    checks = load_config_text(
+        yaml.safe_dump(
+            {
+                "checks": [
+                    {"name": f"c{i}", "probe": "test_noop", "interval": 60} for i in range(3000)
+                ]
+            }
+        ),
+        env={},
+    ).checks
     with scheduler.batch():
         for start in range(0, 3000, 1000):
-            for check in checks[start:start + 1000]:
+            for check in checks[start : start + 1000]:
                 scheduler.add(build_handle(check, plumbing), check.fingerprint())
             await asyncio.sleep(0.3)
             # Nothing of the batch is planned while it is open (a slice planned alone would
             # get a start window of its own: 1,000 first runs in 2 s instead of 3,000 in 3 s).
-            assert all(scheduler.checks[c.name].due == 0 for c in checks[:start + 1000])
+            assert all(scheduler.checks[c.name].due == 0 for c in checks[: start + 1000])
     ended = time.time()
     await asyncio.sleep(0)
     firsts = sorted(scheduler.checks[c.name].due for c in checks)
     window = start_window(3000)
     assert_in_one_window(firsts, ended, window)
     # Spread over the whole window, not bunched at its start: each third holds about a third.
-    thirds = [sum(1 for t in firsts if ended + k * window / 3 <= t < ended + (k + 1) * window / 3)
-              for k in range(3)]
+    thirds = [
+        sum(1 for t in firsts if ended + k * window / 3 <= t < ended + (k + 1) * window / 3)
+        for k in range(3)
+    ]
     assert min(thirds) > 700, thirds
     await scheduler.stop(1)
     await plumbing.aclose()
@@ -381,11 +438,19 @@ async def test_a_large_batch_is_planned_over_several_loop_turns_in_one_start_win
     # the scheduler plans PLAN_SLICE a turn. The slices share the batch's one start window,
     # and a check removed between two slices is not planned (no run of a removed check).
     scheduler, _, _, plumbing = started_scheduler(
-        [{"name": "old", "probe": "test_noop", "interval": 600}])
+        [{"name": "old", "probe": "test_noop", "interval": 600}]
+    )
     count = 2 * scheduler_module.PLAN_SLICE + 100
-    checks = load_config_text(yaml.safe_dump({"checks": [
-        {"name": f"c{i}", "probe": "test_noop", "interval": 600} for i in range(count)
-    ]}), env={}).checks
+    checks = load_config_text(
+        yaml.safe_dump(
+            {
+                "checks": [
+                    {"name": f"c{i}", "probe": "test_noop", "interval": 600} for i in range(count)
+                ]
+            }
+        ),
+        env={},
+    ).checks
     with scheduler.batch():
         for check in checks:
             scheduler.add(build_handle(check, plumbing), check.fingerprint())
@@ -399,6 +464,7 @@ async def test_a_large_batch_is_planned_over_several_loop_turns_in_one_start_win
         await asyncio.sleep(0)
     assert removed is not None and removed.due == -1.0 and gone not in scheduler.checks
     window = start_window(count)
+
     # Each check's first run: a check whose first run came within these few turns (a loaded
     # machine makes them long) has run, and its next is on the grid half an interval on; an
     # off-grid first run is kept on the entry, an on-grid one is an interval before the next.
@@ -406,6 +472,7 @@ async def test_a_large_batch_is_planned_over_several_loop_turns_in_one_start_win
         if entry.first_run is not None:
             return entry.first_run
         return entry.due if entry.due < ended + 300 else entry.due - entry.interval
+
     firsts = sorted(first_run(scheduler.checks[c.name]) for c in checks[:-1])
     assert_in_one_window(firsts, ended, window)
     # The last slice's checks are spread over the whole window too, not a window of their own.

@@ -11,18 +11,31 @@ NAMES = ["team/a", "team b/100%", "ünï/c?d#e", "plain"]
 
 
 def test_brief_view_and_rows_by_name(tmp_path: Path) -> None:
-    checks = [{"name": n, "probe": "test_static", "interval": "1s",
-               "params": {"status": "down" if n == "plain" else "up",
-                          "observations": {"x_seconds": 1.5}}} for n in NAMES]
+    checks = [
+        {
+            "name": n,
+            "probe": "test_static",
+            "interval": "1s",
+            "params": {
+                "status": "down" if n == "plain" else "up",
+                "observations": {"x_seconds": 1.5},
+            },
+        }
+        for n in NAMES
+    ]
     config = write_daemon_config(tmp_path / "c.yaml", checks)
     with DaemonProcess(config) as daemon:
-        daemon.wait_for(lambda: all(r["status"] != "pending"
-                                    for r in daemon.get_json("/status")["checks"]),
-                        what="every check run")
+        daemon.wait_for(
+            lambda: all(r["status"] != "pending" for r in daemon.get_json("/status")["checks"]),
+            what="every check run",
+        )
         full = daemon.get_json("/status")
         brief = daemon.get_json("/status?view=brief")
-        assert brief["summary"] == full["summary"] == {
-            "up": 3, "degraded": 0, "down": 1, "unknown": 0, "pending": 0}
+        assert (
+            brief["summary"]
+            == full["summary"]
+            == {"up": 3, "degraded": 0, "down": 1, "unknown": 0, "pending": 0}
+        )
         row = {r["check"]: r for r in brief["checks"]}["plain"]
         # The brief row has what a list row shows, and none of the heavy parts.
         assert row["status"] == "down" and row["reason"] and row["since"] and row["last_run"]

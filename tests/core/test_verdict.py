@@ -11,13 +11,17 @@ from alivemcp.verdict import SEVERITY, Findings, status_for, worst
 
 
 def _error(kind: ErrorKind, detail: str = "NoSuchBucket The bucket does not exist") -> ProbeError:
-    return ProbeError(kind, target="bucket canaries", operation="PutObject", detail=detail,
-                      code="NoSuchBucket")
+    return ProbeError(
+        kind, target="bucket canaries", operation="PutObject", detail=detail, code="NoSuchBucket"
+    )
 
 
 def test_severity_order_is_up_unknown_degraded_down() -> None:
     assert sorted(Status, key=SEVERITY.__getitem__) == [
-        Status.UP, Status.UNKNOWN, Status.DEGRADED, Status.DOWN,
+        Status.UP,
+        Status.UNKNOWN,
+        Status.DEGRADED,
+        Status.DOWN,
     ]
     assert worst() is Status.UP
     assert worst(Status.UNKNOWN, Status.UP) is Status.UNKNOWN
@@ -62,7 +66,10 @@ def test_probe_error_reads_operation_target_detail() -> None:
     err = _error(ErrorKind.NOT_FOUND)
     assert str(err) == "PutObject on bucket canaries: NoSuchBucket The bucket does not exist"
     assert (err.kind, err.target, err.operation, err.code) == (
-        ErrorKind.NOT_FOUND, "bucket canaries", "PutObject", "NoSuchBucket",
+        ErrorKind.NOT_FOUND,
+        "bucket canaries",
+        "PutObject",
+        "NoSuchBucket",
     )
     assert isinstance(err, Exception)
 
@@ -74,8 +81,11 @@ def test_no_findings_is_up_with_the_ok_reason_and_observations() -> None:
     findings.details["key"] = "k"
     result = findings.result("read in 250 ms")
     assert result == ProbeResult(
-        Status.UP, "read in 250 ms", observations={"latency_seconds": 0.25},
-        labeled_observations=result.labeled_observations, details={"key": "k"},
+        Status.UP,
+        "read in 250 ms",
+        observations={"latency_seconds": 0.25},
+        labeled_observations=result.labeled_observations,
+        details={"key": "k"},
     )
     assert [(o.name, o.value, dict(o.labels)) for o in result.labeled_observations] == [
         ("lag", 3.0, {"group": "g1"})

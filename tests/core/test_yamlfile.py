@@ -21,12 +21,64 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: Scalars whose type or value YAML 1.1 decides from their spelling.
 SCALARS = [
-    "60", "0", "-1", "+7", "012", "0o17", "0x1F", "0b101", "1_000", "1:30", "190:20:30",
-    "0.5", "1e3", "-.inf", ".NaN", "1_0.5", "6.8523015e+5", "yes", "No", "on", "OFF", "y",
-    "n", "true", "False", "~", "null", "Null", "", "2026-12-01", "2026-12-01T10:00:00Z",
-    "2001-12-14 21:59:43.10 -5", "'012'", '"60"', "'yes'", "abc", "c1", "=", "<<x", "!", "&",
-    "١٢٣", "²", "00", "09", "1.2.3", "0x", "-", ".", "'a: b'", '"tab\\there"', "é",
-    "!!str 60", "!!int '7'", "!!float 3", "!!binary aGVsbG8=", "!!bool yes", "!!null ''",
+    "60",
+    "0",
+    "-1",
+    "+7",
+    "012",
+    "0o17",
+    "0x1F",
+    "0b101",
+    "1_000",
+    "1:30",
+    "190:20:30",
+    "0.5",
+    "1e3",
+    "-.inf",
+    ".NaN",
+    "1_0.5",
+    "6.8523015e+5",
+    "yes",
+    "No",
+    "on",
+    "OFF",
+    "y",
+    "n",
+    "true",
+    "False",
+    "~",
+    "null",
+    "Null",
+    "",
+    "2026-12-01",
+    "2026-12-01T10:00:00Z",
+    "2001-12-14 21:59:43.10 -5",
+    "'012'",
+    '"60"',
+    "'yes'",
+    "abc",
+    "c1",
+    "=",
+    "<<x",
+    "!",
+    "&",
+    "١٢٣",
+    "²",
+    "00",
+    "09",
+    "1.2.3",
+    "0x",
+    "-",
+    ".",
+    "'a: b'",
+    '"tab\\there"',
+    "é",
+    "!!str 60",
+    "!!int '7'",
+    "!!float 3",
+    "!!binary aGVsbG8=",
+    "!!bool yes",
+    "!!null ''",
 ]
 
 
@@ -51,10 +103,15 @@ def _types(value: Any) -> Any:
     return type(value).__name__, repr(value)
 
 
-@pytest.mark.parametrize("path", sorted(
-    p for pattern in ("config/*.yaml", "deploy/**/*.yaml", "docs/**/*.yaml", "tests/**/*.yaml")
-    for p in REPO.glob(pattern)
-), ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for pattern in ("config/*.yaml", "deploy/**/*.yaml", "docs/**/*.yaml", "tests/**/*.yaml")
+        for p in REPO.glob(pattern)
+    ),
+    ids=lambda p: str(p.relative_to(REPO)),
+)
 def test_every_shipped_yaml_file_loads_as_pyyaml_loads_it(path: Path) -> None:
     for document in path.read_text().split("\n---"):
         if document.strip():

@@ -33,12 +33,21 @@ ERROR_PREFIX = "tool-events-errors/!{firehose:error-output-type}/"
 
 def clients(moto: MotoServer) -> tuple[Any, Any, Any]:
     kwargs = moto.boto3_kwargs()
-    return (boto3.client("s3", **kwargs), boto3.client("firehose", **kwargs),
-            boto3.client("cloudwatch", **kwargs))
+    return (
+        boto3.client("s3", **kwargs),
+        boto3.client("firehose", **kwargs),
+        boto3.client("cloudwatch", **kwargs),
+    )
 
 
-def create_stream(moto: MotoServer, name: str, *, interval: int = 0,
-                  compression: str = "UNCOMPRESSED", bucket: str = BUCKET) -> None:
+def create_stream(
+    moto: MotoServer,
+    name: str,
+    *,
+    interval: int = 0,
+    compression: str = "UNCOMPRESSED",
+    bucket: str = BUCKET,
+) -> None:
     """A direct-PUT stream into ``bucket`` under ``tool-events/`` (the seed's layout)."""
     s3, firehose, _ = clients(moto)
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
@@ -64,12 +73,14 @@ def put_metric(moto: MotoServer, stream: str, name: str, value: float) -> None:
     last_whole = datetime.fromtimestamp(this_minute(), UTC) - timedelta(seconds=30)
     cloudwatch.put_metric_data(
         Namespace="AWS/Firehose",
-        MetricData=[{
-            "MetricName": name,
-            "Dimensions": [{"Name": "DeliveryStreamName", "Value": stream}],
-            "Timestamp": last_whole,
-            "Value": value,
-        }],
+        MetricData=[
+            {
+                "MetricName": name,
+                "Dimensions": [{"Name": "DeliveryStreamName", "Value": stream}],
+                "Timestamp": last_whole,
+                "Value": value,
+            }
+        ],
     )
 
 
@@ -127,12 +138,22 @@ def params(moto: MotoServer, stream: str, **extra: Any) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def stepped_check(probe: str, check_params: dict[str, Any], *, timeout: float = 30.0,
-                        interval: float = 60.0) -> AsyncIterator[ProbeHandle]:
+async def stepped_check(
+    probe: str, check_params: dict[str, Any], *, timeout: float = 30.0, interval: float = 60.0
+) -> AsyncIterator[ProbeHandle]:
     """One check built exactly as the daemon builds it (config validation + runner), kept
     alive so a test can act on the world between runs (``await handle.run()``)."""
-    doc = {"checks": [{"name": "t", "probe": probe, "interval": interval, "timeout": timeout,
-                       "params": check_params}]}
+    doc = {
+        "checks": [
+            {
+                "name": "t",
+                "probe": probe,
+                "interval": interval,
+                "timeout": timeout,
+                "params": check_params,
+            }
+        ]
+    }
     loaded = load_config_text(yaml.safe_dump(doc), env={})
     plumbing = Plumbing()
     handle = build_handle(loaded.checks[0], plumbing)

@@ -34,9 +34,11 @@ from alivemcp.testbed.moto import ACCOUNT_ID, MotoServer
 BUCKET = "mcp-events"
 SOURCE = "mcp-tool-events-stream"
 #: The seed's reference stream (001): tenant and tool partitions, hourly.
-SEED_PREFIX = ("tool-events/tenant=!{partitionKeyFromQuery:tenantId}/"
-               "tool=!{partitionKeyFromQuery:toolName}/year=!{timestamp:yyyy}/"
-               "month=!{timestamp:MM}/day=!{timestamp:dd}/hour=!{timestamp:HH}/")
+SEED_PREFIX = (
+    "tool-events/tenant=!{partitionKeyFromQuery:tenantId}/"
+    "tool=!{partitionKeyFromQuery:toolName}/year=!{timestamp:yyyy}/"
+    "month=!{timestamp:MM}/day=!{timestamp:dd}/hour=!{timestamp:HH}/"
+)
 SEED_ERROR_PREFIX = "tool-events-errors/!{firehose:error-output-type}/year=!{timestamp:yyyy}/"
 SEED_QUERY = "{tenantId: .tenant_id, toolName: .tool_name}"
 #: The canary fields that route the probe's canary to a partition of its own.
@@ -46,8 +48,14 @@ _JAVA = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S
 
 
 def create_kinesis_sourced_stream(
-    moto: MotoServer, name: str, *, prefix: str = SEED_PREFIX, query: str | None = SEED_QUERY,
-    interval: int = 0, columnar: str | None = None, source_exists: bool = True,
+    moto: MotoServer,
+    name: str,
+    *,
+    prefix: str = SEED_PREFIX,
+    query: str | None = SEED_QUERY,
+    interval: int = 0,
+    columnar: str | None = None,
+    source_exists: bool = True,
 ) -> str:
     """A source Kinesis stream (one shard) and a delivery stream reading it into
     ``mcp-events`` with dynamic partitioning; returns the source stream's ARN."""
@@ -56,18 +64,24 @@ def create_kinesis_sourced_stream(
     s3 = boto3.client("s3", **kwargs)
     if source_exists:
         kinesis.create_stream(StreamName=SOURCE, ShardCount=1)
-        arn = kinesis.describe_stream_summary(StreamName=SOURCE)[
-            "StreamDescriptionSummary"]["StreamARN"]
+        arn = kinesis.describe_stream_summary(StreamName=SOURCE)["StreamDescriptionSummary"][
+            "StreamARN"
+        ]
     else:
         arn = f"arn:aws:kinesis:{kwargs['region_name']}:{ACCOUNT_ID}:stream/{SOURCE}"
     s3.create_bucket(Bucket=BUCKET)
     role = f"arn:aws:iam::{ACCOUNT_ID}:role/firehose-delivery"
     processors: list[dict[str, Any]] = []
     if query is not None:
-        processors.append({"Type": "MetadataExtraction", "Parameters": [
-            {"ParameterName": "MetadataExtractionQuery", "ParameterValue": query},
-            {"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"},
-        ]})
+        processors.append(
+            {
+                "Type": "MetadataExtraction",
+                "Parameters": [
+                    {"ParameterName": "MetadataExtractionQuery", "ParameterValue": query},
+                    {"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"},
+                ],
+            }
+        )
     destination: dict[str, Any] = {
         "RoleARN": role,
         "BucketARN": f"arn:aws:s3:::{BUCKET}",
@@ -82,8 +96,11 @@ def create_kinesis_sourced_stream(
         serializer: dict[str, Any] = {"OrcSerDe" if columnar == "orc" else "ParquetSerDe": {}}
         destination["DataFormatConversionConfiguration"] = {
             "Enabled": True,
-            "SchemaConfiguration": {"RoleARN": role, "DatabaseName": "mcp",
-                                    "TableName": "tool_events"},
+            "SchemaConfiguration": {
+                "RoleARN": role,
+                "DatabaseName": "mcp",
+                "TableName": "tool_events",
+            },
             "InputFormatConfiguration": {"Deserializer": {"OpenXJsonSerDe": {}}},
             "OutputFormatConfiguration": {"Serializer": serializer},
         }
@@ -110,14 +127,21 @@ def orc_file() -> bytes:
 class KinesisFirehose:
     """Plays Firehose for one Kinesis-sourced delivery stream on moto (see the module)."""
 
-    def __init__(self, moto: MotoServer, delivery_stream: str, *,
-                 transform: Callable[[bytes], bytes] | None = None,
-                 columnar: Callable[[], bytes] | None = None, poll: float = 0.1) -> None:
+    def __init__(
+        self,
+        moto: MotoServer,
+        delivery_stream: str,
+        *,
+        transform: Callable[[bytes], bytes] | None = None,
+        columnar: Callable[[], bytes] | None = None,
+        poll: float = 0.1,
+    ) -> None:
         kwargs = moto.boto3_kwargs()
         self._kinesis = boto3.client("kinesis", **kwargs)
         self._s3 = boto3.client("s3", **kwargs)
         desc = boto3.client("firehose", **kwargs).describe_delivery_stream(
-            DeliveryStreamName=delivery_stream)["DeliveryStreamDescription"]
+            DeliveryStreamName=delivery_stream
+        )["DeliveryStreamDescription"]
         self._name = delivery_stream
         self.source_arn = desc["Source"]["KinesisStreamSourceDescription"]["KinesisStreamARN"]
         conf = desc["Destinations"][0]["ExtendedS3DestinationDescription"]
@@ -138,8 +162,9 @@ class KinesisFirehose:
     def start(self) -> None:
         shards = self._kinesis.list_shards(StreamARN=self.source_arn)["Shards"]
         self._iterators = [
-            self._kinesis.get_shard_iterator(StreamARN=self.source_arn, ShardId=s["ShardId"],
-                                             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            self._kinesis.get_shard_iterator(
+                StreamARN=self.source_arn, ShardId=s["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
             for s in shards
         ]
         self._thread = threading.Thread(target=self._run, name="kinesis-firehose", daemon=True)
@@ -171,11 +196,16 @@ class KinesisFirehose:
         stamp = f"{self._name}-1-{arrival:%Y-%m-%d-%H-%M-%S}-{uuid.uuid4()}"
         if any(not isinstance(v, str) for v in values.values()):
             key = _expand(self._error_prefix, arrival, {}, "partitioning-failed") + stamp
-            body = json.dumps({
-                "rawData": base64.b64encode(data).decode(),
-                "errorCode": "DynamicPartitioning.MetadataExtractionFailed",
-                "errorMessage": "Non-string value or missing key in the JQ result",
-            }).encode() + b"\n"
+            body = (
+                json.dumps(
+                    {
+                        "rawData": base64.b64encode(data).decode(),
+                        "errorCode": "DynamicPartitioning.MetadataExtractionFailed",
+                        "errorMessage": "Non-string value or missing key in the JQ result",
+                    }
+                ).encode()
+                + b"\n"
+            )
         else:
             key = _expand(self._prefix, arrival, values) + stamp
             body = self._columnar() if self._columnar else self._transform(data)
@@ -184,8 +214,9 @@ class KinesisFirehose:
 
 
 @contextmanager
-def kinesis_firehose(moto: MotoServer, delivery_stream: str,
-                     **kwargs: Any) -> Iterator[KinesisFirehose]:
+def kinesis_firehose(
+    moto: MotoServer, delivery_stream: str, **kwargs: Any
+) -> Iterator[KinesisFirehose]:
     standin = KinesisFirehose(moto, delivery_stream, **kwargs)
     standin.start()
     try:
@@ -203,8 +234,7 @@ def _query_paths(conf: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
-def _expand(prefix: str, moment: datetime, values: dict[str, Any],
-            error_type: str = "") -> str:
+def _expand(prefix: str, moment: datetime, values: dict[str, Any], error_type: str = "") -> str:
     def one(match: re.Match[str]) -> str:
         kind, _, arg = match.group(1).partition(":")
         if kind == "timestamp":

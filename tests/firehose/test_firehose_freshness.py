@@ -206,8 +206,11 @@ async def test_cli_reports_the_documented_verdicts(moto: MotoServer, tmp_path: P
     write_error_objects(moto, 2)
     set_stream_status("creating", "CREATING")
     checks = [
-        {"name": name, "probe": "firehose_freshness",
-         "params": params(moto, name, **({"error_prefixes": []} if name != "erroring" else {}))}
+        {
+            "name": name,
+            "probe": "firehose_freshness",
+            "params": params(moto, name, **({"error_prefixes": []} if name != "erroring" else {})),
+        }
         for name in ("fresh", "stale", "erroring", "creating")
     ]
     path = tmp_path / "firehose.yaml"
@@ -225,7 +228,7 @@ async def test_cli_reports_the_documented_verdicts(moto: MotoServer, tmp_path: P
 
 async def _chunked(body: bytes, size: int = 100_003) -> AsyncIterator[bytes]:
     for start in range(0, len(body), size):
-        yield body[start:start + size]
+        yield body[start : start + size]
 
 
 async def test_scan_finds_the_canary_deep_in_large_objects() -> None:
@@ -258,5 +261,6 @@ def test_error_prefixes_never_cover_the_whole_bucket() -> None:
     typed = _error_listing_prefixes("!{firehose:error-output-type}/!{timestamp:yyyy}/")
     assert typed[0] == "processing-failed/" and "" not in typed
     assert _error_listing_prefixes("errors/!{firehose:error-output-type}/x")[1] == (
-        "errors/format-conversion-failed/x")
+        "errors/format-conversion-failed/x"
+    )
     assert _error_listing_prefixes("errors/") == ["errors/"]

@@ -44,8 +44,9 @@ def bucket_keys(moto: MotoServer) -> list[str]:
 def source_records(moto: MotoServer) -> list[dict[str, Any]]:
     kinesis = boto3.client("kinesis", **moto.boto3_kwargs())
     shard = kinesis.list_shards(StreamName=SOURCE)["Shards"][0]["ShardId"]
-    iterator = kinesis.get_shard_iterator(StreamName=SOURCE, ShardId=shard,
-                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    iterator = kinesis.get_shard_iterator(
+        StreamName=SOURCE, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
     return list(kinesis.get_records(ShardIterator=iterator)["Records"])
 
 
@@ -83,7 +84,8 @@ async def test_stopped_delivery_is_down_naming_stream_and_prefix(moto: MotoServe
     async with stepped_check("firehose_freshness", check) as handle:
         first = await handle.run()  # nothing reads the source stream
         assert first.details and first.details["canary_pending"]["expected_prefix"].startswith(
-            CANARY_PARTITION)
+            CANARY_PARTITION
+        )
         await asyncio.sleep(2.3)
         missing = await handle.run()
     assert missing.status == "down", missing.reason
@@ -98,8 +100,7 @@ async def test_partition_prefix_mismatch_is_down_naming_both(moto: MotoServer) -
     # The stream's prefix lost its tool= level; the Athena table (expected_prefix) still has it.
     changed = SEED_PREFIX.replace("tool=!{partitionKeyFromQuery:toolName}/", "")
     create_kinesis_sourced_stream(moto, "mcp-tool-events", prefix=changed, interval=60)
-    check = seed_params(moto, degraded_above="1s", down_above="60s",
-                        expected_prefix=SEED_PREFIX)
+    check = seed_params(moto, degraded_above="1s", down_above="60s", expected_prefix=SEED_PREFIX)
     with kinesis_firehose(moto, "mcp-tool-events") as firehose:
         async with stepped_check("firehose_freshness", check) as handle:
             first = await handle.run()
@@ -112,12 +113,16 @@ async def test_partition_prefix_mismatch_is_down_naming_both(moto: MotoServer) -
     assert f"not under the expected s3://{BUCKET}/{CANARY_PARTITION}year=" in result.reason
 
 
-@pytest.mark.parametrize(("lambda_bug", "says"), [
-    (base64_twice, "base64 text where JSON was expected"),
-    (without_newline, "AppendDelimiterToRecord"),
-])
+@pytest.mark.parametrize(
+    ("lambda_bug", "says"),
+    [
+        (base64_twice, "base64 text where JSON was expected"),
+        (without_newline, "AppendDelimiterToRecord"),
+    ],
+)
 async def test_transformation_trap_under_expanded_prefix_is_down(
-        moto: MotoServer, lambda_bug: Any, says: str) -> None:
+    moto: MotoServer, lambda_bug: Any, says: str
+) -> None:
     create_kinesis_sourced_stream(moto, "mcp-tool-events")
     with kinesis_firehose(moto, "mcp-tool-events", transform=lambda_bug) as firehose:
         result = await run_check("firehose_freshness", seed_params(moto))
@@ -127,14 +132,18 @@ async def test_transformation_trap_under_expanded_prefix_is_down(
     assert result.details and result.details["canary"]["key"] == firehose.written[0]
 
 
-@pytest.mark.parametrize(("fmt", "file", "status", "says"), [
-    ("parquet", parquet_file, "up", "Parquet object under the canary's prefix"),
-    ("orc", orc_file, "up", "ORC object under the canary's prefix"),
-    ("parquet", lambda: parquet_file(complete=False), "down", "truncated"),
-    ("parquet", lambda: b'{"tenant_id":"x"}\n' * 20, "down", "not a Parquet file"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "file", "status", "says"),
+    [
+        ("parquet", parquet_file, "up", "Parquet object under the canary's prefix"),
+        ("orc", orc_file, "up", "ORC object under the canary's prefix"),
+        ("parquet", lambda: parquet_file(complete=False), "down", "truncated"),
+        ("parquet", lambda: b'{"tenant_id":"x"}\n' * 20, "down", "not a Parquet file"),
+    ],
+)
 async def test_columnar_delivery_states_what_is_verified(
-        moto: MotoServer, fmt: str, file: Any, status: str, says: str) -> None:
+    moto: MotoServer, fmt: str, file: Any, status: str, says: str
+) -> None:
     create_kinesis_sourced_stream(moto, "mcp-tool-events", columnar=fmt)
     with kinesis_firehose(moto, "mcp-tool-events", columnar=file):
         result = await run_check("firehose_freshness", seed_params(moto))
@@ -153,8 +162,13 @@ async def test_canary_in_the_error_output_is_down(moto: MotoServer) -> None:
     # partition_keys pinned by hand, but the canary lacks the fields the JQ query reads:
     # Firehose cannot partition it and writes it to partitioning-failed/.
     create_kinesis_sourced_stream(moto, "mcp-tool-events", interval=60)
-    check = params(moto, "mcp-tool-events", degraded_above="1s", down_above="60s",
-                   partition_keys={"tenantId": "alivemcp-canary", "toolName": "canary"})
+    check = params(
+        moto,
+        "mcp-tool-events",
+        degraded_above="1s",
+        down_above="60s",
+        partition_keys={"tenantId": "alivemcp-canary", "toolName": "canary"},
+    )
     with kinesis_firehose(moto, "mcp-tool-events") as firehose:
         async with stepped_check("firehose_freshness", check) as handle:
             await handle.run()
@@ -177,7 +191,8 @@ async def test_unknown_partition_values_are_unknown_and_nothing_is_put(moto: Mot
     # A Lambda-computed key: only the user can say its value.
     lambda_prefix = "by-customer/!{partitionKeyFromLambda:customer}/"
     boto3.client("firehose", **moto.boto3_kwargs()).delete_delivery_stream(
-        DeliveryStreamName="mcp-tool-events")
+        DeliveryStreamName="mcp-tool-events"
+    )
     boto3.client("kinesis", **moto.boto3_kwargs()).delete_stream(StreamName=SOURCE)
     create_kinesis_sourced_stream(moto, "mcp-tool-events", prefix=lambda_prefix, query=None)
     result = await run_check("firehose_freshness", params(moto, "mcp-tool-events"))
@@ -205,8 +220,9 @@ def test_prefix_expansion_and_simple_jq() -> None:
     random = expand_prefix("logs/!{firehose:random-string}/!{timestamp:yyyy}/", moment, {})
     assert random.listing == "logs/" and random.shown == "logs/*/2026/"
     assert random.holds("logs/abc123/2026/obj") and not random.holds("logs/a/b/2026/obj")
-    assert jq_partition_keys('{"t": .meta["tenant"], n: .count}',
-                             {"meta": {"tenant": "x"}, "count": 3}) == {"t": "x", "n": "3"}
+    assert jq_partition_keys(
+        '{"t": .meta["tenant"], n: .count}', {"meta": {"tenant": "x"}, "count": 3}
+    ) == {"t": "x", "n": "3"}
     assert jq_partition_keys("{t: .a}", {}) == {}  # missing: Firehose fails the record
     assert jq_partition_keys(".tenant | ascii_downcase", {}) is None  # not the simple form
 

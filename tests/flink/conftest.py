@@ -17,8 +17,9 @@ def aws_says_not_found(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def describe(self: Any, application_name: str) -> dict[str, Any]:
         if application_name not in self.applications:
-            raise JsonRESTError("ResourceNotFoundException",
-                                f"Application {application_name} does not exist")
+            raise JsonRESTError(
+                "ResourceNotFoundException", f"Application {application_name} does not exist"
+            )
         return original(self, application_name)
 
     monkeypatch.setattr(KinesisAnalyticsV2Backend, "describe_application", describe)

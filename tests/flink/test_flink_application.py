@@ -50,10 +50,15 @@ async def test_any_cloudwatch_series_can_be_the_input(moto: MotoServer) -> None:
     create_application(moto)
     topic = {"Cluster Name": "mcp", "Topic": "tool-events"}
     put_points(moto, "AWS/Kafka", "BytesInPerSec", topic, [(1, 2048)])
-    metric = {"namespace": "AWS/Kafka", "metric_name": "BytesInPerSec", "dimensions": topic,
-              "stat": "Maximum"}
-    result = await run_check("flink_application",
-                             params(moto, source_stream=None, input_metric=metric))
+    metric = {
+        "namespace": "AWS/Kafka",
+        "metric_name": "BytesInPerSec",
+        "dimensions": topic,
+        "stat": "Maximum",
+    }
+    result = await run_check(
+        "flink_application", params(moto, source_stream=None, input_metric=metric)
+    )
     assert result.status == "up", result.reason
     assert "AWS/Kafka BytesInPerSec" in result.reason
 
@@ -72,10 +77,13 @@ async def test_running_idle_beyond_idle_after_is_degraded_with_kpu_hours_and_cos
     assert kpu_hours == pytest.approx(KPUS * idle / 3600)
     assert result.observations["idle_cost"] == pytest.approx(kpu_hours * 0.11)
     assert f"application {APP} RUNNING while idle" in result.reason
-    assert re.search(f"no input from stream {STREAM} \\(IncomingRecords\\) for (48|49|50|51)m;",
-                     result.reason), result.reason
-    assert (f"{KPUS} KPUs billed idle: {kpu_hours:.2f} KPU-hours, {kpu_hours * 0.11:.2f} USD "
-            "at 0.11 USD/KPU-hour") in result.reason
+    assert re.search(
+        f"no input from stream {STREAM} \\(IncomingRecords\\) for (48|49|50|51)m;", result.reason
+    ), result.reason
+    assert (
+        f"{KPUS} KPUs billed idle: {kpu_hours:.2f} KPU-hours, {kpu_hours * 0.11:.2f} USD "
+        "at 0.11 USD/KPU-hour"
+    ) in result.reason
 
 
 async def test_idle_cost_counts_only_known_running_time_at_the_configured_price(
@@ -84,9 +92,10 @@ async def test_idle_cost_counts_only_known_running_time_at_the_configured_price(
     create_application(moto)
     incoming_records(moto, [(m, 0) for m in range(50, 0, -1)])
     job_metric(moto, "uptime", [(1, 600_000)])  # started 10 min ago: billed 10 min, not 50
-    result = await run_check("flink_application",
-                             params(moto, idle_after="30m", idle_lookback="1h",
-                                    kpu_hour_price=0.2, currency="EUR"))
+    result = await run_check(
+        "flink_application",
+        params(moto, idle_after="30m", idle_lookback="1h", kpu_hour_price=0.2, currency="EUR"),
+    )
     assert result.status == "degraded", result.reason
     assert result.observations["idle_seconds"] >= 3600  # nothing in the whole lookback
     assert result.observations["idle_kpu_seconds"] == pytest.approx(KPUS * 600)
@@ -97,9 +106,10 @@ async def test_idle_cost_counts_only_known_running_time_at_the_configured_price(
 async def test_a_misnamed_source_reads_as_idle_with_a_hint(moto: MotoServer) -> None:
     create_application(moto)
     incoming_records(moto, [(1, 500)])  # into the real stream; the check names another
-    result = await run_check("flink_application",
-                             params(moto, source_stream="typo-stream", idle_after="10m",
-                                    idle_lookback="10m"))
+    result = await run_check(
+        "flink_application",
+        params(moto, source_stream="typo-stream", idle_after="10m", idle_lookback="10m"),
+    )
     assert result.status == "degraded", result.reason
     assert "stream typo-stream" in result.reason and "misnamed" in result.reason
 
@@ -189,9 +199,11 @@ async def test_unreadable_cloudwatch_is_unknown_not_the_jobs_fault(moto: MotoSer
 
 
 def test_source_stream_and_input_metric_together_are_refused() -> None:
-    text = ("checks:\n- name: f\n  probe: flink_application\n  params:\n"
-            "    application_name: a\n    source_stream: s\n"
-            "    input_metric: {namespace: N, metric_name: M}\n")
+    text = (
+        "checks:\n- name: f\n  probe: flink_application\n  params:\n"
+        "    application_name: a\n    source_stream: s\n"
+        "    input_metric: {namespace: N, metric_name: M}\n"
+    )
     with pytest.raises(ConfigError, match="source_stream or input_metric, not both"):
         load_config_text(text, env={})
 

@@ -30,25 +30,37 @@ def set_state(path: Path, status: str, reason: str = "") -> None:
 def file_check(tmp: Path, name: str, status: str = "up", **extra: Any) -> dict[str, Any]:
     state = tmp / f"{name.replace('/', '_')}.state"
     set_state(state, status)
-    return {"name": name, "probe": "test_file", "interval": INTERVAL, "timeout": 0.2,
-            "params": {"path": str(state)}, **extra}
+    return {
+        "name": name,
+        "probe": "test_file",
+        "interval": INTERVAL,
+        "timeout": 0.2,
+        "params": {"path": str(state)},
+        **extra,
+    }
 
 
 def state_file(tmp: Path, name: str) -> Path:
     return tmp / f"{name.replace('/', '_')}.state"
 
 
-def write_config(tmp: Path, checks: list[dict[str, Any]], data_dir: Path | None = None,
-                 **top: Any) -> Path:
+def write_config(
+    tmp: Path, checks: list[dict[str, Any]], data_dir: Path | None = None, **top: Any
+) -> Path:
     path = tmp / "alivemcp.yaml"
-    doc = {"logging": {"format": "json"}, "data_dir": str(data_dir or tmp / "data"),
-           "checks": checks, **top}
+    doc = {
+        "logging": {"format": "json"},
+        "data_dir": str(data_dir or tmp / "data"),
+        "checks": checks,
+        **top,
+    }
     path.write_text(yaml.safe_dump(doc))
     return path
 
 
-def deadline_loop(timeout: float, what: str, logs: Callable[[], str] = lambda: ""
-                  ) -> Iterator[None]:
+def deadline_loop(
+    timeout: float, what: str, logs: Callable[[], str] = lambda: ""
+) -> Iterator[None]:
     """Yield until the caller breaks out; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -80,8 +92,9 @@ class RunLog:
             out[status] += 1
         return out
 
-    def wait_runs(self, name: str, status: str, count: int, after: float,
-                  timeout: float = 30.0) -> list[tuple[float, str]]:
+    def wait_runs(
+        self, name: str, status: str, count: int, after: float, timeout: float = 30.0
+    ) -> list[tuple[float, str]]:
         """Poll until ``count`` runs of ``name`` that started after ``after`` said
         ``status``; returns those runs."""
         for _ in deadline_loop(timeout, f"{count} {status} runs of {name}", self.daemon.logs):
@@ -151,10 +164,12 @@ class Webhook(support.Webhook):
 
     def alerting(self) -> dict[str, Any]:
         """An alerting section that pages this receiver at the first failure."""
-        return {"receivers": [{"name": "hook", "type": "webhook", "url": self.url}],
-                "default_receivers": ["hook"], "group_wait": 0,
-                "policy": {"failures_to_fire": 1}}
+        return {
+            "receivers": [{"name": "hook", "type": "webhook", "url": self.url}],
+            "default_receivers": ["hook"],
+            "group_wait": 0,
+            "policy": {"failures_to_fire": 1},
+        }
 
     def mentions(self, text: str) -> int:
         return sum(text in json.dumps(body) for body in self.bodies)
-

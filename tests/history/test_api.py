@@ -36,12 +36,20 @@ ODD_NAMES = [
 ]
 WINDOW_KEYS = {"up_ratio", "available_ratio"}
 UPTIME_KEYS = {"check", "window", "up_ratio", "available_ratio", "runs", "latency_seconds"}
-INCIDENT_KEYS = {"check", "started_at", "ended_at", "duration_seconds", "worst_status",
-                 "first_reason", "last_reason"}
+INCIDENT_KEYS = {
+    "check",
+    "started_at",
+    "ended_at",
+    "duration_seconds",
+    "worst_status",
+    "first_reason",
+    "last_reason",
+}
 
 
-def fetch(d: DaemonProcess, path: str, headers: dict[str, str] | None = None
-          ) -> tuple[int, dict[str, str], bytes]:
+def fetch(
+    d: DaemonProcess, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(d.base_url + path, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -73,26 +81,47 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DaemonPro
     flip = tmp / "flip.state"
     set_state(flip, "up")
     checks: list[dict[str, Any]] = [
-        {"name": "flip", "probe": "test_file", "interval": 0.3, "timeout": 0.25,
-         "params": {"path": str(flip)}},
-        {"name": "broken", "probe": "test_static", "interval": 0.5,
-         "params": {"status": "down", "reason": "connection refused"}},
-        {"name": "slow", "probe": "test_sleepy", "interval": 600, "timeout": 590,
-         "labels": {"team": "core"}, "params": {"seconds": 500, "markers": str(tmp / "m")}},
+        {
+            "name": "flip",
+            "probe": "test_file",
+            "interval": 0.3,
+            "timeout": 0.25,
+            "params": {"path": str(flip)},
+        },
+        {
+            "name": "broken",
+            "probe": "test_static",
+            "interval": 0.5,
+            "params": {"status": "down", "reason": "connection refused"},
+        },
+        {
+            "name": "slow",
+            "probe": "test_sleepy",
+            "interval": 600,
+            "timeout": 590,
+            "labels": {"team": "core"},
+            "params": {"seconds": 500, "markers": str(tmp / "m")},
+        },
         *({"name": name, "probe": "test_static", "interval": 0.5} for name in ODD_NAMES),
     ]
     # The pending check is still running at the end: stop without waiting for it.
     config = write_daemon_config(tmp / "c.yaml", checks, scheduler={"shutdown_grace": 0.5})
     with DaemonProcess(config) as d:
-        d.wait_for(lambda: all(d.status_of(n).get("last_run") for n in ODD_NAMES),
-                   what="every odd-named check ran")
+        d.wait_for(
+            lambda: all(d.status_of(n).get("last_run") for n in ODD_NAMES),
+            what="every odd-named check ran",
+        )
         yield d, flip
 
 
 def test_checks_lists_every_check_with_status_since_and_live_uptime(daemon: Any) -> None:
     d, _ = daemon
-    d.wait_for(lambda: fetch_json(d, "/api/v1/checks")[1]["checks"][1]["uptime"]["24h"]
-               ["up_ratio"] is not None, what="broken's first run in history")
+    d.wait_for(
+        lambda: (
+            fetch_json(d, "/api/v1/checks")[1]["checks"][1]["uptime"]["24h"]["up_ratio"] is not None
+        ),
+        what="broken's first run in history",
+    )
     status, doc = fetch_json(d, "/api/v1/checks")
     assert status == 200
     assert set(doc) == {"generated_at", "checks"}
@@ -167,8 +196,11 @@ def test_history_series_has_every_bucket_of_the_window(daemon: Any) -> None:
     assert now - 120 < starts[-1] <= now
     ran = [b for b in doc["buckets"] if b["worst_status"] is not None]
     assert ran and all(b["worst_status"] == "down" and b["up_ratio"] == 0.0 for b in ran)
-    assert all(b["worst_status"] is None and b["up_ratio"] is None
-               for b in doc["buckets"] if sum(b["runs"].values()) == 0)
+    assert all(
+        b["worst_status"] is None and b["up_ratio"] is None
+        for b in doc["buckets"]
+        if sum(b["runs"].values()) == 0
+    )
     daily = fetch_json(d, "/api/v1/checks/broken/history?window=30d")[1]
     assert daily["resolution_seconds"] == 86400 and len(daily["buckets"]) == 31
     assert fetch_json(d, "/api/v1/checks/broken/history")[1]["resolution_seconds"] == 3600
@@ -191,14 +223,19 @@ def test_incidents_of_a_flipped_check_newest_first(daemon: Any) -> None:
         assert incident["worst_status"] == "down" and incident["ended_at"] is not None
         assert begun <= incident["started_at"] < incident["ended_at"]
         assert incident["duration_seconds"] == pytest.approx(
-            incident["ended_at"] - incident["started_at"], abs=0.002)
+            incident["ended_at"] - incident["started_at"], abs=0.002
+        )
     newest = found[0]
     # limit, and since as a duration, unix seconds and ISO-8601 (with and without offset).
     assert fetch_json(d, "/api/v1/checks/flip/incidents?limit=1")[1]["incidents"] == [newest]
     after_first = found[1]["ended_at"] + 0.001
     iso = datetime.fromtimestamp(after_first, UTC).isoformat()
-    for since in (f"{after_first}", urllib.parse.quote(iso), iso.replace("+00:00", "Z"),
-                  iso.replace("+00:00", "")):
+    for since in (
+        f"{after_first}",
+        urllib.parse.quote(iso),
+        iso.replace("+00:00", "Z"),
+        iso.replace("+00:00", ""),
+    ):
         got = fetch_json(d, f"/api/v1/checks/flip/incidents?since={since}")[1]["incidents"]
         assert got == [newest], since
     assert len(fetch_json(d, "/api/v1/checks/flip/incidents?since=1h")[1]["incidents"]) == 2
@@ -206,21 +243,25 @@ def test_incidents_of_a_flipped_check_newest_first(daemon: Any) -> None:
     assert fetch_json(d, f"/api/v1/checks/flip/incidents?since={future}")[1]["incidents"] == []
 
 
-@pytest.mark.parametrize(("path", "parameter", "words"), [
-    ("/api/v1/checks/flip/uptime?window=2d", "window", "1h, 24h, 7d, 30d, 90d"),
-    ("/api/v1/checks/flip/history?window=", "window", "got ''"),
-    ("/api/v1/checks/flip/uptime?windw=7d", "windw", "takes: window"),
-    ("/api/v1/checks/flip/uptime?window=1h&window=7d", "window", "give it once"),
-    ("/api/v1/checks/flip/incidents?since=yesterday", "since", "ISO-8601"),
-    ("/api/v1/checks/flip/incidents?since=-5", "since", "non-negative"),
-    ("/api/v1/checks/flip/incidents?since=400d", "since", "365d"),
-    ("/api/v1/checks/flip/incidents?limit=0", "limit", "1 to 1000"),
-    ("/api/v1/checks/flip/incidents?limit=1001", "limit", "1 to 1000"),
-    ("/api/v1/checks/flip/incidents?limit=ten", "limit", "1 to 1000"),
-    ("/api/v1/checks?window=1h", "window", "no parameters"),
-])
-def test_bad_parameters_are_400_naming_the_parameter(daemon: Any, path: str, parameter: str,
-                                                     words: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "parameter", "words"),
+    [
+        ("/api/v1/checks/flip/uptime?window=2d", "window", "1h, 24h, 7d, 30d, 90d"),
+        ("/api/v1/checks/flip/history?window=", "window", "got ''"),
+        ("/api/v1/checks/flip/uptime?windw=7d", "windw", "takes: window"),
+        ("/api/v1/checks/flip/uptime?window=1h&window=7d", "window", "give it once"),
+        ("/api/v1/checks/flip/incidents?since=yesterday", "since", "ISO-8601"),
+        ("/api/v1/checks/flip/incidents?since=-5", "since", "non-negative"),
+        ("/api/v1/checks/flip/incidents?since=400d", "since", "365d"),
+        ("/api/v1/checks/flip/incidents?limit=0", "limit", "1 to 1000"),
+        ("/api/v1/checks/flip/incidents?limit=1001", "limit", "1 to 1000"),
+        ("/api/v1/checks/flip/incidents?limit=ten", "limit", "1 to 1000"),
+        ("/api/v1/checks?window=1h", "window", "no parameters"),
+    ],
+)
+def test_bad_parameters_are_400_naming_the_parameter(
+    daemon: Any, path: str, parameter: str, words: str
+) -> None:
     d, _ = daemon
     status, doc = fetch_json(d, path)
     assert status == 400, doc
@@ -246,8 +287,10 @@ def test_unknown_names_and_paths_are_json_404(daemon: Any) -> None:
 
 def test_history_disabled_answers_503_and_null_uptime(tmp_path: Path) -> None:
     config = write_daemon_config(
-        tmp_path / "c.yaml", [{"name": "a/b", "probe": "test_static", "interval": 0.5}],
-        history={"enabled": False})
+        tmp_path / "c.yaml",
+        [{"name": "a/b", "probe": "test_static", "interval": 0.5}],
+        history={"enabled": False},
+    )
     with DaemonProcess(config) as d:
         d.wait_for(lambda: d.status_of("a/b").get("status") == "up", what="first run")
         doc = fetch_json(d, "/api/v1/checks")[1]
@@ -266,7 +309,8 @@ def test_unreadable_history_is_503_then_recovers(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "history.sqlite").mkdir(parents=True)
     config = write_daemon_config(
-        tmp_path / "c.yaml", [{"name": "a", "probe": "test_static", "interval": 0.3}])
+        tmp_path / "c.yaml", [{"name": "a", "probe": "test_static", "interval": 0.3}]
+    )
     with DaemonProcess(config) as d:
         d.wait_for(lambda: d.status_of("a").get("status") == "up", what="first run")
         status, headers, body = fetch(d, "/api/v1/checks/a/uptime?window=1h")
@@ -276,8 +320,11 @@ def test_unreadable_history_is_503_then_recovers(tmp_path: Path) -> None:
         assert fetch_json(d, "/api/v1/checks")[0] == 200  # the list still answers
         assert d.get("/healthz")[0] == 200
         (data / "history.sqlite").rmdir()
-        doc = d.wait_for(lambda: (r := fetch_json(d, "/api/v1/checks/a/uptime?window=1h"))[0]
-                         == 200 and r[1], timeout=30, what="history readable again")
+        doc = d.wait_for(
+            lambda: (r := fetch_json(d, "/api/v1/checks/a/uptime?window=1h"))[0] == 200 and r[1],
+            timeout=30,
+            what="history readable again",
+        )
         assert doc["runs"]["up"] >= 2 and doc["up_ratio"] == 1.0
 
 
@@ -295,8 +342,10 @@ def test_fast_encoder_writes_the_reference_document(tmp_path: Path) -> None:
     """The /api/v1/checks encoder (cached heads, shared uptime fragments) equals the plain
     document, for checks with and without history, labels that need escaping, a reload that
     changes a check's labels, and history off."""
-    infos = [CheckInfo(f"c{i}/\u00e9 \"q\"", "test_static", {"team": f"t{i % 2}", "x": "<&>"})
-             for i in range(6)]
+    infos = [
+        CheckInfo(f'c{i}/\u00e9 "q"', "test_static", {"team": f"t{i % 2}", "x": "<&>"})
+        for i in range(6)
+    ]
     store = StatusStore()
     store.set_checks(infos)
     history = HistoryStore(tmp_path, HistoryConfig())
@@ -310,7 +359,7 @@ def test_fast_encoder_writes_the_reference_document(tmp_path: Path) -> None:
             store.record(result)
             history.consume(result)
         deadline = time.monotonic() + 10
-        while history.live_uptime("c1/\u00e9 \"q\"", "24h") == (None, None):
+        while history.live_uptime('c1/\u00e9 "q"', "24h") == (None, None):
             assert time.monotonic() < deadline, "history never wrote the batch"
             time.sleep(0.05)
         encoder = ChecksEncoder()
@@ -324,7 +373,6 @@ def test_fast_encoder_writes_the_reference_document(tmp_path: Path) -> None:
         assert doc == checks_document(store, history, at)
         assert doc["checks"][0]["labels"] == {"team": "new"}
         store.set_checks([])
-        assert json.loads(encoder.encode(store, history, at)) == {"generated_at": at,
-                                                                  "checks": []}
+        assert json.loads(encoder.encode(store, history, at)) == {"generated_at": at, "checks": []}
     finally:
         history.writer.stop(5)

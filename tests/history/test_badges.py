@@ -27,12 +27,13 @@ from tests.support import DaemonProcess, write_daemon_config
 
 SVG = "{http://www.w3.org/2000/svg}"
 LONG_NAME = "mcp/https://a-rather-long-host-name.example.test/mcp/v1/stream?tenant=acme"
-MARKUP_NAME = 'evil <script>alert("x")</script> & \'co\''
+MARKUP_NAME = "evil <script>alert(\"x\")</script> & 'co'"
 GREEN, RED, YELLOW, GREY = "#4c1", "#e05d44", "#dfb317", "#9f9f9f"
 
 
-def fetch(d: DaemonProcess, path: str, headers: dict[str, str] | None = None,
-          method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def fetch(
+    d: DaemonProcess, path: str, headers: dict[str, str] | None = None, method: str = "GET"
+) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(d.base_url + path, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -41,8 +42,9 @@ def fetch(d: DaemonProcess, path: str, headers: dict[str, str] | None = None,
         return err.code, dict(err.headers), err.read()
 
 
-def badge(d: DaemonProcess, name: str, kind: str, expect: int = 200
-          ) -> tuple[dict[str, str], ET.Element]:
+def badge(
+    d: DaemonProcess, name: str, kind: str, expect: int = 200
+) -> tuple[dict[str, str], ET.Element]:
     status, headers, body = fetch(d, f"/badge/{urllib.parse.quote(name, safe='')}/{kind}")
     assert status == expect, (name, kind, status, body[:300])
     assert headers["Content-Type"] == "image/svg+xml"
@@ -77,13 +79,17 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DaemonPro
     checks: list[dict[str, Any]] = [
         {"name": "up", "probe": "test_static", "interval": 0.5},
         {"name": "down", "probe": "test_static", "interval": 0.5, "params": {"status": "down"}},
-        {"name": "deg", "probe": "test_static", "interval": 0.5,
-         "params": {"status": "degraded"}},
+        {"name": "deg", "probe": "test_static", "interval": 0.5, "params": {"status": "degraded"}},
         {"name": "flip", "probe": "test_file", "interval": 0.3, "params": {"path": str(flip)}},
         {"name": LONG_NAME, "probe": "test_static", "interval": 0.5},
         {"name": MARKUP_NAME, "probe": "test_static", "interval": 0.5},
-        {"name": "slow", "probe": "test_sleepy", "interval": 600, "timeout": 590,
-         "params": {"seconds": 500, "markers": str(tmp / "m")}},
+        {
+            "name": "slow",
+            "probe": "test_sleepy",
+            "interval": 600,
+            "timeout": 590,
+            "params": {"seconds": 500, "markers": str(tmp / "m")},
+        },
     ]
     config = write_daemon_config(tmp / "c.yaml", checks, scheduler={"shutdown_grace": 0.5})
     with DaemonProcess(config) as d:
@@ -94,10 +100,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DaemonPro
         yield d, flip
 
 
-@pytest.mark.parametrize(("name", "message", "fill"), [
-    ("up", "up", GREEN), ("down", "down", RED), ("deg", "degraded", YELLOW),
-    ("slow", "pending", GREY),
-])
+@pytest.mark.parametrize(
+    ("name", "message", "fill"),
+    [
+        ("up", "up", GREEN),
+        ("down", "down", RED),
+        ("deg", "degraded", YELLOW),
+        ("slow", "pending", GREY),
+    ],
+)
 def test_status_badge_colours(daemon: Any, name: str, message: str, fill: str) -> None:
     d, _ = daemon
     _, svg = badge(d, name, "status.svg")
@@ -123,8 +134,13 @@ def test_latency_badge_is_the_24h_p95(daemon: Any) -> None:
     _, svg = badge(d, "up", "latency.svg")
     label, message = texts(svg)
     assert label == "p95 24h" and message.endswith(" ms") and colour(svg) == "#007ec6"
-    assert message == format_latency(p95) or d.get_json(  # a batch may land between the reads
-        "/api/v1/checks/up/uptime?window=24h")["latency_seconds"]["p95"] != p95
+    assert (
+        message == format_latency(p95)
+        or d.get_json(  # a batch may land between the reads
+            "/api/v1/checks/up/uptime?window=24h"
+        )["latency_seconds"]["p95"]
+        != p95
+    )
     assert texts(badge(d, "slow", "latency.svg")[1]) == ("p95 24h", "no data")
 
 
@@ -170,8 +186,7 @@ def test_head_request(daemon: Any) -> None:
     assert status == 200 and body == b"" and headers["Content-Type"] == "image/svg+xml"
 
 
-@pytest.mark.parametrize("kind", ["status.svg", "uptime-24h.svg", "uptime-30d.svg",
-                                  "latency.svg"])
+@pytest.mark.parametrize("kind", ["status.svg", "uptime-24h.svg", "uptime-30d.svg", "latency.svg"])
 def test_unknown_check_is_a_grey_404_badge(daemon: Any, kind: str) -> None:
     d, _ = daemon
     _, svg = badge(d, "no/such check", kind, expect=404)
@@ -188,8 +203,10 @@ def test_unknown_badge_kind_is_a_404_badge(daemon: Any) -> None:
 
 def test_history_off_uptime_badge_is_grey_503(tmp_path: Path) -> None:
     config = write_daemon_config(
-        tmp_path / "c.yaml", [{"name": "a", "probe": "test_static", "interval": 0.5}],
-        history={"enabled": False})
+        tmp_path / "c.yaml",
+        [{"name": "a", "probe": "test_static", "interval": 0.5}],
+        history={"enabled": False},
+    )
     with DaemonProcess(config) as d:
         d.wait_for(lambda: d.status_of("a").get("status") == "up", what="first run")
         assert texts(badge(d, "a", "status.svg")[1]) == ("a", "up")
@@ -201,10 +218,19 @@ def test_history_off_uptime_badge_is_grey_503(tmp_path: Path) -> None:
 # -- rendering rules --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("percent", "expected"), [
-    (100, GREEN), (99.9, GREEN), (99.89, "#a4a61d"), (99.0, "#a4a61d"), (98.99, YELLOW),
-    (95.0, YELLOW), (94.99, RED), (0, RED),
-])
+@pytest.mark.parametrize(
+    ("percent", "expected"),
+    [
+        (100, GREEN),
+        (99.9, GREEN),
+        (99.89, "#a4a61d"),
+        (99.0, "#a4a61d"),
+        (98.99, YELLOW),
+        (95.0, YELLOW),
+        (94.99, RED),
+        (0, RED),
+    ],
+)
 def test_uptime_colour_thresholds(percent: float, expected: str) -> None:
     assert uptime_colour(percent / 100) == expected
 
@@ -213,18 +239,34 @@ def test_uptime_colour_without_data_is_grey() -> None:
     assert uptime_colour(None) == GREY
 
 
-@pytest.mark.parametrize(("ratio", "text"), [
-    (1.0, "100%"), (0.99996, "99.99%"), (0.9995, "99.95%"), (0.999, "99.9%"), (0.5, "50%"),
-    (0.0, "0%"), (2 / 3, "66.66%"), (None, "no data"),
-])
+@pytest.mark.parametrize(
+    ("ratio", "text"),
+    [
+        (1.0, "100%"),
+        (0.99996, "99.99%"),
+        (0.9995, "99.95%"),
+        (0.999, "99.9%"),
+        (0.5, "50%"),
+        (0.0, "0%"),
+        (2 / 3, "66.66%"),
+        (None, "no data"),
+    ],
+)
 def test_uptime_text_is_cut_not_rounded(ratio: float | None, text: str) -> None:
     assert format_uptime(ratio) == text
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (0.000123, "0.123 ms"), (0.0123, "12 ms"), (0.2504, "250 ms"), (1.234, "1.23 s"),
-    (123.4, "123 s"), (None, "no data"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.000123, "0.123 ms"),
+        (0.0123, "12 ms"),
+        (0.2504, "250 ms"),
+        (1.234, "1.23 s"),
+        (123.4, "123 s"),
+        (None, "no data"),
+    ],
+)
 def test_latency_text(seconds: float | None, text: str) -> None:
     assert format_latency(seconds) == text
 

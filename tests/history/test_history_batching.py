@@ -21,10 +21,12 @@ def _runs(rng: random.Random, count: int) -> list[rollup.Row]:
     runs: list[rollup.Row] = []
     for _ in range(count):
         started += rng.choices([0.0, 0.3, 1.0, 7.0, 59.0, 600.0, 3000.0], [8, 8, 8, 8, 4, 1, 1])[0]
-        code = rng.choices([rollup.UP, rollup.DEGRADED, rollup.DOWN, rollup.UNKNOWN],
-                           [5, 1, 2, 1])[0]
-        duration = rng.choices([0.0, 1e-5, 0.02, 0.0211, 0.5, 3.0, rng.lognormvariate(-3, 1)],
-                               [1, 1, 8, 1, 1, 1, 1])[0]
+        code = rng.choices([rollup.UP, rollup.DEGRADED, rollup.DOWN, rollup.UNKNOWN], [5, 1, 2, 1])[
+            0
+        ]
+        duration = rng.choices(
+            [0.0, 1e-5, 0.02, 0.0211, 0.5, 3.0, rng.lognormvariate(-3, 1)], [1, 1, 8, 1, 1, 1, 1]
+        )[0]
         runs.append((rng.choice(names), "http", code, started, duration, f"r{len(runs)}"))
     return runs
 
@@ -55,12 +57,16 @@ def _contents(db: sqlite3.Connection) -> dict[str, list[tuple[object, ...]]]:
             (name, bucket, up, degraded, down, unknown, blob)
             for name, bucket, up, degraded, down, unknown, blob in db.execute(
                 f"SELECT c.name, t.bucket, t.up, t.degraded, t.down, t.unknown, t.latency "
-                f"FROM {table} t JOIN checks c ON c.id = t.check_id ORDER BY c.name, t.bucket")
+                f"FROM {table} t JOIN checks c ON c.id = t.check_id ORDER BY c.name, t.bucket"
+            )
         ]
-    out["incidents"] = list(db.execute(
-        "SELECT c.name, i.started_at, i.ended_at, i.last_at, i.worst, i.first_reason, "
-        "i.last_reason FROM incidents i JOIN checks c ON c.id = i.check_id "
-        "ORDER BY c.name, i.started_at"))
+    out["incidents"] = list(
+        db.execute(
+            "SELECT c.name, i.started_at, i.ended_at, i.last_at, i.worst, i.first_reason, "
+            "i.last_reason FROM incidents i JOIN checks c ON c.id = i.check_id "
+            "ORDER BY c.name, i.started_at"
+        )
+    )
     return out
 
 
@@ -76,8 +82,10 @@ def _expected(runs: list[rollup.Row]) -> dict[str, list[tuple[object, ...]]]:
             if code != rollup.UNKNOWN:
                 one = bins.setdefault(key, {})
                 one[latency.bin_of(duration)] = one.get(latency.bin_of(duration), 0) + 1
-        out[table] = [(*key, *counts[key], latency.encode(bins[key]) if key in bins else None)
-                      for key in sorted(counts)]
+        out[table] = [
+            (*key, *counts[key], latency.encode(bins[key]) if key in bins else None)
+            for key in sorted(counts)
+        ]
     incidents: list[tuple[object, ...]] = []
     current: dict[str, dict[str, object]] = {}
     for name, _, code, started, _, reason in runs:
@@ -90,8 +98,15 @@ def _expected(runs: list[rollup.Row]) -> dict[str, list[tuple[object, ...]]]:
                 incidents.append(tuple(incident.values()))
             continue
         if name not in current:
-            current[name] = {"name": name, "started": started, "ended": None, "last": started,
-                             "worst": "degraded", "first": reason, "last_reason": reason}
+            current[name] = {
+                "name": name,
+                "started": started,
+                "ended": None,
+                "last": started,
+                "worst": "degraded",
+                "first": reason,
+                "last_reason": reason,
+            }
         incident = current[name]
         incident["last"] = started
         incident["last_reason"] = reason
@@ -109,8 +124,9 @@ def test_batching_changes_nothing_that_is_stored(tmp_path: Path, seed: int) -> N
     expected = _expected(runs)
     one_each = _contents(_write(tmp_path / "one.sqlite", runs, list(range(1, len(runs)))))
     all_in_one = _contents(_write(tmp_path / "all.sqlite", runs, []))
-    slices = _contents(_write(tmp_path / "slices.sqlite", runs,
-                              sorted(rng.sample(range(1, len(runs)), 100))))
+    slices = _contents(
+        _write(tmp_path / "slices.sqlite", runs, sorted(rng.sample(range(1, len(runs)), 100)))
+    )
     for table in expected:
         assert one_each[table] == expected[table], table
         assert all_in_one[table] == expected[table], table
@@ -118,15 +134,16 @@ def test_batching_changes_nothing_that_is_stored(tmp_path: Path, seed: int) -> N
     # The cases that matter did occur: a check several times in one bucket of one batch, and
     # a bin count past 127 (a varint of two bytes).
     assert any(row[2] > 1 for row in expected["minute"])
-    assert any(count > 127 for row in expected["day"]
-               for count in latency.decode(row[-1]).values())  # type: ignore[arg-type]
+    assert any(count > 127 for row in expected["day"] for count in latency.decode(row[-1]).values())  # type: ignore[arg-type]
 
 
 def test_merging_a_run_into_any_summary_equals_adding_counts() -> None:
     rng = random.Random(7)
     for _ in range(5000):
-        counts = {rng.randrange(256): rng.choice([1, 2, 126, 127, 128, 300, 16384, 10**7])
-                  for _ in range(rng.randrange(0, 6))}
+        counts = {
+            rng.randrange(256): rng.choice([1, 2, 126, 127, 128, 300, 16384, 10**7])
+            for _ in range(rng.randrange(0, 6))
+        }
         index, add = rng.randrange(256), rng.randrange(1, 128)
         merged = latency.merge(latency.encode(counts) or None, bytes((index, add)))
         counts[index] = counts.get(index, 0) + add

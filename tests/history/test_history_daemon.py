@@ -29,8 +29,16 @@ from tests.history.history_support import (
 from tests.support import DaemonProcess
 
 #: (status written in the file, runs to see in that state before the next flip)
-SCHEDULE = [("up", 4), ("down", 5), ("up", 3), ("degraded", 3), ("unknown", 2),
-            ("degraded", 2), ("down", 2), ("up", 4)]
+SCHEDULE = [
+    ("up", 4),
+    ("down", 5),
+    ("up", 3),
+    ("degraded", 3),
+    ("unknown", 2),
+    ("degraded", 2),
+    ("down", 2),
+    ("up", 4),
+]
 
 
 def _close(a: float | None, b: float | None) -> bool:
@@ -67,8 +75,9 @@ def test_uptime_runs_and_incidents_match_a_flip_schedule(tmp_path: Path) -> None
     counts = {s: sum(1 for _, x in truth if x == s) for s in queries.STATUSES}
     for window in ("1h", "24h", "7d", "30d", "90d"):
         got = db_counts(data, name, window)
-        assert {s: got[s] for s in ("degraded", "down", "unknown")} == \
-            {s: counts[s] for s in ("degraded", "down", "unknown")}, window
+        assert {s: got[s] for s in ("degraded", "down", "unknown")} == {
+            s: counts[s] for s in ("degraded", "down", "unknown")
+        }, window
         assert counts["up"] <= got["up"] <= counts["up"] + 2, window  # + runs after the poll
     db = open_history(data)
     doc = queries.uptime(db, name, "1h", time.time())
@@ -111,8 +120,11 @@ def test_kill_9_mid_incident_keeps_it_open_and_a_restart_closes_it_once(tmp_path
         # Mid-incident: the file holds it open, with runs committed.
         for _ in deadline_loop(30, "the open incident in the file", d.logs):
             incidents = db_incidents(data, name) if (data / "history.sqlite").exists() else []
-            if incidents and incidents[-1]["ended_at"] is None and \
-                    db_counts(data, name)["down"] >= 4:
+            if (
+                incidents
+                and incidents[-1]["ended_at"] is None
+                and db_counts(data, name)["down"] >= 4
+            ):
                 break
         before_kill = db_counts(data, name)
         log.poll()
@@ -151,8 +163,9 @@ def test_kill_9_mid_incident_keeps_it_open_and_a_restart_closes_it_once(tmp_path
     # The window counts the downtime of both lives of the daemon.
     final = db_counts(data, name, "24h")
     assert final["down"] == after_kill["down"] + restarted["down"]
-    assert after_kill["up"] + restarted["up"] <= final["up"] <= after_kill["up"] + \
-        restarted["up"] + 2
+    assert (
+        after_kill["up"] + restarted["up"] <= final["up"] <= after_kill["up"] + restarted["up"] + 2
+    )
     doc = queries.uptime(open_history(data), name, "24h", time.time())
     assert doc["up_ratio"] == pytest.approx(final["up"] / (final["up"] + final["down"]))
 
@@ -163,8 +176,11 @@ def _seed(path: Path, runs: list[tuple[str, str, float]]) -> None:
     writer.set_configured([name for name, _, _ in runs])  # nothing pruned while seeding
     writer.start()
     for name, status, started in runs:
-        writer.observe(CheckResult(CheckInfo(name, "test_file"), Status(status), status, 0.01,
-                                   started, started + 0.01))
+        writer.observe(
+            CheckResult(
+                CheckInfo(name, "test_file"), Status(status), status, 0.01, started, started + 0.01
+            )
+        )
     marker = writer.marker()
     for _ in deadline_loop(20, "the seed to be written"):
         if writer.reached(marker):
@@ -174,16 +190,21 @@ def _seed(path: Path, runs: list[tuple[str, str, float]]) -> None:
 
 
 def test_reload_keeps_a_removed_checks_history_continues_it_and_prunes_after_retention(
-    tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
     now = time.time()
     # "expired" was removed long ago (its last run is older than every retention); "a" ran
     # yesterday already.
-    _seed(data / "history.sqlite", [("expired", "down", now - 100 * 86400),
-                                    ("expired", "up", now - 100 * 86400 + 60),
-                                    ("a", "down", now - 86400)])
+    _seed(
+        data / "history.sqlite",
+        [
+            ("expired", "down", now - 100 * 86400),
+            ("expired", "up", now - 100 * 86400 + 60),
+            ("a", "down", now - 86400),
+        ],
+    )
     checks = [file_check(tmp_path, "a"), file_check(tmp_path, "b")]
     config = write_config(tmp_path, checks)
     with DaemonProcess(config) as d:

@@ -29,8 +29,9 @@ from tests.history.history_support import (
 )
 from tests.support import DaemonProcess
 
-CANNOT_WRITE = "history cannot be written; probing and alerting go on, results wait in memory " \
-    "and are retried"
+CANNOT_WRITE = (
+    "history cannot be written; probing and alerting go on, results wait in memory and are retried"
+)
 WRITABLE_AGAIN = "history writable again"
 SET_ASIDE = "history database unusable; moved aside, starting a fresh one"
 
@@ -47,8 +48,7 @@ def webhook() -> Iterator[Webhook]:
 @contextlib.contextmanager
 def tmpfs(where: Path, size: str) -> Iterator[Path]:
     where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                   check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
     try:
         yield where
     finally:
@@ -62,8 +62,9 @@ def remount(where: Path, mode: str) -> None:
 
 def write_errors(d: DaemonProcess, reason: str) -> float:
     _, text = d.get("/metrics")
-    found = re.search(rf'^alivemcp_history_write_errors_total{{reason="{reason}"}} (\S+)$', text,
-                      re.M)
+    found = re.search(
+        rf'^alivemcp_history_write_errors_total{{reason="{reason}"}} (\S+)$', text, re.M
+    )
     return float(found.group(1)) if found else 0.0
 
 
@@ -89,8 +90,9 @@ def said(d: DaemonProcess, event: str) -> list[dict]:
     return log_events(d, event)
 
 
-def held_through_a_fault(d: DaemonProcess, log: RunLog, webhook: Webhook, name: str,
-                         reason: str) -> None:
+def held_through_a_fault(
+    d: DaemonProcess, log: RunLog, webhook: Webhook, name: str, reason: str
+) -> None:
     """While the fault lasts: the check goes down, is paged, runs on; the fault is said once
     though the writer retried it several times."""
     state = Path(d.config_path).parent / f"{name}.state"
@@ -123,8 +125,9 @@ def recovered(d: DaemonProcess, log: RunLog, name: str, data: Path) -> dict[str,
     assert d.stop() == 0
     assert len(said(d, CANNOT_WRITE)) == 1 and len(said(d, WRITABLE_AGAIN)) == 1
     got = db_counts(data, name, "24h")
-    assert {s: got[s] for s in ("degraded", "down", "unknown")} == \
-        {s: truth[s] for s in ("degraded", "down", "unknown")}
+    assert {s: got[s] for s in ("degraded", "down", "unknown")} == {
+        s: truth[s] for s in ("degraded", "down", "unknown")
+    }
     assert truth["up"] <= got["up"] <= truth["up"] + 2
     incidents = db_incidents(data, name)
     assert len(incidents) == 1 and incidents[0]["ended_at"] is not None
@@ -136,8 +139,9 @@ def test_disk_full_holds_results_in_memory_and_writes_them_when_space_returns(
 ) -> None:
     name = "full"
     with tmpfs(tmp_path / "data", "2m") as data:
-        config = write_config(tmp_path, [file_check(tmp_path, name)], data_dir=data,
-                              alerting=webhook.alerting())
+        config = write_config(
+            tmp_path, [file_check(tmp_path, name)], data_dir=data, alerting=webhook.alerting()
+        )
         with DaemonProcess(config) as d:
             log = RunLog(d)
             for _ in deadline_loop(30, "the first batch", d.logs):
@@ -154,8 +158,9 @@ def test_read_only_data_dir_at_start_then_writable(tmp_path: Path, webhook: Webh
     name = "ro"
     with tmpfs(tmp_path / "data", "8m") as data:
         remount(data, "ro")
-        config = write_config(tmp_path, [file_check(tmp_path, name)], data_dir=data,
-                              alerting=webhook.alerting())
+        config = write_config(
+            tmp_path, [file_check(tmp_path, name)], data_dir=data, alerting=webhook.alerting()
+        )
         with DaemonProcess(config) as d:
             log = RunLog(d)
             log.wait_runs(name, "up", 2, after=0)
@@ -166,15 +171,17 @@ def test_read_only_data_dir_at_start_then_writable(tmp_path: Path, webhook: Webh
         assert got["up"] >= 2  # the runs from before the file could be created
 
 
-def test_a_corrupt_file_is_set_aside_and_a_fresh_one_started(tmp_path: Path,
-                                                             webhook: Webhook) -> None:
+def test_a_corrupt_file_is_set_aside_and_a_fresh_one_started(
+    tmp_path: Path, webhook: Webhook
+) -> None:
     name = "c"
     data = tmp_path / "data"
     data.mkdir()
     garbage = b"this was never a database\n" * 400
     (data / "history.sqlite").write_bytes(garbage)
-    config = write_config(tmp_path, [file_check(tmp_path, name, "down")],
-                          alerting=webhook.alerting())
+    config = write_config(
+        tmp_path, [file_check(tmp_path, name, "down")], alerting=webhook.alerting()
+    )
     with DaemonProcess(config) as d:
         log = RunLog(d)
         for _ in deadline_loop(30, "the page to reach the receiver", d.logs):

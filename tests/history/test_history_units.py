@@ -26,11 +26,17 @@ DAY = 86400
 NOW = int(time.time())
 
 
-def result(name: str, status: str, started: float, duration: float = 0.05,
-           reason: str | None = None) -> CheckResult:
-    return CheckResult(CheckInfo(name, "test_file"), Status(status),
-                       reason if reason is not None else f"{status} at {started}",
-                       duration, started, started + duration)
+def result(
+    name: str, status: str, started: float, duration: float = 0.05, reason: str | None = None
+) -> CheckResult:
+    return CheckResult(
+        CheckInfo(name, "test_file"),
+        Status(status),
+        reason if reason is not None else f"{status} at {started}",
+        duration,
+        started,
+        started + duration,
+    )
 
 
 def wait_written(writer: HistoryWriter, timeout: float = 20.0) -> None:
@@ -70,25 +76,33 @@ def test_a_run_counts_in_the_bucket_its_start_falls_in(writer: HistoryWriter) ->
     minute = NOW // 60 * 60
     if minute % 3600 == 0:  # the minute before must fall in the same hour as this one
         minute -= 60
-    feed(writer, result("a", "up", minute - 0.001), result("a", "down", minute),
-         result("a", "degraded", minute + 59.999))
+    feed(
+        writer,
+        result("a", "up", minute - 0.001),
+        result("a", "down", minute),
+        result("a", "degraded", minute + 59.999),
+    )
     db = read(writer)
     rows = db.execute("SELECT bucket, up, degraded, down FROM minute ORDER BY bucket").fetchall()
     assert rows == [(minute - 60, 1, 0, 0), (minute, 0, 1, 1)]
     hour = minute // 3600 * 3600
-    assert db.execute("SELECT bucket, up, degraded, down FROM hour").fetchall() == [
-        (hour, 1, 1, 1)]
+    assert db.execute("SELECT bucket, up, degraded, down FROM hour").fetchall() == [(hour, 1, 1, 1)]
 
 
 def test_windows_are_whole_buckets_current_plus_n_before(writer: HistoryWriter) -> None:
     minute, hour, day = NOW // 60 * 60, NOW // 3600 * 3600, NOW // DAY * DAY
-    feed(writer,
-         # 1h: the current minute and the 60 before; the 61st before is out.
-         result("m", "up", minute - 3600), result("m", "down", minute - 3601),
-         # 24h: the current hour and the 24 before.
-         result("h", "up", hour - 24 * 3600), result("h", "down", hour - 24 * 3600 - 1),
-         # 7d: the current day and the 7 before.
-         result("d", "up", day - 7 * DAY), result("d", "down", day - 7 * DAY - 1))
+    feed(
+        writer,
+        # 1h: the current minute and the 60 before; the 61st before is out.
+        result("m", "up", minute - 3600),
+        result("m", "down", minute - 3601),
+        # 24h: the current hour and the 24 before.
+        result("h", "up", hour - 24 * 3600),
+        result("h", "down", hour - 24 * 3600 - 1),
+        # 7d: the current day and the 7 before.
+        result("d", "up", day - 7 * DAY),
+        result("d", "down", day - 7 * DAY - 1),
+    )
     db = read(writer)
     for name, window in (("m", "1h"), ("h", "24h"), ("d", "7d")):
         doc = queries.uptime(db, name, window, NOW)
@@ -106,9 +120,14 @@ def test_windows_are_whole_buckets_current_plus_n_before(writer: HistoryWriter) 
 
 def test_ratios_exclude_unknown_and_are_null_without_decided_runs(writer: HistoryWriter) -> None:
     t = NOW - 100
-    feed(writer, *(result("r", s, t + i) for i, s in
-                   enumerate(["up"] * 6 + ["degraded"] * 2 + ["down"] * 2 + ["unknown"] * 5)),
-         result("u", "unknown", t))
+    feed(
+        writer,
+        *(
+            result("r", s, t + i)
+            for i, s in enumerate(["up"] * 6 + ["degraded"] * 2 + ["down"] * 2 + ["unknown"] * 5)
+        ),
+        result("u", "unknown", t),
+    )
     db = read(writer)
     doc = queries.uptime(db, "r", "1h", NOW)
     assert doc["up_ratio"] == 0.6 and doc["available_ratio"] == 0.8
@@ -124,9 +143,19 @@ def test_ratios_exclude_unknown_and_are_null_without_decided_runs(writer: Histor
 
 # -- incidents ----------------------------------------------------------------------------------
 
-_STORY = [("up", "fine"), ("down", "refused"), ("unknown", "prober"), ("degraded", "slow"),
-          ("down", "timeout"), ("up", "back"), ("unknown", "prober"), ("degraded", "slow2"),
-          ("unknown", "prober"), ("up", "back2"), ("down", "again")]
+_STORY = [
+    ("up", "fine"),
+    ("down", "refused"),
+    ("unknown", "prober"),
+    ("degraded", "slow"),
+    ("down", "timeout"),
+    ("up", "back"),
+    ("unknown", "prober"),
+    ("degraded", "slow2"),
+    ("unknown", "prober"),
+    ("up", "back2"),
+    ("down", "again"),
+]
 
 
 def _incidents(writer: HistoryWriter, name: str) -> list[dict]:
@@ -134,15 +163,18 @@ def _incidents(writer: HistoryWriter, name: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("per_batch", [len(_STORY), 1, 2])
-def test_incidents_follow_the_runs_whatever_the_batches(writer: HistoryWriter,
-                                                        per_batch: int) -> None:
+def test_incidents_follow_the_runs_whatever_the_batches(
+    writer: HistoryWriter, per_batch: int
+) -> None:
     t0 = NOW - 600
     results = [result("i", s, t0 + 10 * n, reason=r) for n, (s, r) in enumerate(_STORY)]
     for k in range(0, len(results), per_batch):
-        feed(writer, *results[k:k + per_batch])
+        feed(writer, *results[k : k + per_batch])
     got = _incidents(writer, "i")
-    assert [(i["started_at"], i["ended_at"], i["worst_status"], i["first_reason"],
-             i["last_reason"]) for i in got] == [
+    assert [
+        (i["started_at"], i["ended_at"], i["worst_status"], i["first_reason"], i["last_reason"])
+        for i in got
+    ] == [
         (t0 + 100, None, "down", "again", "again"),
         (t0 + 70, t0 + 90, "degraded", "slow2", "slow2"),
         (t0 + 10, t0 + 50, "down", "refused", "timeout"),
@@ -160,11 +192,16 @@ def test_an_open_incident_survives_a_new_writer_and_closes_once(tmp_path: Path) 
     second = HistoryWriter(path, Retention())
     second.start()
     try:
-        feed(second, result("k", "degraded", t0 + 100), result("k", "up", t0 + 110),
-             result("k", "up", t0 + 120))
+        feed(
+            second,
+            result("k", "degraded", t0 + 100),
+            result("k", "up", t0 + 110),
+            result("k", "up", t0 + 120),
+        )
         got = _incidents(second, "k")
         assert [(i["started_at"], i["ended_at"], i["worst_status"]) for i in got] == [
-            (t0, t0 + 110, "down")]
+            (t0, t0 + 110, "down")
+        ]
         assert read(second).execute("SELECT count(*) FROM incidents").fetchone()[0] == 1
     finally:
         second.stop(10)
@@ -182,12 +219,14 @@ def test_live_windows_equal_the_database_and_survive_a_restart(tmp_path: Path) -
     names = [f"check/{n}" for n in range(5)]
     now = time.time()
     # 40 days back: some buckets fall outside every ring, some at its very edge.
-    runs = [result(rng.choice(names), rng.choice(statuses), now - rng.uniform(0, 40 * DAY))
-            for _ in range(3000)]
+    runs = [
+        result(rng.choice(names), rng.choice(statuses), now - rng.uniform(0, 40 * DAY))
+        for _ in range(3000)
+    ]
     runs += [result(n, "down", (now // 3600 - 24) * 3600) for n in names]  # 24h's edge
     runs += [result(n, "up", (now // DAY - 30) * DAY) for n in names]  # 30d's edge
     for chunk in range(0, len(runs), 500):
-        feed(w, *runs[chunk:chunk + 500])
+        feed(w, *runs[chunk : chunk + 500])
     w.stop(10)
 
     def compare(writer: HistoryWriter) -> None:
@@ -197,8 +236,7 @@ def test_live_windows_equal_the_database_and_survive_a_restart(tmp_path: Path) -
             cid = writer.check_ids()[name]
             for window in ("24h", "7d", "30d"):
                 table = queries.WINDOWS[window][0]
-                counts, _ = queries.counts_between(db, cid, table,
-                                                   queries.window_start(window, at))
+                counts, _ = queries.counts_between(db, cid, table, queries.window_start(window, at))
                 assert writer.live.window(cid, window, at) == counts[:3], (name, window)
 
     compare(w)
@@ -244,9 +282,7 @@ def test_latency_percentiles_are_within_the_documented_bound() -> None:
 # -- retention ---------------------------------------------------------------------------------
 
 
-def test_prune_keeps_removed_checks_for_their_retention_then_forgets_them(
-    tmp_path: Path
-) -> None:
+def test_prune_keeps_removed_checks_for_their_retention_then_forgets_them(tmp_path: Path) -> None:
     path = tmp_path / schema.FILE_NAME
     # Below the config's minimum for days (30d), so that data inside the live 30d window can
     # be pruned: the in-memory counts must forget what the file no longer holds.
@@ -255,9 +291,14 @@ def test_prune_keeps_removed_checks_for_their_retention_then_forgets_them(
     w.start()
     now = time.time()
     try:
-        feed(w, result("old", "down", now - 10 * DAY), result("old", "up", now - 10 * DAY + 5),
-             result("recent", "down", now - 2 * DAY), result("kept", "up", now - 10 * DAY),
-             result("kept", "up", now - 60))
+        feed(
+            w,
+            result("old", "down", now - 10 * DAY),
+            result("old", "up", now - 10 * DAY + 5),
+            result("recent", "down", now - 2 * DAY),
+            result("kept", "up", now - 10 * DAY),
+            result("kept", "up", now - 60),
+        )
         assert w.live.window(w.check_ids()["old"], "30d", now) == (1, 0, 1)
         old_id = w.check_ids()["old"]
         w.set_configured(["kept"])  # "old" and "recent" were removed by a reload
@@ -280,11 +321,15 @@ def test_prune_keeps_removed_checks_for_their_retention_then_forgets_them(
 
 
 def test_a_reason_sqlite_cannot_encode_costs_neither_its_run_nor_its_batch(
-    writer: HistoryWriter
+    writer: HistoryWriter,
 ) -> None:
     bad = b"caf\xe9 \xff".decode("utf-8", "surrogateescape")  # a target's undecodable bytes
-    feed(writer, result("s", "up", NOW - 30), result("s", "down", NOW - 20, reason=bad),
-         result("t", "up", NOW - 10))
+    feed(
+        writer,
+        result("s", "up", NOW - 30),
+        result("s", "down", NOW - 20, reason=bad),
+        result("t", "up", NOW - 10),
+    )
     db = read(writer)
     assert queries.uptime(db, "s", "1h", NOW)["runs"]["down"] == 1
     assert queries.uptime(db, "t", "1h", NOW)["runs"]["up"] == 1

@@ -57,9 +57,16 @@ def write_history(path: Path, runs: list[tuple[str, Status, float, str]]) -> Non
     writer = HistoryWriter(path, Retention())
     writer.start()
     for name, status, started, reason in runs:
-        writer.observe(CheckResult(
-            check=CheckInfo(name, "test_static"), status=status, reason=reason,
-            duration_seconds=0.05, started_at=started, finished_at=started + 0.05))
+        writer.observe(
+            CheckResult(
+                check=CheckInfo(name, "test_static"),
+                status=status,
+                reason=reason,
+                duration_seconds=0.05,
+                started_at=started,
+                finished_at=started + 0.05,
+            )
+        )
     marker = writer.marker()
     deadline = time.monotonic() + 60
     while not writer.reached(marker):
@@ -76,8 +83,11 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("report") / FILE_NAME
     runs: list[tuple[str, Status, float, str]] = []
     for t in range(D0 - HOUR, D0 + 2 * DAY + HOUR, MIN):
-        for name, status, reason in (("api/alpha", *alpha(t)), ("beta", Status.UP, "ok"),
-                                     (GAMMA, *gamma(t))):
+        for name, status, reason in (
+            ("api/alpha", *alpha(t)),
+            ("beta", Status.UP, "ok"),
+            (GAMMA, *gamma(t)),
+        ):
             runs.append((name, status, float(t), reason))
     for t in range(D0 - 2 * DAY, D0 - DAY, 10 * MIN):  # only before the period
         runs.append(("old", Status.UP, float(t), "ok"))
@@ -94,21 +104,26 @@ def test_figures_match_the_schedule_exactly(history: Path, retention: Retention)
     a, g, b = rows
 
     # 2880 runs in the two days: 15 + 62 + 10 down, 5 degraded, 3 unknown (excluded).
-    assert (a["runs_up"], a["runs_degraded"], a["runs_down"], a["runs_unknown"]) == \
-        (2785, 5, 87, 3)
+    assert (a["runs_up"], a["runs_degraded"], a["runs_down"], a["runs_unknown"]) == (2785, 5, 87, 3)
     assert a["up_ratio"] == 2785 / 2877 and a["available_ratio"] == 2790 / 2877
     assert (a["counted_from"], a["counted_until"]) == (D0, D0 + 2 * DAY)
     assert a["incidents"] == 4 and a["incidents_resolved"] == 3
     # Clipped to the period: 15 min of the first (45 min) incident, 10 of the last (30 min).
     assert a["downtime_seconds"] == 900 + 3720 + 300 + 600
     assert a["mttr_seconds"] == (2700 + 3720 + 300) / 3  # incidents that ended in the period
-    assert (a["longest_incident_started_at"], a["longest_incident_ended_at"],
-            a["longest_incident_duration_seconds"], a["longest_incident_worst_status"],
-            a["longest_incident_first_reason"]) == \
-        (D0 + 3 * HOUR, D0 + 4 * HOUR + 2 * MIN, 3720, "down", "HTTP 503")
+    assert (
+        a["longest_incident_started_at"],
+        a["longest_incident_ended_at"],
+        a["longest_incident_duration_seconds"],
+        a["longest_incident_worst_status"],
+        a["longest_incident_first_reason"],
+    ) == (D0 + 3 * HOUR, D0 + 4 * HOUR + 2 * MIN, 3720, "down", "HTTP 503")
     # Still down at the period's end (it recovered 20 minutes later).
-    assert (a["open_incident_started_at"], a["open_incident_worst_status"],
-            a["open_incident_last_reason"]) == (D0 + 2 * DAY - 10 * MIN, "down", "timeout")
+    assert (
+        a["open_incident_started_at"],
+        a["open_incident_worst_status"],
+        a["open_incident_last_reason"],
+    ) == (D0 + 2 * DAY - 10 * MIN, "down", "timeout")
 
     assert (g["runs_up"], g["runs_down"], g["up_ratio"]) == (2820, 60, 2820 / 2880)
     assert g["downtime_seconds"] == 3600 and g["incidents"] == 1
@@ -126,8 +141,11 @@ def test_figures_match_the_schedule_exactly(history: Path, retention: Retention)
 def test_partial_hours_are_counted_whole_and_incidents_exactly(history: Path) -> None:
     since, until = D0 + 2 * HOUR + 30 * MIN, D0 + 5 * HOUR
     period = plan_period(since, until, Retention(), NOW)
-    assert (period.table, period.counted_from, period.counted_until) == \
-        ("hour", D0 + 2 * HOUR, D0 + 5 * HOUR)
+    assert (period.table, period.counted_from, period.counted_until) == (
+        "hour",
+        D0 + 2 * HOUR,
+        D0 + 5 * HOUR,
+    )
     assert any("whole hour buckets" in note for note in period.notes)
     (a,) = build_report(history, since, until, ["api/alpha"], now=NOW)
     assert (a["runs_up"], a["runs_down"]) == (180 - 62, 62)
@@ -178,11 +196,21 @@ def test_since_and_until_forms() -> None:
 
 
 def test_human_figures() -> None:
-    assert [report.format_duration(s) for s in (0, 45, 725, 3720, 3779, 2 * DAY + 4 * HOUR)] == \
-        ["0s", "45s", "12m 05s", "1h 02m", "1h 02m", "2d 04h"]
+    assert [report.format_duration(s) for s in (0, 45, 725, 3720, 3779, 2 * DAY + 4 * HOUR)] == [
+        "0s",
+        "45s",
+        "12m 05s",
+        "1h 02m",
+        "1h 02m",
+        "2d 04h",
+    ]
     # Truncated, never rounded up: 100% only when nothing failed.
-    assert [report.format_ratio(x) for x in (1.0, 0.999999, 2785 / 2877, None)] == \
-        ["100%", "99.999%", "96.802%", "n/a"]
+    assert [report.format_ratio(x) for x in (1.0, 0.999999, 2785 / 2877, None)] == [
+        "100%",
+        "99.999%",
+        "96.802%",
+        "n/a",
+    ]
 
 
 def _config(tmp_path: Path, history: Path) -> Path:
@@ -201,14 +229,30 @@ def test_markdown(history: Path, tmp_path: Path) -> None:
     day = time.strftime("%Y-%m-%d", time.gmtime(D0))
     lines = text.splitlines()
     assert lines[0].startswith(f"## Uptime report: {day} 00:00 to ")
-    assert lines[2] == ("**3 checks · 5 incidents on 2 checks · 2h 32m downtime in all · lowest "
-                        "uptime 96.802% (api/alpha) · 2 open at the end**")
+    assert lines[2] == (
+        "**3 checks · 5 incidents on 2 checks · 2h 32m downtime in all · lowest "
+        "uptime 96.802% (api/alpha) · 2 open at the end**"
+    )
     table = [line for line in lines if line.startswith("|")]
     assert [c.strip() for c in table[0].split("|")[1:-1]] == [
-        "Check", "Up", "Available", "Incidents", "Downtime", "MTTR", "Longest incident"]
+        "Check",
+        "Up",
+        "Available",
+        "Incidents",
+        "Downtime",
+        "MTTR",
+        "Longest incident",
+    ]
     cells = [c.strip() for c in table[2].split("|")[1:-1]]
-    assert cells == ["api/alpha", "96.802%", "96.976%", "4", "1h 32m", "37m 20s",
-                     f"1h 02m down, {day} 03:00"]
+    assert cells == [
+        "api/alpha",
+        "96.802%",
+        "96.976%",
+        "4",
+        "1h 32m",
+        "37m 20s",
+        f"1h 02m down, {day} 03:00",
+    ]
     # The name with a pipe and stars is escaped: one cell, literal text.
     cells = [c.strip() for c in table[3].replace("\\|", "\0").split("|")[1:-1]]
     assert cells[0] == "edge\0case \\*name\\*" and cells[1] == "97.916%"
@@ -222,8 +266,10 @@ def test_markdown(history: Path, tmp_path: Path) -> None:
     lines = text.splitlines()
     opened = lines.index("**Open now**")
     last_day = time.strftime("%Y-%m-%d", time.gmtime(D0 + DAY))
-    assert lines[opened + 1:opened + 3] == [
-        rf"- edge\|case \*name\*: down since {last_day} 23:00 UTC: DNS failure", ""]
+    assert lines[opened + 1 : opened + 3] == [
+        rf"- edge\|case \*name\*: down since {last_day} 23:00 UTC: DNS failure",
+        "",
+    ]
 
 
 def test_csv_and_json_share_stable_fields(history: Path, tmp_path: Path) -> None:
@@ -238,7 +284,8 @@ def test_csv_and_json_share_stable_fields(history: Path, tmp_path: Path) -> None
         "longest_incident_ended_at,longest_incident_duration_seconds,"
         "longest_incident_worst_status,"
         "longest_incident_first_reason,open_incident_started_at,open_incident_worst_status,"
-        "open_incident_last_reason")
+        "open_incident_last_reason"
+    )
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert rows[0]["check"] == "api/alpha" and rows[1]["check"] == GAMMA
     assert float(rows[0]["downtime_seconds"]) == 5520
@@ -248,25 +295,34 @@ def test_csv_and_json_share_stable_fields(history: Path, tmp_path: Path) -> None
     code, text = _run(config, str(PERIOD[0]), str(PERIOD[1]), "json")
     doc = json.loads(text)
     assert code == 0 and list(doc["checks"][0]) == header.split(",")
-    assert doc["period"] == {"since": PERIOD[0], "until": PERIOD[1], "counted_from": D0,
-                             "counted_until": D0 + 2 * DAY, "resolution_seconds": HOUR}
+    assert doc["period"] == {
+        "since": PERIOD[0],
+        "until": PERIOD[1],
+        "counted_from": D0,
+        "counted_until": D0 + 2 * DAY,
+        "resolution_seconds": HOUR,
+    }
     assert doc["checks"][0]["downtime_seconds"] == 5520
     assert [c["check"] for c in doc["checks"]] == [r["check"] for r in rows]
 
 
-def test_usage_errors_are_clear(history: Path, tmp_path: Path,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_are_clear(
+    history: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = _config(tmp_path, history)
     assert _run(config, "2026-12-01", "2026-11-01")[0] == 2
     assert capsys.readouterr().err.strip() == (
-        "alivemcp report: --since (2026-12-01 00:00) must be before --until (2026-11-01 00:00)")
+        "alivemcp report: --since (2026-12-01 00:00) must be before --until (2026-11-01 00:00)"
+    )
     assert _run(config, "yesterday")[0] == 2
     assert "--since 'yesterday' is not a duration" in capsys.readouterr().err
 
     empty = write_daemon_config(tmp_path / "empty.yaml", [])  # data_dir without history
     assert _run(empty, "30d")[0] == 1
-    assert capsys.readouterr().err.strip() == \
-        f"alivemcp report: no history database at {tmp_path / 'data' / FILE_NAME}"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"alivemcp report: no history database at {tmp_path / 'data' / FILE_NAME}"
+    )
 
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -276,13 +332,16 @@ def test_usage_errors_are_clear(history: Path, tmp_path: Path,
     assert f"cannot read the history database {bad / FILE_NAME}" in err
 
 
-def test_report_without_the_configs_secrets(history: Path, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_without_the_configs_secrets(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Run from cron or CI without the daemon's secrets: only data_dir and history matter."""
     monkeypatch.delenv("REPORT_TEST_TOKEN", raising=False)
-    config = write_daemon_config(tmp_path / "c.yaml", [{
-        "name": "x", "probe": "test_static", "params": {"reason": "${REPORT_TEST_TOKEN}"}}],
-        data_dir=str(history.parent))
+    config = write_daemon_config(
+        tmp_path / "c.yaml",
+        [{"name": "x", "probe": "test_static", "params": {"reason": "${REPORT_TEST_TOKEN}"}}],
+        data_dir=str(history.parent),
+    )
     code, text = _run(config, str(PERIOD[0]), str(PERIOD[1]), "json")
     assert code == 0 and len(json.loads(text)["checks"]) == 3
 
@@ -293,10 +352,19 @@ def test_report_without_the_configs_secrets(history: Path, tmp_path: Path,
 def test_report_of_a_real_daemon_run(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.write_text("up\n")
-    config = write_daemon_config(tmp_path / "c.yaml", [
-        {"name": "svc/flaky", "probe": "test_file", "interval": 1, "params": {"path": str(state)}},
-    ])
+    config = write_daemon_config(
+        tmp_path / "c.yaml",
+        [
+            {
+                "name": "svc/flaky",
+                "probe": "test_file",
+                "interval": 1,
+                "params": {"path": str(state)},
+            },
+        ],
+    )
     with DaemonProcess(config) as daemon:
+
         def runs() -> list[list[Any]]:
             return list(daemon.status_of("svc/flaky").get("history", []))
 
@@ -310,9 +378,23 @@ def test_report_of_a_real_daemon_run(tmp_path: Path) -> None:
 
         # While the daemon writes: the read-only report through the module's own entry point.
         proc = subprocess.run(
-            [sys.executable, "-m", "alivemcp.cli.report", "--config", str(config), "--since", "1h",
-             "--format", "json"], capture_output=True, text=True, env=subprocess_env(),
-            cwd=REPO, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "alivemcp.cli.report",
+                "--config",
+                str(config),
+                "--since",
+                "1h",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            cwd=REPO,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         (live,) = json.loads(proc.stdout)["checks"]
         assert live["check"] == "svc/flaky" and live["incidents"] == 1
@@ -337,10 +419,16 @@ def test_report_of_a_real_daemon_run(tmp_path: Path) -> None:
     assert row["longest_incident_started_at"] == pytest.approx(seen[first_down][0], abs=1e-3)
     assert row["longest_incident_ended_at"] == pytest.approx(seen[recovered][0], abs=1e-3)
     duration = seen[recovered][0] - seen[first_down][0]
-    assert row["downtime_seconds"] == row["mttr_seconds"] == \
-        row["longest_incident_duration_seconds"] == pytest.approx(duration, abs=2e-3)
-    assert (row["longest_incident_worst_status"], row["longest_incident_first_reason"]) == \
-        ("down", "connection refused")
+    assert (
+        row["downtime_seconds"]
+        == row["mttr_seconds"]
+        == row["longest_incident_duration_seconds"]
+        == pytest.approx(duration, abs=2e-3)
+    )
+    assert (row["longest_incident_worst_status"], row["longest_incident_first_reason"]) == (
+        "down",
+        "connection refused",
+    )
     assert row["open_incident_started_at"] is None
 
     text = io.StringIO()
@@ -349,10 +437,29 @@ def test_report_of_a_real_daemon_run(tmp_path: Path) -> None:
     assert "| svc/flaky " in text.getvalue()
 
 
-@pytest.mark.parametrize("text", ["30d", "90m", " 12h ", "250ms", "2026-11-01",
-                                  "2026-11-01T09:30:00", "2026-11-01T09:30:00+01:00",
-                                  "1793491200", "1793491200.5", "30", "0", "-5", "400d",
-                                  "yesterday", "", "2026-13-01", "nan", "inf"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "30d",
+        "90m",
+        " 12h ",
+        "250ms",
+        "2026-11-01",
+        "2026-11-01T09:30:00",
+        "2026-11-01T09:30:00+01:00",
+        "1793491200",
+        "1793491200.5",
+        "30",
+        "0",
+        "-5",
+        "400d",
+        "yesterday",
+        "",
+        "2026-13-01",
+        "nan",
+        "inf",
+    ],
+)
 def test_the_api_and_the_report_read_a_moment_by_one_rule(text: str) -> None:
     """``since`` in the history API and ``--since``/``--until`` here are one parser: the same
     text is the same moment, or refused by both."""

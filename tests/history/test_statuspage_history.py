@@ -85,31 +85,36 @@ def series_doc(name: str, window: str, now: float) -> dict[str, Any]:
             if worst != "up":
                 runs[worst] = 3
         decided = runs["up"] + runs["degraded"] + runs["down"]
-        buckets.append({
-            "start": bucket,
-            "runs": runs,
-            "up_ratio": runs["up"] / decided if decided else None,
-            "available_ratio": (runs["up"] + runs["degraded"]) / decided if decided else None,
-            "worst_status": worst,
-            "latency_seconds": {"p50": 0.1, "p95": 0.2, "p99": 0.3} if worst else
-            {"p50": None, "p95": None, "p99": None},
-        })
+        buckets.append(
+            {
+                "start": bucket,
+                "runs": runs,
+                "up_ratio": runs["up"] / decided if decided else None,
+                "available_ratio": (runs["up"] + runs["degraded"]) / decided if decided else None,
+                "worst_status": worst,
+                "latency_seconds": {"p50": 0.1, "p95": 0.2, "p99": 0.3}
+                if worst
+                else {"p50": None, "p95": None, "p99": None},
+            }
+        )
     return {"check": name, "window": window, "resolution_seconds": width, "buckets": buckets}
 
 
 def uptime_of(index: int) -> dict[str, dict[str, float | None]]:
     """Per-check uptime of /api/v1/checks; the first three pin the page's number format."""
     if index == 0:
-        day: tuple[float | None, float | None] = (1.0, 1.0)   # "100%"
+        day: tuple[float | None, float | None] = (1.0, 1.0)  # "100%"
     elif index == 1:
-        day = (0.99995, 1.0)                                   # "99.99%", never "100.00%"
+        day = (0.99995, 1.0)  # "99.99%", never "100.00%"
     elif index == 2:
-        day = (None, None)                                     # no decided runs: a dash
+        day = (None, None)  # no decided runs: a dash
     else:
         day = (0.9 + (index % 100) / 1000, 0.95 + (index % 50) / 1000)
-    return {"24h": {"up_ratio": day[0], "available_ratio": day[1]},
-            "7d": {"up_ratio": 0.97, "available_ratio": 0.98},
-            "30d": {"up_ratio": 0.935, "available_ratio": 0.99}}
+    return {
+        "24h": {"up_ratio": day[0], "available_ratio": day[1]},
+        "7d": {"up_ratio": 0.97, "available_ratio": 0.98},
+        "30d": {"up_ratio": 0.935, "available_ratio": 0.99},
+    }
 
 
 def status_doc(n: int, now: float, *, runs_per_check: int = 20) -> dict[str, Any]:
@@ -118,15 +123,24 @@ def status_doc(n: int, now: float, *, runs_per_check: int = 20) -> dict[str, Any
     names = list(SPECIAL) + [f"fleet/endpoint-{i:05d}" for i in range(n - len(SPECIAL))]
     for i, name in enumerate(names):
         status = "down" if name in SPECIAL else ("degraded" if i % 61 == 5 else "up")
-        history = [[now - (runs_per_check - k) * 60, 0.05 + (k % 7) / 100, "up"]
-                   for k in range(runs_per_check)]
-        checks.append({
-            "check": name, "probe": "mcp_endpoint",
-            "labels": {"region": ("eu-west-1", "us-east-1")[i % 2], "team": "search"},
-            "status": status, "reason": "ok" if status == "up" else "HTTP 503 from initialize",
-            "since": now - 600 - i, "last_run": now - 5, "duration_seconds": 0.12,
-            "observations": {"total_seconds": 0.12, "tools": 12}, "history": history,
-        })
+        history = [
+            [now - (runs_per_check - k) * 60, 0.05 + (k % 7) / 100, "up"]
+            for k in range(runs_per_check)
+        ]
+        checks.append(
+            {
+                "check": name,
+                "probe": "mcp_endpoint",
+                "labels": {"region": ("eu-west-1", "us-east-1")[i % 2], "team": "search"},
+                "status": status,
+                "reason": "ok" if status == "up" else "HTTP 503 from initialize",
+                "since": now - 600 - i,
+                "last_run": now - 5,
+                "duration_seconds": 0.12,
+                "observations": {"total_seconds": 0.12, "tools": 12},
+                "history": history,
+            }
+        )
     summary = dict.fromkeys((*STATUSES, "pending"), 0)
     for c in checks:
         summary[c["status"]] += 1
@@ -139,15 +153,33 @@ def incidents_of(name: str, now: float) -> list[dict[str, Any]]:
         return []
     raw = [
         (now - 3 * HOUR, None, "down", XSS_REASON, XSS_REASON),
-        (now - 2 * DAY, now - 2 * DAY + 1800, "degraded", "initialize took 2.4s",
-         "initialize took 3.1s"),
-        (now - 20 * DAY, now - 20 * DAY + 5400, "down", "connect failed: connection refused",
-         "connect failed: connection refused"),
+        (
+            now - 2 * DAY,
+            now - 2 * DAY + 1800,
+            "degraded",
+            "initialize took 2.4s",
+            "initialize took 3.1s",
+        ),
+        (
+            now - 20 * DAY,
+            now - 20 * DAY + 5400,
+            "down",
+            "connect failed: connection refused",
+            "connect failed: connection refused",
+        ),
     ]
-    return [{"check": name, "started_at": s, "ended_at": e,
-             "duration_seconds": round((e if e is not None else now) - s, 3),
-             "worst_status": w, "first_reason": f, "last_reason": last}
-            for s, e, w, f, last in raw]
+    return [
+        {
+            "check": name,
+            "started_at": s,
+            "ended_at": e,
+            "duration_seconds": round((e if e is not None else now) - s, 3),
+            "worst_status": w,
+            "first_reason": f,
+            "last_reason": last,
+        }
+        for s, e, w, f, last in raw
+    ]
 
 
 @dataclass
@@ -184,15 +216,28 @@ class StandIn:
         self.rows = {c["check"]: c for c in doc["checks"]}
         self.summary = doc["summary"]
         heavy = ("observations", "history", "labeled_observations", "details")
-        self.brief_body = json.dumps({**doc, "checks": [
-            {k: v for k, v in c.items() if k not in heavy} for c in doc["checks"]
-        ]}).encode()
-        self.list_body = json.dumps({"generated_at": now, "checks": [
-            {"check": c["check"], "probe": c["probe"], "labels": c["labels"],
-             "status": c["status"], "since": c["since"],
-             "uptime": uptime_of(i) if self.history_enabled else None}
-            for i, c in enumerate(doc["checks"])
-        ]}).encode()
+        self.brief_body = json.dumps(
+            {
+                **doc,
+                "checks": [{k: v for k, v in c.items() if k not in heavy} for c in doc["checks"]],
+            }
+        ).encode()
+        self.list_body = json.dumps(
+            {
+                "generated_at": now,
+                "checks": [
+                    {
+                        "check": c["check"],
+                        "probe": c["probe"],
+                        "labels": c["labels"],
+                        "status": c["status"],
+                        "since": c["since"],
+                        "uptime": uptime_of(i) if self.history_enabled else None,
+                    }
+                    for i, c in enumerate(doc["checks"])
+                ],
+            }
+        ).encode()
 
 
 @contextlib.asynccontextmanager
@@ -201,8 +246,9 @@ async def serve(standin: StandIn) -> AsyncIterator[StandIn]:
     known = set(standin.names)
 
     async def page(_: web.Request) -> web.Response:
-        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
-                            headers=PAGE_HEADERS)
+        return web.Response(
+            body=PAGE_HTML, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS
+        )
 
     async def status(request: web.Request) -> web.Response:
         standin.status_requests += 1
@@ -212,13 +258,18 @@ async def serve(standin: StandIn) -> AsyncIterator[StandIn]:
         if standin.views:
             if names:
                 if len(names) > 500:
-                    return web.json_response({"error": "at most 500 check= per request"},
-                                             status=400)
+                    return web.json_response(
+                        {"error": "at most 500 check= per request"}, status=400
+                    )
                 if standin.rows_fail:
                     return web.json_response({"error": "busy"}, status=503)
-                return web.json_response({
-                    "generated_at": time.time(), "summary": standin.summary,
-                    "checks": [standin.rows[n] for n in names if n in standin.rows]})
+                return web.json_response(
+                    {
+                        "generated_at": time.time(),
+                        "summary": standin.summary,
+                        "checks": [standin.rows[n] for n in names if n in standin.rows],
+                    }
+                )
             if request.query.get("view") == "brief":
                 standin.brief_requests += 1
                 return web.Response(body=standin.brief_body, content_type="application/json")
@@ -232,7 +283,7 @@ async def serve(standin: StandIn) -> AsyncIterator[StandIn]:
     async def per_check(request: web.Request) -> web.Response:
         # The name is one URL-encoded path segment: read it from the raw path, as sent.
         raw = request.raw_path.split("?", 1)[0]
-        segments = raw[len("/api/v1/checks/"):].split("/")
+        segments = raw[len("/api/v1/checks/") :].split("/")
         if len(segments) != 2:
             return web.json_response({"error": f"bad path {raw}"}, status=404)
         standin.raw_segments.append(segments[0])
@@ -246,8 +297,9 @@ async def serve(standin: StandIn) -> AsyncIterator[StandIn]:
             window = query.get("window", ["24h"])[0]
             standin.history_requests.append((name, window))
             if window not in ("24h", "30d"):
-                return web.json_response({"error": "window must be one of 1h, 24h, 7d, 30d, "
-                                                   "90d"}, status=400)
+                return web.json_response(
+                    {"error": "window must be one of 1h, 24h, 7d, 30d, 90d"}, status=400
+                )
             return web.json_response(series_doc(name, window, time.time()))
         if what == "incidents":
             standin.incident_requests.append((name, query))
@@ -287,8 +339,7 @@ async def standin_no_history() -> AsyncIterator[StandIn]:
 async def browser() -> AsyncIterator[Browser]:
     try:
         async with Browser(width=1400, height=900) as b:
-            await b.send("Page.addScriptToEvaluateOnNewDocument",
-                         {"source": RECORD_CSP_VIOLATIONS})
+            await b.send("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
             yield b
     except ChromiumMissingError as exc:
         pytest.fail(str(exc))
@@ -312,7 +363,8 @@ async def row_bars(browser: Browser, name: str) -> list[str]:
     """The class of each bar in the named row, oldest first."""
     return await browser.evaluate(
         f"[...{row_of(name)}.querySelectorAll('.strip-cell svg.strip rect')]"
-        ".map(r => r.getAttribute('class'))")
+        ".map(r => r.getAttribute('class'))"
+    )
 
 
 async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -324,8 +376,10 @@ async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 
 
 
 #: Every rendered row's sparkline shows its 20 recent runs.
-SPARKS_DRAWN = (f"[...{CHECK_ROWS}].every(r => (r.querySelector('svg.spark polyline')"
-                "?.getAttribute('points') || '').split(' ').length === 20)")
+SPARKS_DRAWN = (
+    f"[...{CHECK_ROWS}].every(r => (r.querySelector('svg.spark polyline')"
+    "?.getAttribute('points') || '').split(' ').length === 20)"
+)
 #: The checks whose rows are on screen (not the ones just above or below), top to bottom.
 ON_SCREEN = f"""(() => {{
     const v = document.getElementById('viewport'), items = {PAGE}.items;
@@ -350,7 +404,8 @@ async def test_rows_show_uptime_and_bars_of_the_checks_on_screen(
     on_screen = await browser.evaluate(f"[...{CHECK_ROWS}].map(r => r.dataset.check)")
     assert set(on_screen[:4]) == set(SPECIAL)  # down, so first
     await browser.wait_for(
-        f"[...{CHECK_ROWS}].every(r => r.querySelectorAll('svg.strip rect').length === 31)")
+        f"[...{CHECK_ROWS}].every(r => r.querySelectorAll('svg.strip rect').length === 31)"
+    )
 
     # Each bar is coloured by its day's worst status; a day without runs is "no data".
     for name in (*SPECIAL, on_screen[10]):
@@ -358,7 +413,8 @@ async def test_rows_show_uptime_and_bars_of_the_checks_on_screen(
     colours = await browser.evaluate(
         "Object.fromEntries(['s-up', 's-down', 's-degraded', 's-unknown', 'nodata'].map(c => {"
         " const r = document.querySelector('#spacer svg.strip rect.' + c);"
-        " return [c, r ? getComputedStyle(r).fill : null]; }))")
+        " return [c, r ? getComputedStyle(r).fill : null]; }))"
+    )
     assert colours["s-up"] == "rgb(26, 127, 55)" and colours["s-down"] == "rgb(207, 34, 46)"
     assert colours["s-degraded"] == "rgb(191, 135, 0)"
     assert colours["nodata"] == "rgb(208, 215, 222)"
@@ -366,7 +422,8 @@ async def test_rows_show_uptime_and_bars_of_the_checks_on_screen(
     # The tooltip says which UTC day and its uptime; today is marked as still running.
     titles = await browser.evaluate(
         f"[...{row_of(SLASHED)}.querySelectorAll('svg.strip rect')]"
-        ".map(r => r.querySelector('title').textContent)")
+        ".map(r => r.querySelector('title').textContent)"
+    )
     series = series_doc(SLASHED, "30d", time.time())["buckets"]
     for title, bucket in zip(titles, series, strict=True):
         day = time.strftime("%Y-%m-%d", time.gmtime(bucket["start"]))
@@ -381,8 +438,9 @@ async def test_rows_show_uptime_and_bars_of_the_checks_on_screen(
     # Uptime columns from /api/v1/checks, in the page's format.
     cells = await browser.evaluate(
         f"Object.fromEntries([...{CHECK_ROWS}].map(r => [r.dataset.check,"
-        " [r.querySelector('.up24').textContent, r.querySelector('.up30').textContent]]))")
-    for i, name in enumerate(standin.names[:len(on_screen)]):
+        " [r.querySelector('.up24').textContent, r.querySelector('.up30').textContent]]))"
+    )
+    for i, name in enumerate(standin.names[: len(on_screen)]):
         if name in cells:
             up = uptime_of(i)
             assert cells[name] == [pct(up["24h"]["up_ratio"]), pct(up["30d"]["up_ratio"])]
@@ -410,10 +468,12 @@ async def test_rows_show_uptime_and_bars_of_the_checks_on_screen(
     before = len(standin.history_requests)
     await browser.evaluate(
         "(() => { const v = document.getElementById('viewport'); v.scrollTop = 200 * 34;"
-        " v.dispatchEvent(new Event('scroll')); })()")
+        " v.dispatchEvent(new Event('scroll')); })()"
+    )
     await browser.wait_for(f"{row_of(standin.names[205])} !== undefined")
     await browser.wait_for(
-        f"[...{CHECK_ROWS}].every(r => r.querySelectorAll('svg.strip rect').length === 31)")
+        f"[...{CHECK_ROWS}].every(r => r.querySelectorAll('svg.strip rect').length === 31)"
+    )
     new = standin.history_requests[before:]
     assert new and len(new) <= await browser.evaluate(f"{CHECK_ROWS}.length")
     positions = [standin.names.index(n) for n, _ in new]
@@ -429,8 +489,9 @@ async def test_hourly_toggle_and_incident_timeline_of_an_opened_check(
     await browser.goto(standin.url + "#group=")
     await browser.wait_for(f"{PAGE}.uptimeRefreshes >= 1")
     await browser.type_text("#filter", "payments")
-    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
-                           f"{CHECK_ROWS}[0].dataset.check === {json.dumps(SLASHED)}")
+    await browser.wait_for(
+        f"{CHECK_ROWS}.length === 1 && {CHECK_ROWS}[0].dataset.check === {json.dumps(SLASHED)}"
+    )
     await browser.wait_for(f"{CHECK_ROWS}[0].querySelectorAll('svg.strip rect').length === 31")
 
     # The toggle switches every strip to hourly bars over 24 hours, and the link keeps it.
@@ -440,9 +501,11 @@ async def test_hourly_toggle_and_incident_timeline_of_an_opened_check(
     assert (SLASHED, "24h") in standin.history_requests
     assert "bars=24h" in await browser.evaluate("location.hash")
     assert await browser.evaluate("document.getElementById('bars-title').textContent") == (
-        "last 24 hours")
+        "last 24 hours"
+    )
     hour_title = await browser.evaluate(
-        f"{CHECK_ROWS}[0].querySelector('svg.strip rect title').textContent")
+        f"{CHECK_ROWS}[0].querySelector('svg.strip rect title').textContent"
+    )
     start = series_doc(SLASHED, "24h", time.time())["buckets"][0]["start"]
     assert hour_title.startswith(time.strftime("%Y-%m-%d %H:00", time.gmtime(start)) + EN_DASH)
 
@@ -460,26 +523,37 @@ async def test_hourly_toggle_and_incident_timeline_of_an_opened_check(
     assert abs(float(query["since"][0]) - (time.time() - 30 * DAY)) < 120
     uptime = await browser.evaluate(
         "[...document.querySelectorAll('#detail table.uptime tr')]"
-        ".map(tr => [tr.dataset.window, tr.children[1].textContent, tr.children[2].textContent])")
+        ".map(tr => [tr.dataset.window, tr.children[1].textContent, tr.children[2].textContent])"
+    )
     up = uptime_of(0)
-    assert uptime == [[w, f"{pct(up[w]['up_ratio'])} up",
-                       f"{pct(up[w]['available_ratio'])} up or degraded"]
-                      for w in ("24h", "7d", "30d")]
-    assert await browser.evaluate(
-        "document.querySelectorAll('#detail .detail-strip svg.strip rect').length") == 31
+    assert uptime == [
+        [w, f"{pct(up[w]['up_ratio'])} up", f"{pct(up[w]['available_ratio'])} up or degraded"]
+        for w in ("24h", "7d", "30d")
+    ]
+    assert (
+        await browser.evaluate(
+            "document.querySelectorAll('#detail .detail-strip svg.strip rect').length"
+        )
+        == 31
+    )
     items = await browser.evaluate(
         "[...document.querySelectorAll('#detail .incidents li')].map(li =>"
         " [li.querySelector('.state').textContent, li.querySelector('.first-reason').textContent,"
-        " li.textContent.includes('(ongoing)')])")
-    assert items == [["down", XSS_REASON, True],
-                     ["degraded", "initialize took 2.4s", False],
-                     ["down", "connect failed: connection refused", False]]
+        " li.textContent.includes('(ongoing)')])"
+    )
+    assert items == [
+        ["down", XSS_REASON, True],
+        ["degraded", "initialize took 2.4s", False],
+        ["down", "connect failed: connection refused", False],
+    ]
     assert "last: initialize took 3.1s" in await browser.evaluate(
-        "document.getElementById('detail').textContent")
+        "document.getElementById('detail').textContent"
+    )
     # On the timeline: the ongoing one reaches the right edge, the oldest sits near the left.
     spans = await browser.evaluate(
         "[...document.querySelectorAll('#detail svg.timeline rect.incident')].map(r =>"
-        " [r.getAttribute('class'), +r.getAttribute('x'), +r.getAttribute('width')])")
+        " [r.getAttribute('class'), +r.getAttribute('x'), +r.getAttribute('width')])"
+    )
     assert [s[0] for s in spans] == ["incident s-down", "incident s-degraded", "incident s-down"]
     assert abs(spans[0][1] + spans[0][2] - 440) < 1
     assert abs(spans[2][1] - 440 * 10 / 30) < 2
@@ -490,13 +564,19 @@ async def test_hourly_toggle_and_incident_timeline_of_an_opened_check(
     # Hourly bars in the open check: incidents of the last 24 hours only.
     await browser.click("#bars button[data-bars='24h']")
     await browser.wait_for(
-        "document.querySelectorAll('#detail .detail-strip svg.strip rect').length === 25")
-    await wait_until(lambda: abs(float(standin.incident_requests[-1][1]["since"][0])
-                                 - (time.time() - DAY)) < 120, "incidents of the last day")
+        "document.querySelectorAll('#detail .detail-strip svg.strip rect').length === 25"
+    )
+    await wait_until(
+        lambda: (
+            abs(float(standin.incident_requests[-1][1]["since"][0]) - (time.time() - DAY)) < 120
+        ),
+        "incidents of the last day",
+    )
     # Only the incident open during those 24 hours is listed, even if more came back.
     await browser.wait_for("document.querySelectorAll('#detail .incidents li').length === 1")
     assert await browser.evaluate(
-        "document.querySelector('#detail .incidents li').textContent.includes('(ongoing)')")
+        "document.querySelector('#detail .incidents li').textContent.includes('(ongoing)')"
+    )
     await browser.screenshot(SCREENSHOTS / "statuspage-incidents.png")
     assert browser.exceptions == []
     assert await browser.evaluate("window.__csp") == []
@@ -508,17 +588,20 @@ async def test_page_without_history_says_so_and_stops_asking(
     standin = standin_no_history
     await browser.goto(standin.url + "#group=&history_refresh=60")
     await browser.wait_for(f"{PAGE}.uptimeRefreshes >= 1")
-    await browser.wait_for("document.getElementById('history-note').textContent === "
-                           "'history: history is off'")
+    await browser.wait_for(
+        "document.getElementById('history-note').textContent === 'history: history is off'"
+    )
     assert await browser.evaluate(
-        f"[...{CHECK_ROWS}].every(r => r.querySelector('.up24').textContent === '')")
+        f"[...{CHECK_ROWS}].every(r => r.querySelector('.up24').textContent === '')"
+    )
     # At most one round of bar requests went out before the list said history is off.
     await browser.evaluate("new Promise(r => setTimeout(r, 1500))")
     asked = len(standin.history_requests)
     assert asked <= await browser.evaluate(f"{CHECK_ROWS}.length")
     await browser.evaluate(
         "(() => { const v = document.getElementById('viewport'); v.scrollTop = 300 * 34;"
-        " v.dispatchEvent(new Event('scroll')); })()")
+        " v.dispatchEvent(new Event('scroll')); })()"
+    )
     await browser.evaluate("new Promise(r => setTimeout(r, 1000))")
     assert len(standin.history_requests) == asked
     # The rows and the detail still work; the detail says why there is no history.
@@ -527,7 +610,8 @@ async def test_page_without_history_says_so_and_stops_asking(
     await browser.click("#spacer .row.check .name")
     await browser.wait_for("!document.getElementById('detail').hidden")
     await browser.wait_for(
-        "document.getElementById('detail').textContent.includes('history is off')")
+        "document.getElementById('detail').textContent.includes('history is off')"
+    )
     assert browser.exceptions == []
 
 
@@ -559,7 +643,8 @@ async def test_list_is_brief_and_rows_in_the_dom_come_by_name_on_screen_first(
     before = await browser.evaluate(f"[...{CHECK_ROWS}].map(r => r.dataset.check)")
     await browser.evaluate(
         "(() => { const v = document.getElementById('viewport'); v.scrollTop = 200 * 34;"
-        " v.dispatchEvent(new Event('scroll')); })()")
+        " v.dispatchEvent(new Event('scroll')); })()"
+    )
     await browser.wait_for(f"{row_of(standin.names[205])} !== undefined")
     await browser.wait_for(SPARKS_DRAWN)
     after = await browser.evaluate(f"[...{CHECK_ROWS}].map(r => r.dataset.check)")
@@ -568,8 +653,9 @@ async def test_list_is_brief_and_rows_in_the_dom_come_by_name_on_screen_first(
     # The opened check's row is asked by name even when it is nowhere in the DOM.
     far = standin.names[350]
     await browser.goto(standin.url + f"?again=1#group=&check={quote(far, safe='')}")
-    await browser.wait_for("document.getElementById('detail').textContent"
-                           ".includes('latency, last 20 runs')")
+    await browser.wait_for(
+        "document.getElementById('detail').textContent.includes('latency, last 20 runs')"
+    )
     detail = await browser.evaluate("document.getElementById('detail').textContent")
     assert far in detail and "total_seconds" in detail
     assert await browser.evaluate(f"{row_of(far)} === undefined")
@@ -584,13 +670,18 @@ async def test_rows_by_name_failing_leave_the_list_and_say_so(
 ) -> None:
     standin.rows_fail = True
     await browser.goto(standin.url + f"#group=&refresh=1&check={quote(SLASHED, safe='')}")
-    await browser.wait_for("document.getElementById('detail').textContent"
-                           ".includes('Recent runs unavailable: busy')")
+    await browser.wait_for(
+        "document.getElementById('detail').textContent.includes('Recent runs unavailable: busy')"
+    )
     # The list still shows every row's state and reason; only the sparklines are missing.
-    assert await browser.evaluate(
-        f"{row_of(SLASHED)}.querySelector('.reason').textContent") == "HTTP 503 from initialize"
-    assert await browser.evaluate("document.querySelectorAll('#spacer svg.spark polyline')"
-                                  ".length") == 0
+    assert (
+        await browser.evaluate(f"{row_of(SLASHED)}.querySelector('.reason').textContent")
+        == "HTTP 503 from initialize"
+    )
+    assert (
+        await browser.evaluate("document.querySelectorAll('#spacer svg.spark polyline').length")
+        == 0
+    )
     # Failed rows are asked again on the next refresh, not on every frame drawn meanwhile.
     seen, asked = await browser.evaluate(f"{PAGE}.refreshes"), len(standin.row_requests)
     await browser.wait_for(f"{PAGE}.refreshes >= {seen + 2}")
@@ -599,8 +690,9 @@ async def test_rows_by_name_failing_leave_the_list_and_say_so(
     # The server recovers: the rows fill in by themselves.
     standin.rows_fail = False
     await browser.wait_for(SPARKS_DRAWN)
-    await browser.wait_for("document.getElementById('detail').textContent"
-                           ".includes('total_seconds')")
+    await browser.wait_for(
+        "document.getElementById('detail').textContent.includes('total_seconds')"
+    )
     assert browser.exceptions == []
 
 
@@ -611,10 +703,12 @@ async def test_a_daemon_without_the_views_is_used_as_it_answers(browser: Browser
         await browser.goto(standin.url + f"#group=&refresh=1&check={quote(SLASHED, safe='')}")
         await browser.wait_for(f"{PAGE}.refreshes >= 2")
         await browser.wait_for(SPARKS_DRAWN)
-        await browser.wait_for("document.getElementById('detail').textContent"
-                               ".includes('latency, last 20 runs')")
+        await browser.wait_for(
+            "document.getElementById('detail').textContent.includes('latency, last 20 runs')"
+        )
         assert "total_seconds" in await browser.evaluate(
-            "document.getElementById('detail').textContent")
+            "document.getElementById('detail').textContent"
+        )
         assert standin.row_requests == []
         assert standin.brief_requests == 0 and standin.full_requests >= 2
         assert browser.exceptions == []
@@ -676,25 +770,39 @@ async def test_first_paint_with_50000_checks(browser: Browser) -> None:
         # The last page (brief) goes on to draw bars: for the rows in the DOM only.
         await browser.wait_for(
             f"[...{CHECK_ROWS}].every(r => r.querySelectorAll('svg.strip rect').length === 31)",
-            timeout=60)
+            timeout=60,
+        )
         rendered = await browser.evaluate(f"{CHECK_ROWS}.length")
         bars = await browser.evaluate(
             "performance.getEntriesByType('resource')"
-            ".filter(e => new URL(e.name).pathname.endsWith('/history')).length")
+            ".filter(e => new URL(e.name).pathname.endsWith('/history')).length"
+        )
         assert 0 < bars <= rendered
         assert browser.exceptions == []
 
-        keys = ("first_paint_ms", "list_response_end_ms", "list_parsed_ms", "sparklines_ms",
-                "list_bytes", "rows_requests", "build_rows_ms")
-        lines = [f"status page at 50,000 checks, median of {runs} runs; load average "
-                 f"{load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} CPUs)",
-                 f"{'':22} {'full /status':>14} {'view=brief':>14}"]
+        keys = (
+            "first_paint_ms",
+            "list_response_end_ms",
+            "list_parsed_ms",
+            "sparklines_ms",
+            "list_bytes",
+            "rows_requests",
+            "build_rows_ms",
+        )
+        lines = [
+            f"status page at 50,000 checks, median of {runs} runs; load average "
+            f"{load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} CPUs)",
+            f"{'':22} {'full /status':>14} {'view=brief':>14}",
+        ]
         for key in keys:
             full, brief = (statistics.median(f[key] for f in paths[p]) for p in ("full", "brief"))
             lines.append(f"{key:22} {full:14,.0f} {brief:14,.0f}")
-        lines.append("first_paint_ms each run: full " + ", ".join(
-            f"{f['first_paint_ms']:.0f}" for f in paths["full"]) + "; brief " + ", ".join(
-            f"{f['first_paint_ms']:.0f}" for f in paths["brief"]))
+        lines.append(
+            "first_paint_ms each run: full "
+            + ", ".join(f"{f['first_paint_ms']:.0f}" for f in paths["full"])
+            + "; brief "
+            + ", ".join(f"{f['first_paint_ms']:.0f}" for f in paths["brief"])
+        )
         print("\n" + "\n".join(lines))
 
 
@@ -702,60 +810,79 @@ async def test_page_and_badges_from_the_real_daemon(tmp_path: Path, browser: Bro
     state_file = tmp_path / "flip.txt"
     state_file.write_text("up\nall good\n")
     config = tmp_path / "daemon.yaml"
-    config.write_text(yaml.safe_dump({
-        "logging": {"format": "json"},
-        "data_dir": str(tmp_path / "data"),
-        "defaults": {"interval": 1},
-        "checks": [
-            {"name": "fleet", "probe": "test_static",
-             "targets": [f"endpoint {i}" for i in range(30)]},
-            {"name": SLASHED, "probe": "test_file", "params": {"path": str(state_file)}},
-        ],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(tmp_path / "data"),
+                "defaults": {"interval": 1},
+                "checks": [
+                    {
+                        "name": "fleet",
+                        "probe": "test_static",
+                        "targets": [f"endpoint {i}" for i in range(30)],
+                    },
+                    {"name": SLASHED, "probe": "test_file", "params": {"path": str(state_file)}},
+                ],
+            }
+        )
+    )
     with DaemonProcess(config) as daemon:
         daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
         await browser.goto(daemon.base_url + "/#group=&history_refresh=1&refresh=1")
         await browser.type_text("#filter", "payments")
         row = f"{CHECK_ROWS}[0]"
-        await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
-                               f"{row}.dataset.check === {json.dumps(SLASHED)}")
+        await browser.wait_for(
+            f"{CHECK_ROWS}.length === 1 && {row}.dataset.check === {json.dumps(SLASHED)}"
+        )
         # Today's bar (the last) is up, and the 24h uptime is 100%.
         await browser.wait_for(
-            f"{row}.querySelector('svg.strip rect:last-of-type')?.getAttribute('class') === 's-up'")
+            f"{row}.querySelector('svg.strip rect:last-of-type')?.getAttribute('class') === 's-up'"
+        )
         await browser.wait_for(f"{row}.querySelector('.up24').textContent === '100%'")
         assert await browser.evaluate(f"{row}.querySelectorAll('svg.strip rect').length") == 31
 
         # The target goes down: today's bar turns red, uptime drops, an incident opens.
         state_file.write_text("down\nHTTP 503 from initialize\n")
         await browser.wait_for(
-            f"{row}.querySelector('svg.strip rect:last-of-type').getAttribute('class')"
-            " === 's-down'")
+            f"{row}.querySelector('svg.strip rect:last-of-type').getAttribute('class') === 's-down'"
+        )
         await browser.wait_for(
             f"{row}.querySelector('.up24').textContent.endsWith('%') &&"
-            f" {row}.querySelector('.up24').textContent !== '100%'")
+            f" {row}.querySelector('.up24').textContent !== '100%'"
+        )
         await browser.click("#spacer .row.check .name")
         await browser.wait_for(
             "[...document.querySelectorAll('#detail .incidents li')].some(li =>"
             " li.textContent.includes('(ongoing)') &&"
-            " li.querySelector('.first-reason').textContent === 'HTTP 503 from initialize')")
-        assert await browser.evaluate(
-            "document.querySelectorAll('#detail svg.timeline rect.incident').length") == 1
+            " li.querySelector('.first-reason').textContent === 'HTTP 503 from initialize')"
+        )
+        assert (
+            await browser.evaluate(
+                "document.querySelectorAll('#detail svg.timeline rect.incident').length"
+            )
+            == 1
+        )
         # Its recent runs come from the daemon's row asked by name (a "/" and spaces in it).
-        await browser.wait_for("/latency, last [1-9][0-9]* runs/"
-                               ".test(document.getElementById('detail').textContent)")
+        await browser.wait_for(
+            "/latency, last [1-9][0-9]* runs/.test(document.getElementById('detail').textContent)"
+        )
         assert await browser.evaluate(f"{PAGE}.byName.get({json.dumps(SLASHED)})._brief")
 
         # It recovers: the incident ends (no longer ongoing), once.
         state_file.write_text("up\nall good\n")
         await browser.wait_for(
             "document.querySelectorAll('#detail .incidents li').length === 1 &&"
-            " !document.querySelector('#detail .incidents li').textContent.includes('(ongoing)')")
+            " !document.querySelector('#detail .incidents li').textContent.includes('(ongoing)')"
+        )
 
         await browser.screenshot(SCREENSHOTS / "statuspage-history-daemon.png")
 
         # Each badge renders in the browser with a real size.
-        badges = [f"badge/{quote(SLASHED, safe='')}/{kind}.svg"
-                  for kind in ("status", "uptime-24h", "uptime-7d", "uptime-30d", "latency")]
+        badges = [
+            f"badge/{quote(SLASHED, safe='')}/{kind}.svg"
+            for kind in ("status", "uptime-24h", "uptime-7d", "uptime-30d", "latency")
+        ]
         sizes = await browser.evaluate(f"""Promise.all({json.dumps(badges)}.map(src =>
             new Promise(done => {{
                 const img = new Image();
@@ -783,21 +910,28 @@ async def test_page_and_badges_from_the_real_daemon(tmp_path: Path, browser: Bro
 
 async def test_page_on_a_daemon_with_history_off(tmp_path: Path, browser: Browser) -> None:
     config = tmp_path / "daemon.yaml"
-    config.write_text(yaml.safe_dump({
-        "logging": {"format": "json"},
-        "data_dir": str(tmp_path / "data"),
-        "defaults": {"interval": 1},
-        "history": {"enabled": False},
-        "checks": [{"name": SLASHED, "probe": "test_static"}],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(tmp_path / "data"),
+                "defaults": {"interval": 1},
+                "history": {"enabled": False},
+                "checks": [{"name": SLASHED, "probe": "test_static"}],
+            }
+        )
+    )
     with DaemonProcess(config) as daemon:
         daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
         await browser.goto(daemon.base_url + "/#group=")
-        await browser.wait_for("document.getElementById('history-note').textContent === "
-                               "'history: history is off'")
+        await browser.wait_for(
+            "document.getElementById('history-note').textContent === 'history: history is off'"
+        )
         await browser.wait_for(f"{CHECK_ROWS}.length === 1")
         assert await browser.evaluate(f"{CHECK_ROWS}[0].querySelector('.up24').textContent") == ""
-        assert await browser.evaluate(
-            f"{CHECK_ROWS}[0].querySelector('.state').textContent") in ("up", "pending")
+        assert await browser.evaluate(f"{CHECK_ROWS}[0].querySelector('.state').textContent") in (
+            "up",
+            "pending",
+        )
         assert browser.exceptions == []
         assert await browser.evaluate("window.__csp") == []

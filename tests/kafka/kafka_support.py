@@ -37,11 +37,26 @@ class Check:
     canary's reader) and the plumbing's clients are kept between runs."""
 
     def __init__(
-        self, probe: str, params: dict[str, Any], *, timeout: float = 30.0,
-        labels: dict[str, str] | None = None, plumbing: Plumbing | None = None,
+        self,
+        probe: str,
+        params: dict[str, Any],
+        *,
+        timeout: float = 30.0,
+        labels: dict[str, str] | None = None,
+        plumbing: Plumbing | None = None,
     ) -> None:
-        doc = {"checks": [{"name": probe, "probe": probe, "interval": max(60.0, timeout),
-                           "timeout": timeout, "labels": labels or {}, "params": params}]}
+        doc = {
+            "checks": [
+                {
+                    "name": probe,
+                    "probe": probe,
+                    "interval": max(60.0, timeout),
+                    "timeout": timeout,
+                    "labels": labels or {},
+                    "params": params,
+                }
+            ]
+        }
         loaded = load_config_text(yaml.safe_dump(doc), env={})
         self.timeout = timeout
         self._own_plumbing = plumbing is None

@@ -105,13 +105,15 @@ async def test_stopped_group_goes_degraded_then_down_and_recovers(
     for p in (0, 1):
         await lab.produce(topic, p, 4, age=600)
     await lab.commit(group, {(topic, 0): 4, (topic, 1): 4})
-    check = lag_check({
-        "cluster": {"bootstrap_servers": kafka_single.bootstrap},
-        "groups": [group],
-        "topics": [topic],
-        "window": 3,
-        "max_lag_seconds": 60,
-    })
+    check = lag_check(
+        {
+            "cluster": {"bootstrap_servers": kafka_single.bootstrap},
+            "groups": [group],
+            "topics": [topic],
+            "window": 3,
+            "max_lag_seconds": 60,
+        }
+    )
     try:
         first = await check.run()
         assert first.status == Status.UP, first.reason
@@ -164,11 +166,13 @@ async def test_rewound_group_is_reported(lab: Lab, kafka_single: KafkaCluster) -
     group = unique("replayer")
     await lab.produce(topic, 0, 10)
     await lab.commit(group, {(topic, 0): 10})
-    check = lag_check({
-        "cluster": {"bootstrap_servers": kafka_single.bootstrap},
-        "groups": [group],
-        "window": 3,
-    })
+    check = lag_check(
+        {
+            "cluster": {"bootstrap_servers": kafka_single.bootstrap},
+            "groups": [group],
+            "window": 3,
+        }
+    )
     try:
         assert (await check.run()).status == Status.UP
         await lab.commit(group, {(topic, 0): 3})
@@ -210,8 +214,11 @@ async def test_missing_group_is_down_and_empty_pattern_unknown(
 
     matched = await run_check(
         "kafka_consumer_lag",
-        {"cluster": cluster, "group_pattern": present.replace("-", "[-]"),
-         "per_partition_metrics": True},
+        {
+            "cluster": cluster,
+            "group_pattern": present.replace("-", "[-]"),
+            "per_partition_metrics": True,
+        },
     )
     assert matched.status == Status.UP, matched.reason
     rows = [o for o in matched.labeled_observations if o.name == "partition_offset_lag_messages"]
@@ -227,12 +234,14 @@ async def test_estimated_time_lag_when_not_reading_messages(
     group = unique("slow")
     await lab.produce(topic, 0, 5, age=3600)  # the timestamps must not be used
     await lab.commit(group, {(topic, 0): 5})
-    check = lag_check({
-        "cluster": {"bootstrap_servers": kafka_single.bootstrap},
-        "groups": [group],
-        "time_lag": "estimate",
-        "max_lag_messages": 100,
-    })
+    check = lag_check(
+        {
+            "cluster": {"bootstrap_servers": kafka_single.bootstrap},
+            "groups": [group],
+            "time_lag": "estimate",
+            "max_lag_messages": 100,
+        }
+    )
     try:
         assert (await check.run()).status == Status.UP
         await lab.produce(topic, 0, 4, age=3600)
@@ -257,12 +266,24 @@ async def test_cli_reports_lag_verdicts(
     await lab.commit(lagging, {(topic, 0): 0})
     config = tmp_path / "lag.yaml"
     cluster = {"bootstrap_servers": "${LAG_BOOTSTRAP}"}
-    config.write_text(yaml.safe_dump({"checks": [
-        {"name": "lagging", "probe": "kafka_consumer_lag",
-         "params": {"cluster": cluster, "groups": [lagging], "max_lag_seconds": 60}},
-        {"name": "gone", "probe": "kafka_consumer_lag",
-         "params": {"cluster": cluster, "groups": [gone]}},
-    ]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "checks": [
+                    {
+                        "name": "lagging",
+                        "probe": "kafka_consumer_lag",
+                        "params": {"cluster": cluster, "groups": [lagging], "max_lag_seconds": 60},
+                    },
+                    {
+                        "name": "gone",
+                        "probe": "kafka_consumer_lag",
+                        "params": {"cluster": cluster, "groups": [gone]},
+                    },
+                ]
+            }
+        )
+    )
     code, results = check_json(config, env={"LAG_BOOTSTRAP": kafka_single.bootstrap})
     assert code == 1
     assert results["lagging"]["status"] == "degraded", results["lagging"]
@@ -282,15 +303,20 @@ async def test_stop_versus_stall_by_membership(lab: Lab, kafka_single: KafkaClus
     await lab.commit(idle_a, {(topic, 0): 1})
     await lab.commit(idle_b, {(topic, 0): 2})
     member = AIOKafkaConsumer(
-        topic, bootstrap_servers=kafka_single.bootstrap, group_id=stuck,
-        enable_auto_commit=False, auto_offset_reset="earliest",
+        topic,
+        bootstrap_servers=kafka_single.bootstrap,
+        group_id=stuck,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
     )
     await member.start()
-    check = lag_check({
-        "cluster": {"bootstrap_servers": kafka_single.bootstrap},
-        "groups": [idle_a, idle_b, stuck],
-        "window": 2,
-    })
+    check = lag_check(
+        {
+            "cluster": {"bootstrap_servers": kafka_single.bootstrap},
+            "groups": [idle_a, idle_b, stuck],
+            "window": 2,
+        }
+    )
     try:
         while not member.assignment():
             await member.getmany(timeout_ms=500)
@@ -299,9 +325,7 @@ async def test_stop_versus_stall_by_membership(lab: Lab, kafka_single: KafkaClus
         result = await check.run()
         assert result.status == Status.DOWN, result.reason
         assert result.details is not None
-        states = {
-            row["group"]: row["state"] for row in result.details["worst_partitions"]
-        }
+        states = {row["group"]: row["state"] for row in result.details["worst_partitions"]}
         assert states == {idle_a: "stop", idle_b: "stop", stuck: "stall"}
         assert result.details["groups"][stuck]["window_findings"] == ["stall"]
     finally:

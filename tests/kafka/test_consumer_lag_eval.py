@@ -159,14 +159,20 @@ class TestJudge:
         assert self.judge(2000, None, WindowState.OK) == Status.DEGRADED
 
 
-def snapshot(at: float, committed: dict[str, dict[tuple[str, int], int]],
-             log_end: dict[tuple[str, int], int], *, named: set[str] | None = None,
-             members: bool | None = True,
-             record_times: dict[tuple[str, int, int], float] | None = None) -> LagSnapshot:
+def snapshot(
+    at: float,
+    committed: dict[str, dict[tuple[str, int], int]],
+    log_end: dict[tuple[str, int], int],
+    *,
+    named: set[str] | None = None,
+    members: bool | None = True,
+    record_times: dict[tuple[str, int, int], float] | None = None,
+) -> LagSnapshot:
     return LagSnapshot(
         at=at,
-        groups={g: GroupReading(committed=dict(c), members_active=members)
-                for g, c in committed.items()},
+        groups={
+            g: GroupReading(committed=dict(c), members_active=members) for g, c in committed.items()
+        },
         log_end=log_end,
         record_times=record_times or {},
         named_groups=frozenset(named or ()),
@@ -179,10 +185,16 @@ class TestEvaluator:
         statuses = []
         for i in range(4):
             at = 1000.0 + 40 * i
-            snap = snapshot(at, {"g": {("t", 0): 10}}, {("t", 0): 10 + 5 * (i + 1)},
-                            members=False, record_times={("t", 0, 10): 990.0})
-            result = summarize(ev.evaluate(snap), per_partition_metrics=False,
-                               thresholds=ev.thresholds)
+            snap = snapshot(
+                at,
+                {"g": {("t", 0): 10}},
+                {("t", 0): 10 + 5 * (i + 1)},
+                members=False,
+                record_times={("t", 0, 10): 990.0},
+            )
+            result = summarize(
+                ev.evaluate(snap), per_partition_metrics=False, thresholds=ev.thresholds
+            )
             statuses.append(result.status)
         # run 0: 10 s old; run 1: 50 s; run 2: 90 s (over 60 s, window full + stopped: down)
         assert statuses == [Status.UP, Status.UP, Status.DOWN, Status.DOWN]
@@ -215,9 +227,12 @@ class TestEvaluator:
 
     def test_observations_per_group_and_opt_in_partitions(self) -> None:
         ev = LagEvaluator(window=3, thresholds=Thresholds(degraded_seconds=60))
-        snap = snapshot(100.0, {"a": {("t", 0): 5, ("t", 1): 7}, "b": {("t", 0): 9}},
-                        {("t", 0): 10, ("t", 1): 10},
-                        record_times={("t", 0, 5): 90.0, ("t", 1, 7): 95.0, ("t", 0, 9): 99.0})
+        snap = snapshot(
+            100.0,
+            {"a": {("t", 0): 5, ("t", 1): 7}, "b": {("t", 0): 9}},
+            {("t", 0): 10, ("t", 1): 10},
+            record_times={("t", 0, 5): 90.0, ("t", 1, 7): 95.0, ("t", 0, 9): 99.0},
+        )
         evaluation = ev.evaluate(snap)
         plain = summarize(evaluation, per_partition_metrics=False, thresholds=ev.thresholds)
         by = {(o.name, o.labels.get("group")): o.value for o in plain.labeled_observations}
@@ -231,13 +246,19 @@ class TestEvaluator:
         full = summarize(evaluation, per_partition_metrics=True, thresholds=ev.thresholds)
         rows = [o for o in full.labeled_observations if o.name == "partition_offset_lag_messages"]
         assert {(o.labels["group"], o.labels["partition"], o.value) for o in rows} == {
-            ("a", "0", 5.0), ("a", "1", 3.0), ("b", "0", 1.0)
+            ("a", "0", 5.0),
+            ("a", "1", 3.0),
+            ("b", "0", 1.0),
         }
         assert full.problems() == []
 
     def test_empty_evaluation_reason(self) -> None:
-        result = summarize(Evaluation([], [], []), per_partition_metrics=False,
-                           thresholds=Thresholds(60), empty_reason="nothing matched")
+        result = summarize(
+            Evaluation([], [], []),
+            per_partition_metrics=False,
+            thresholds=Thresholds(60),
+            empty_reason="nothing matched",
+        )
         assert result.status == Status.UNKNOWN
         assert result.reason == "nothing matched"
 
@@ -302,16 +323,17 @@ class TestParams:
         with pytest.raises(ValidationError, match="down_lag_seconds"):
             params(cluster=self.cluster, groups=["g"], down_lag_seconds=10)
         with pytest.raises(ValidationError, match="down_lag_messages"):
-            params(cluster=self.cluster, groups=["g"], max_lag_messages=10,
-                                   down_lag_messages=5)
+            params(cluster=self.cluster, groups=["g"], max_lag_messages=10, down_lag_messages=5)
 
 
 async def test_unreachable_cluster_is_unknown_not_a_crash() -> None:
     port = free_port()  # nothing listens there
     result = await run_check(
         "kafka_consumer_lag",
-        {"cluster": {"bootstrap_servers": f"127.0.0.1:{port}", "request_timeout": 2},
-         "groups": ["g"]},
+        {
+            "cluster": {"bootstrap_servers": f"127.0.0.1:{port}", "request_timeout": 2},
+            "groups": ["g"],
+        },
         timeout=20,
     )
     assert result.status == Status.UNKNOWN, result.reason
@@ -320,8 +342,10 @@ async def test_unreachable_cluster_is_unknown_not_a_crash() -> None:
 
 def test_garbage_record_bytes_give_no_timestamp() -> None:
     assert first_record_time(b"\x00" * 7, 0) is None
-    assert first_record_time(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30" + b"\xff" * 60,
-                              0) is None
+    assert (
+        first_record_time(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30" + b"\xff" * 60, 0)
+        is None
+    )
 
 
 def test_window_survives_a_run_that_could_not_read_the_partition() -> None:

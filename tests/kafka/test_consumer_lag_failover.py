@@ -57,8 +57,9 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
                 await producer.send_and_wait(topic, b"x", partition=0)
     finally:
         await producer.stop()
-    committer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group,
-                                 enable_auto_commit=False)
+    committer = AIOKafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False
+    )
     await committer.start()
     try:
         committer.assign([TopicPartition(solo, 0), TopicPartition(shared, 0)])
@@ -66,14 +67,22 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
     finally:
         await committer.stop()
 
-    handle = Check("kafka_consumer_lag", {
-        "cluster": conn, "groups": [group], "window": 3, "max_lag_seconds": 3600,
-    }, timeout=20)
+    handle = Check(
+        "kafka_consumer_lag",
+        {
+            "cluster": conn,
+            "groups": [group],
+            "window": 3,
+            "max_lag_seconds": 3600,
+        },
+        timeout=20,
+    )
     try:
         for _ in range(2):  # two of the window's three samples before the broker hangs
             first = await handle.run()
             assert first.status == Status.UP, first.reason
             assert first.observations["sum_offset_lag_messages"] == 4
+
         def problems(result: CheckResult) -> list[str]:
             assert result.details is not None
             return list(result.details["groups"][group].get("problems", []))
@@ -104,7 +113,8 @@ async def test_hung_broker_makes_its_partitions_unknown(kafka_cluster3: KafkaClu
         assert back.status == Status.DEGRADED, back.reason  # lag under the threshold
         assert back.details is not None
         assert sorted((r["topic"], r["state"]) for r in back.details["worst_partitions"]) == [
-            (shared, "stop"), (solo, "stop")
+            (shared, "stop"),
+            (solo, "stop"),
         ]
     finally:
         await handle.close()

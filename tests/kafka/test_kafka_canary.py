@@ -18,8 +18,12 @@ from tests.support import run_check
 
 
 async def test_creates_canary_topic_and_reads_back(kafka_single: KafkaCluster) -> None:
-    params = {"cluster": conn(kafka_single), "topic": "canary-created", "retention": "30m",
-              **RELAXED}
+    params = {
+        "cluster": conn(kafka_single),
+        "topic": "canary-created",
+        "retention": "30m",
+        **RELAXED,
+    }
     result = await run_check("kafka_canary", params)
     assert result.status == Status.UP, result.reason
     assert result.observations["partitions"] == 1  # one per broker
@@ -66,9 +70,7 @@ async def test_one_message_per_partition_per_run(kafka_single: KafkaCluster) -> 
         assert result.status == Status.UP, result.reason
         after = await log_ends()
         assert {tp[1]: after[tp] - before[tp] for tp in before} == {0: 3, 1: 3, 2: 3, 3: 3}
-        series = {
-            (o.name, o.labels["partition"]) for o in result.labeled_observations
-        }
+        series = {(o.name, o.labels["partition"]) for o in result.labeled_observations}
         assert {("produce_latency_seconds", str(p)) for p in range(4)} <= series
         assert {("roundtrip_latency_seconds", str(p)) for p in range(4)} <= series
 
@@ -103,8 +105,12 @@ async def test_slow_round_trip_is_degraded(kafka_single: KafkaCluster) -> None:
     # A threshold no real round trip can meet: the degraded path, not a speed measurement.
     result = await run_check(
         "kafka_canary",
-        {"cluster": conn(kafka_single), "topic": "canary-created",
-         "produce_latency_threshold": 30, "roundtrip_latency_threshold": "0.000001s"},
+        {
+            "cluster": conn(kafka_single),
+            "topic": "canary-created",
+            "produce_latency_threshold": 30,
+            "roundtrip_latency_threshold": "0.000001s",
+        },
     )
     assert result.status == Status.DEGRADED
     assert "round trip above 1e-06s on partition 0" in result.reason

@@ -42,8 +42,9 @@ async def test_cli_reports_paused_broker(kafka_cluster3: KafkaCluster, tmp_path:
     try:
         kc = plumbing.kafka.cluster(conn)
         await kc.create_topic("cli-orders", partitions=3, replication_factor=3)
-        await kc.create_topic("cli-solo", assignments={0: [3]},
-                              configs={"min.insync.replicas": "1"})
+        await kc.create_topic(
+            "cli-solo", assignments={0: [3]}, configs={"min.insync.replicas": "1"}
+        )
     finally:
         await plumbing.aclose()
     config = tmp_path / "kafka.yaml"
@@ -74,8 +75,10 @@ async def test_cli_reports_paused_broker(kafka_cluster3: KafkaCluster, tmp_path:
 async def _wait_health(
     cluster: KafkaCluster, done: Callable[[CheckResult], bool], within: float = 60.0
 ) -> None:
-    params = {"cluster": {"bootstrap_servers": cluster.bootstrap, "request_timeout": 5},
-              "topics": ["cli-orders", "cli-solo"]}
+    params = {
+        "cluster": {"bootstrap_servers": cluster.bootstrap, "request_timeout": 5},
+        "topics": ["cli-orders", "cli-solo"],
+    }
     deadline = time.monotonic() + within
     while True:
         result = await run_check("kafka_partition_health", params)

@@ -28,8 +28,9 @@ async def test_pause_and_resume_broker(kafka_cluster3: KafkaCluster) -> None:
     conn: dict[str, Any] = {"bootstrap_servers": cluster.bootstrap, "request_timeout": 5}
     setup = Plumbing()
     kc = setup.kafka.cluster(KafkaConnection(**conn))
-    await kc.create_topic("orders", partitions=6, replication_factor=3,
-                          configs={"min.insync.replicas": "2"})
+    await kc.create_topic(
+        "orders", partitions=6, replication_factor=3, configs={"min.insync.replicas": "2"}
+    )
     # RF 1 with the cluster's min.insync.replicas 2 would be (rightly) under min ISR forever.
     await kc.create_topic("solo", assignments={0: [PAUSED]}, configs={"min.insync.replicas": "1"})
     await setup.aclose()
@@ -76,8 +77,10 @@ async def test_pause_and_resume_broker(kafka_cluster3: KafkaCluster) -> None:
 
             broken = await until(
                 health,
-                lambda r: r.observations.get("under_replicated_partitions", 0) >= 6
-                and r.observations.get("offline_partitions", 0) == 1,
+                lambda r: (
+                    r.observations.get("under_replicated_partitions", 0) >= 6
+                    and r.observations.get("offline_partitions", 0) == 1
+                ),
                 "health while paused",
             )
             assert broken.status == Status.DOWN  # the offline RF-1 partition
@@ -95,7 +98,8 @@ async def test_pause_and_resume_broker(kafka_cluster3: KafkaCluster) -> None:
             assert orders_only.status == Status.DEGRADED, orders_only.reason
             assert orders_only.observations["under_replicated_partitions"] == 6
             prod = await run_check(
-                "kafka_partition_health", {**health_params, "topics": ["orders"]},
+                "kafka_partition_health",
+                {**health_params, "topics": ["orders"]},
                 labels={"env": "production"},
             )
             assert prod.status == Status.DOWN, prod.reason
@@ -135,8 +139,9 @@ async def test_canary_adds_partitions_for_brokers_leading_none(
     plumbing = Plumbing()
     try:
         kc = plumbing.kafka.cluster(KafkaConnection(**conn))
-        await kc.create_topic("canary-narrow", assignments={0: [1, 2, 3]},
-                              configs={"min.insync.replicas": "2"})
+        await kc.create_topic(
+            "canary-narrow", assignments={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"}
+        )
         result = await run_check(
             "kafka_canary",
             {"cluster": conn, "topic": "canary-narrow", **RELAXED},

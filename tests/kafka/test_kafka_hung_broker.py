@@ -47,11 +47,13 @@ async def test_hung_broker_is_named_never_an_engine_timeout(
     health_params = {"cluster": conn(cluster), "topics": [orders, canary_topic]}
     health = Check("kafka_partition_health", health_params, timeout=HEALTH_TIMEOUT)
     canary = Check(
-        "kafka_canary", {"cluster": conn(cluster), "topic": canary_topic, **RELAXED},
+        "kafka_canary",
+        {"cluster": conn(cluster), "topic": canary_topic, **RELAXED},
         timeout=CANARY_TIMEOUT,
     )
-    lag = Check("kafka_consumer_lag", {"cluster": conn(cluster), "groups": [group]},
-                timeout=LAG_TIMEOUT)
+    lag = Check(
+        "kafka_consumer_lag", {"cluster": conn(cluster), "groups": [group]}, timeout=LAG_TIMEOUT
+    )
     results: dict[str, list[CheckResult]] = {"health": [], "canary": [], "lag": []}
     try:
         await until(canary.run, is_up, "canary before the hang", within=120)
@@ -63,8 +65,7 @@ async def test_hung_broker_is_named_never_an_engine_timeout(
         with cluster.paused(HUNG):
             for run in range(RUNS):
                 if run % 2:
-                    fresh = Check("kafka_partition_health", health_params,
-                                  timeout=HEALTH_TIMEOUT)
+                    fresh = Check("kafka_partition_health", health_params, timeout=HEALTH_TIMEOUT)
                     try:
                         results["health"].append(await fresh.run())
                     finally:
@@ -98,8 +99,9 @@ async def test_hung_broker_is_named_never_an_engine_timeout(
         # message is in sync) and it still leads its own: in sync in name only, so they are
         # under-replicated first, and the broker itself is named after them.
         assert result.status == Status.DEGRADED, result.reason  # not a production cluster
-        assert re.match(rf"\d+ under-replicated \(broker {HUNG} missing from ISR\)",
-                        result.reason), result.reason
+        assert re.match(
+            rf"\d+ under-replicated \(broker {HUNG} missing from ISR\)", result.reason
+        ), result.reason
         assert f"{hung_at} did not answer" in result.reason
         assert result.observations["brokers_not_answering"] == 1  # no healthy broker blamed
     healthy_at = [
@@ -128,12 +130,14 @@ async def _create_topic_and_commit(cluster: KafkaCluster, topic: str, group: str
     plumbing = Plumbing()
     try:
         kc = plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=cluster.bootstrap))
-        await kc.create_topic(topic, partitions=6, replication_factor=3,
-                              configs={"min.insync.replicas": "2"})
+        await kc.create_topic(
+            topic, partitions=6, replication_factor=3, configs={"min.insync.replicas": "2"}
+        )
     finally:
         await plumbing.aclose()
-    committer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group,
-                                 enable_auto_commit=False)
+    committer = AIOKafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False
+    )
     await committer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(6)]
@@ -153,4 +157,3 @@ async def _leaders(cluster: KafkaCluster, topics: list[str]) -> dict[tuple[str, 
         }
     finally:
         await plumbing.aclose()
-

@@ -29,8 +29,12 @@ async def health_topics(kafka_single: KafkaCluster) -> dict[str, Any]:
         await kc.create_topic("ph-orders", partitions=4, replication_factor=1)
         await kc.create_topic("ph-audit", partitions=2, replication_factor=1)
         # min.insync.replicas above the replication factor: every acks=all write fails.
-        await kc.create_topic("ph-misconfigured", partitions=1, replication_factor=1,
-                              configs={"min.insync.replicas": "2"})
+        await kc.create_topic(
+            "ph-misconfigured",
+            partitions=1,
+            replication_factor=1,
+            configs={"min.insync.replicas": "2"},
+        )
         # A new topic's configs become readable a moment after creation returns.
         for _ in range(40):
             if len(await kc.topic_configs(["ph-orders", "ph-audit", "ph-misconfigured"])) == 3:
@@ -111,10 +115,14 @@ def _put(moto: MotoServer, metric: str, value: float, broker: str | None = None)
         dims.append({"Name": "Broker ID", "Value": broker})
     boto3.client("cloudwatch", **moto.boto3_kwargs()).put_metric_data(
         Namespace="AWS/Kafka",
-        MetricData=[{
-            "MetricName": metric, "Dimensions": dims, "Value": value,
-            "Timestamp": datetime.now(UTC) - timedelta(seconds=30),
-        }],
+        MetricData=[
+            {
+                "MetricName": metric,
+                "Dimensions": dims,
+                "Value": value,
+                "Timestamp": datetime.now(UTC) - timedelta(seconds=30),
+            }
+        ],
     )
 
 

@@ -58,8 +58,13 @@ from tests.support import run_check
     ("params", "message"),
     [
         ({}, "exactly one of bootstrap_servers or cluster_arn"),
-        ({"bootstrap_servers": "a:1", "cluster_arn": "arn:aws:kafka:us-east-1:123456789012:"
-          "cluster/x/y"}, "exactly one"),
+        (
+            {
+                "bootstrap_servers": "a:1",
+                "cluster_arn": "arn:aws:kafka:us-east-1:123456789012:cluster/x/y",
+            },
+            "exactly one",
+        ),
         ({"bootstrap_servers": " , "}, "bootstrap_servers is empty"),
         ({"bootstrap_servers": "127.0.0.1:notaport"}, "must be host:port"),
         ({"bootstrap_servers": "a:9092,::::"}, "must be host:port"),
@@ -68,8 +73,15 @@ from tests.support import run_check
         ({"cluster_arn": "arn:aws:s3:::bucket"}, "not an MSK cluster ARN"),
         ({"bootstrap_servers": "a:1", "security_protocol": "SASL_SSL"}, "needs sasl_mechanism"),
         ({"bootstrap_servers": "a:1", "sasl_mechanism": "SCRAM-SHA-512"}, "needs security_proto"),
-        ({"bootstrap_servers": "a:1", "security_protocol": "SASL_SSL",
-          "sasl_mechanism": "SCRAM-SHA-256", "username": "u"}, "needs username and password"),
+        (
+            {
+                "bootstrap_servers": "a:1",
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-256",
+                "username": "u",
+            },
+            "needs username and password",
+        ),
         ({"bootstrap_servers": "a:1", "client_cert_file": "/c.pem"}, "go together"),
         ({"bootstrap_servers": "a:1", "security_protocol": "TLS"}, "PLAINTEXT"),
         ({"bootstrap_servers": "a:1", "surprise": 1}, "Extra inputs are not permitted"),
@@ -86,12 +98,27 @@ def test_connection_rejects_inconsistent_settings(params: dict[str, Any], messag
         ({}, "BootstrapBrokerString"),
         ({"security_protocol": "SSL"}, "BootstrapBrokerStringTls"),
         ({"security_protocol": "SSL", "public_access": True}, "BootstrapBrokerStringPublicTls"),
-        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM"},
-         "BootstrapBrokerStringSaslIam"),
-        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "u",
-          "password": "p"}, "BootstrapBrokerStringSaslScram"),
-        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM",
-          "public_access": True}, "BootstrapBrokerStringPublicSaslIam"),
+        (
+            {"security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM"},
+            "BootstrapBrokerStringSaslIam",
+        ),
+        (
+            {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "username": "u",
+                "password": "p",
+            },
+            "BootstrapBrokerStringSaslScram",
+        ),
+        (
+            {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "AWS_MSK_IAM",
+                "public_access": True,
+            },
+            "BootstrapBrokerStringPublicSaslIam",
+        ),
     ],
 )
 def test_broker_string_matches_auth_mode(settings: dict[str, Any], field: str) -> None:
@@ -103,8 +130,11 @@ def test_broker_string_matches_auth_mode(settings: dict[str, Any], field: str) -
 
 def test_password_never_shown() -> None:
     conn = KafkaConnection(
-        bootstrap_servers="127.0.0.1:9093", security_protocol="SASL_SSL",
-        sasl_mechanism="SCRAM-SHA-512", username="u", password="hunter2-secret",
+        bootstrap_servers="127.0.0.1:9093",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username="u",
+        password="hunter2-secret",
     )
     assert "hunter2-secret" not in repr(conn)
     assert "hunter2-secret" not in conn.describe()
@@ -185,8 +215,12 @@ def test_library_errors_become_probe_errors_of_one_kind(exc: Exception, kind: Er
 
 
 def test_unclassified_errors_while_connecting_mean_unreachable() -> None:
-    err = kafka_error(UnrecognizedBrokerVersion(), target="127.0.0.1:1", operation="admin "
-                      "client start", unclassified=ErrorKind.CONNECT)
+    err = kafka_error(
+        UnrecognizedBrokerVersion(),
+        target="127.0.0.1:1",
+        operation="admin client start",
+        unclassified=ErrorKind.CONNECT,
+    )
     assert err.kind is ErrorKind.CONNECT
     # An empty library message still says what did not happen, and within how long.
     assert kafka_error(TimeoutError(), target="t", operation="o", timeout=2).detail == (
@@ -235,8 +269,12 @@ def _sigv4_presign_signature(host: str, query: dict[str, str], secret: str) -> s
 async def test_msk_iam_token_is_signed_and_refreshed() -> None:
     plumbing = Plumbing()
     secret = "test-secret-key/abc+def"
-    settings = AwsSettings(region="eu-west-1", access_key_id="AKIATESTKEY",
-                           secret_access_key=secret, session_token="tok-123")
+    settings = AwsSettings(
+        region="eu-west-1",
+        access_key_id="AKIATESTKEY",
+        secret_access_key=secret,
+        session_token="tok-123",
+    )
     session = plumbing.aws.session(settings)
 
     async def credentials() -> Any:
@@ -271,8 +309,10 @@ async def test_msk_iam_token_is_signed_and_refreshed() -> None:
 async def test_msk_iam_connection_builds_oauthbearer_options(moto: MotoServer) -> None:
     plumbing = Plumbing()
     conn = KafkaConnection(
-        bootstrap_servers="127.0.0.1:1", security_protocol="SASL_SSL",
-        sasl_mechanism="AWS_MSK_IAM", aws=AwsSettings(**moto.aws_params()),
+        bootstrap_servers="127.0.0.1:1",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="AWS_MSK_IAM",
+        aws=AwsSettings(**moto.aws_params()),
     )
     try:
         options = await plumbing.kafka.cluster(conn).client_options()
@@ -305,10 +345,12 @@ def _get_bootstrap_brokers_response(self: KafkaResponse) -> str:
 def msk_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
     """moto with GetBootstrapBrokers, which it lacks: the in-process server dispatches the
     operation to these methods; the probe's own HTTP call is unchanged."""
-    monkeypatch.setattr(KafkaBackend, "get_bootstrap_brokers", _get_bootstrap_brokers_backend,
-                        raising=False)
-    monkeypatch.setattr(KafkaResponse, "get_bootstrap_brokers", _get_bootstrap_brokers_response,
-                        raising=False)
+    monkeypatch.setattr(
+        KafkaBackend, "get_bootstrap_brokers", _get_bootstrap_brokers_backend, raising=False
+    )
+    monkeypatch.setattr(
+        KafkaResponse, "get_bootstrap_brokers", _get_bootstrap_brokers_response, raising=False
+    )
     yield moto
 
 
@@ -341,12 +383,19 @@ async def test_cluster_arn_resolves_to_the_real_broker(
     try:
         plain = plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=kafka_single.bootstrap))
         await plain.create_topic("arn-resolved", partitions=2)
-        iam = KafkaConnection(cluster_arn=arn, aws=aws, security_protocol="SASL_SSL",
-                              sasl_mechanism="AWS_MSK_IAM")
+        iam = KafkaConnection(
+            cluster_arn=arn, aws=aws, security_protocol="SASL_SSL", sasl_mechanism="AWS_MSK_IAM"
+        )
         assert await plumbing.kafka.cluster(iam).bootstrap_servers() == "b-1.iam.example:9098"
 
-        scram = KafkaConnection(cluster_arn=arn, aws=aws, security_protocol="SASL_SSL",
-                                sasl_mechanism="SCRAM-SHA-512", username="u", password="p")
+        scram = KafkaConnection(
+            cluster_arn=arn,
+            aws=aws,
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            username="u",
+            password="p",
+        )
         with pytest.raises(ProbeError, match="no BootstrapBrokerStringSaslScram") as err:
             await plumbing.kafka.cluster(scram).bootstrap_servers()
         assert "BootstrapBrokerStringSaslIam" in str(err.value)  # says what is offered
@@ -380,8 +429,10 @@ async def test_clients_are_shared_and_rebuilt(kafka_single: KafkaCluster) -> Non
     conn = KafkaConnection(bootstrap_servers=kafka_single.bootstrap)
     try:
         cluster = plumbing.kafka.cluster(conn)
-        assert plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=kafka_single.bootstrap)) \
+        assert (
+            plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=kafka_single.bootstrap))
             is cluster
+        )
         admin = await cluster.admin()
         assert await cluster.admin() is admin
         await cluster.metadata()

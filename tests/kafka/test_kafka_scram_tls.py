@@ -57,8 +57,10 @@ async def test_probes_work_over_scram_and_tls(scram_broker: dict[str, Any]) -> N
 
     health = await run_check(
         "kafka_partition_health",
-        {"cluster": _conn(scram_broker, sasl_mechanism="SCRAM-SHA-256"),
-         "topics": ["scram-canary"]},
+        {
+            "cluster": _conn(scram_broker, sasl_mechanism="SCRAM-SHA-256"),
+            "topics": ["scram-canary"],
+        },
     )
     assert health.status == Status.UP, health.reason
     assert health.observations["partitions"] == 1
@@ -92,12 +94,16 @@ async def test_plaintext_listener_still_serves_plain_clients(
     # The topic is made here, over SCRAM and TLS, so the test does not depend on another
     # test having run first on the same broker.
     made = await run_check(
-        "kafka_canary", {"cluster": _conn(scram_broker), "topic": "plain-listener-canary",
-                         **RELAXED}, timeout=30)
+        "kafka_canary",
+        {"cluster": _conn(scram_broker), "topic": "plain-listener-canary", **RELAXED},
+        timeout=30,
+    )
     assert made.status == Status.UP, made.reason
     result = await run_check(
         "kafka_partition_health",
-        {"cluster": {"bootstrap_servers": scram_broker["cluster"].bootstrap},
-         "topics": ["plain-listener-canary"]},
+        {
+            "cluster": {"bootstrap_servers": scram_broker["cluster"].bootstrap},
+            "topics": ["plain-listener-canary"],
+        },
     )
     assert result.status == Status.UP, result.reason

@@ -18,7 +18,8 @@ from alivemcp.testbed.kafka import KafkaCluster
 
 
 async def test_a_port_owned_by_another_cluster_is_left_to_it_and_new_ports_are_picked(
-        kafka_single: KafkaCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka_single: KafkaCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     taken = kafka_single.nodes[0].port
     handed: list[int] = []
     real = testbed._free_port

@@ -42,8 +42,11 @@ FENCED_WITHIN = SESSION_TIMEOUT_MS / 1000 * 3 + 10
 HEALTH_TIMEOUT = 8.0
 #: Check timeouts as configured by default: partition health at a 10 s interval (min(10 s,
 #: 80 % of it)) and at 5 s; the canary's and consumer lag's own defaults.
-TIMEOUTS = {"kafka_partition_health": (8.0, 4.0), "kafka_canary": (30.0, 8.0),
-            "kafka_consumer_lag": (30.0, 8.0)}
+TIMEOUTS = {
+    "kafka_partition_health": (8.0, 4.0),
+    "kafka_canary": (30.0, 8.0),
+    "kafka_consumer_lag": (30.0, 8.0),
+}
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +57,12 @@ async def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
         keystore_pem=server_keystore(directory, ca_key, ca_cert), users={"prober": PASSWORD}
     )
     cluster = await KafkaCluster(
-        size=3, sasl_ssl=listener,
-        extra_properties={"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                          "broker.heartbeat.interval.ms": "2000"},
+        size=3,
+        sasl_ssl=listener,
+        extra_properties={
+            "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+            "broker.heartbeat.interval.ms": "2000",
+        },
     ).start()
     try:
         yield {"cluster": cluster, "ca_file": str(ca_file)}
@@ -91,8 +97,7 @@ async def test_wrong_password_is_unknown_on_every_kafka_probe(
     sasl_cluster: dict[str, Any], probe: str
 ) -> None:
     for timeout in TIMEOUTS[probe]:
-        check = Check(probe, _params(probe, scram(sasl_cluster, password=WRONG)),
-                      timeout=timeout)
+        check = Check(probe, _params(probe, scram(sasl_cluster, password=WRONG)), timeout=timeout)
         try:
             # The first run bootstraps from nothing; the second finds the clients dropped.
             for run in (1, 2):
@@ -100,7 +105,9 @@ async def test_wrong_password_is_unknown_on_every_kafka_probe(
                 where = f"{probe} at {timeout:g}s, run {run}"
                 assert result.status == Status.UNKNOWN, (where, result.reason)
                 assert result.reason.startswith("cannot authenticate to the cluster"), (
-                    where, result.reason)
+                    where,
+                    result.reason,
+                )
                 assert result.duration_seconds < timeout, (where, result)
                 assert WRONG not in result.reason and PASSWORD not in result.reason
         finally:
@@ -118,8 +125,9 @@ async def test_wrong_password_with_a_hung_broker_is_still_unknown(
     with cluster.paused(3):
         for probe in sorted(TIMEOUTS):
             timeout = TIMEOUTS[probe][0]
-            check = Check(probe, _params(probe, scram(sasl_cluster, password=WRONG)),
-                          timeout=timeout)
+            check = Check(
+                probe, _params(probe, scram(sasl_cluster, password=WRONG)), timeout=timeout
+            )
             try:
                 results.append((probe, await check.run()))
             finally:
@@ -127,24 +135,30 @@ async def test_wrong_password_with_a_hung_broker_is_still_unknown(
     for probe, result in results:
         assert result.status == Status.UNKNOWN, (probe, result.reason)
         assert result.reason.startswith("cannot authenticate to the cluster"), (
-            probe, result.reason)
+            probe,
+            result.reason,
+        )
         assert "refused the prober's credentials" in result.reason, (probe, result.reason)
 
 
 async def _topics(cluster: KafkaCluster) -> dict[str, str]:
     """Topics placed so that broker HUNG follows two partitions, leads one, and is a replica of
     one whose min.insync.replicas is its replication factor."""
-    names = {"follower": unique("follows"), "leader": unique("leads"),
-             "strict": unique("strict")}
+    names = {"follower": unique("follows"), "leader": unique("leads"), "strict": unique("strict")}
     plumbing = Plumbing()
     try:
         kc = plumbing.kafka.cluster(KafkaConnection(bootstrap_servers=cluster.bootstrap))
-        await kc.create_topic(names["follower"], assignments={0: [1, HUNG, 3], 1: [3, HUNG, 1]},
-                              configs={"min.insync.replicas": "2"})
-        await kc.create_topic(names["leader"], assignments={0: [HUNG, 1, 3]},
-                              configs={"min.insync.replicas": "2"})
-        await kc.create_topic(names["strict"], assignments={0: [1, 3, HUNG]},
-                              configs={"min.insync.replicas": "3"})
+        await kc.create_topic(
+            names["follower"],
+            assignments={0: [1, HUNG, 3], 1: [3, HUNG, 1]},
+            configs={"min.insync.replicas": "2"},
+        )
+        await kc.create_topic(
+            names["leader"], assignments={0: [HUNG, 1, 3]}, configs={"min.insync.replicas": "2"}
+        )
+        await kc.create_topic(
+            names["strict"], assignments={0: [1, 3, HUNG]}, configs={"min.insync.replicas": "3"}
+        )
     finally:
         await plumbing.aclose()
     return names
@@ -160,8 +174,9 @@ async def _metadata(cluster: KafkaCluster, topics: list[str]) -> ClusterMetadata
         await plumbing.aclose()
 
 
-async def _until_metadata(cluster: KafkaCluster, topics: list[str], done: Any, what: str,
-                          within: float) -> None:
+async def _until_metadata(
+    cluster: KafkaCluster, topics: list[str], done: Any, what: str, within: float
+) -> None:
     deadline = time.monotonic() + within
     while not done(await _metadata(cluster, topics)):
         assert time.monotonic() < deadline, f"{what}: not within {within:g}s"
@@ -170,12 +185,24 @@ async def _until_metadata(cluster: KafkaCluster, topics: list[str], done: Any, w
 
 #: (check, its topics, production?, status, the reason's first words) while HUNG hangs.
 EXPECTED = {
-    "follower": (["follower"], False, Status.DEGRADED,
-                 f"2 under-replicated (broker {HUNG} missing from ISR)"),
-    "leader": (["leader"], False, Status.DEGRADED,
-               f"1 under-replicated (broker {HUNG} missing from ISR)"),
-    "production": (["follower", "leader"], True, Status.DOWN,
-                   f"3 under-replicated (broker {HUNG} missing from ISR)"),
+    "follower": (
+        ["follower"],
+        False,
+        Status.DEGRADED,
+        f"2 under-replicated (broker {HUNG} missing from ISR)",
+    ),
+    "leader": (
+        ["leader"],
+        False,
+        Status.DEGRADED,
+        f"1 under-replicated (broker {HUNG} missing from ISR)",
+    ),
+    "production": (
+        ["follower", "leader"],
+        True,
+        Status.DOWN,
+        f"3 under-replicated (broker {HUNG} missing from ISR)",
+    ),
     "strict": (["strict"], False, Status.DOWN, "1 under min ISR (acks=all producers fail)"),
 }
 
@@ -197,9 +224,12 @@ async def test_hung_broker_never_hides_the_partitions(sasl_cluster: dict[str, An
 
     def check(name: str) -> Check:
         topics, production, _status, _words = EXPECTED[name]
-        return Check("kafka_partition_health",
-                     {"cluster": conn, "topics": [names[t] for t in topics]},
-                     timeout=HEALTH_TIMEOUT, labels={"env": "production"} if production else {})
+        return Check(
+            "kafka_partition_health",
+            {"cluster": conn, "topics": [names[t] for t in topics]},
+            timeout=HEALTH_TIMEOUT,
+            labels={"env": "production"} if production else {},
+        )
 
     # Kept checks (as the daemon runs them: clients and suspicions kept between runs).
     kept = {name: check(name) for name in EXPECTED}
@@ -224,15 +254,23 @@ async def test_hung_broker_never_hides_the_partitions(sasl_cluster: dict[str, An
                 finally:
                     await fresh.close()
             # Fenced: the controller drops it from every ISR and leadership moves.
-            await _until_metadata(cluster, every, lambda m: HUNG not in m.brokers,
-                                  "the hung broker fenced", within=FENCED_WITHIN)
+            await _until_metadata(
+                cluster,
+                every,
+                lambda m: HUNG not in m.brokers,
+                "the hung broker fenced",
+                within=FENCED_WITHIN,
+            )
             for name, one in kept.items():
                 _assert_hung_verdict(name, await one.run(), hung_at, "after fencing")
         await _until_metadata(
-            cluster, every,
-            lambda m: all(len(p.isr) == len(p.replicas) for t in m.topics.values()
-                          for p in t.partitions),
-            "every ISR full after resume", within=FENCED_WITHIN + 60,
+            cluster,
+            every,
+            lambda m: all(
+                len(p.isr) == len(p.replicas) for t in m.topics.values() for p in t.partitions
+            ),
+            "every ISR full after resume",
+            within=FENCED_WITHIN + 60,
         )
         for name, one in kept.items():  # the first run after the ISR is full
             result = await one.run()

@@ -67,8 +67,11 @@ def create_stream(moto: MotoServer, name: str, shards: int = 2) -> list[dict[str
 
 def shard_ids(moto: MotoServer, stream: str, *, open_only: bool = True) -> list[str]:
     shards = kinesis(moto).list_shards(StreamName=stream)["Shards"]
-    return [s["ShardId"] for s in shards
-            if not open_only or "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+    return [
+        s["ShardId"]
+        for s in shards
+        if not open_only or "EndingSequenceNumber" not in s["SequenceNumberRange"]
+    ]
 
 
 def params(moto: MotoServer, stream: str, **extra: Any) -> dict[str, Any]:
@@ -93,10 +96,19 @@ def route_to_open_shards() -> Iterator[None]:
         shard = original(self, partition_key, explicit_hash_key)  # moto's own validation
         if shard is None or shard.is_open:
             return shard
-        key = (int(explicit_hash_key) if explicit_hash_key
-               else int(hashlib.md5(partition_key.encode()).hexdigest(), 16))
-        return next((s for s in self.shards.values()
-                     if s.is_open and s.starting_hash <= key <= s.ending_hash), shard)
+        key = (
+            int(explicit_hash_key)
+            if explicit_hash_key
+            else int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
+        )
+        return next(
+            (
+                s
+                for s in self.shards.values()
+                if s.is_open and s.starting_hash <= key <= s.ending_hash
+            ),
+            shard,
+        )
 
     Stream.get_shard_for_key = open_only  # type: ignore[method-assign]
     try:
@@ -108,11 +120,15 @@ def route_to_open_shards() -> Iterator[None]:
 def split_first_shard(moto: MotoServer, stream: str) -> str:
     """Split the stream's first open shard in the middle; returns the parent's id."""
     client = kinesis(moto)
-    shard = next(s for s in client.list_shards(StreamName=stream)["Shards"]
-                 if "EndingSequenceNumber" not in s["SequenceNumberRange"])
+    shard = next(
+        s
+        for s in client.list_shards(StreamName=stream)["Shards"]
+        if "EndingSequenceNumber" not in s["SequenceNumberRange"]
+    )
     low, high = (int(shard["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
-    client.split_shard(StreamName=stream, ShardToSplit=shard["ShardId"],
-                       NewStartingHashKey=str((low + high) // 2))
+    client.split_shard(
+        StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2)
+    )
     return str(shard["ShardId"])
 
 
@@ -121,12 +137,17 @@ def put_metric(moto: MotoServer, stream: str, name: str, values: list[float]) ->
     cloudwatch = boto3.client("cloudwatch", **moto.boto3_kwargs())
     last_whole = datetime.fromtimestamp(this_minute(), UTC)
     for back, value in enumerate(reversed(values)):
-        cloudwatch.put_metric_data(Namespace="AWS/Kinesis", MetricData=[{
-            "MetricName": name,
-            "Dimensions": [{"Name": "StreamName", "Value": stream}],
-            "Timestamp": last_whole - timedelta(seconds=60 * back + 30),
-            "Value": value,
-        }])
+        cloudwatch.put_metric_data(
+            Namespace="AWS/Kinesis",
+            MetricData=[
+                {
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "StreamName", "Value": stream}],
+                    "Timestamp": last_whole - timedelta(seconds=60 * back + 30),
+                    "Value": value,
+                }
+            ],
+        )
 
 
 # --- the stand-in in front of moto -----------------------------------------------------------
@@ -156,8 +177,9 @@ class KinesisStandIn:
         body = await request.read()
         action = request.headers.get("X-Amz-Target", "").removeprefix(_TARGET)
         if action in self.throttle:
-            return _json(400, {"__type": THROTTLED,
-                               "message": "Rate exceeded for stream under account."})
+            return _json(
+                400, {"__type": THROTTLED, "message": "Rate exceeded for stream under account."}
+            )
         failures: dict[int, str] = {}
         if action == "PutRecords" and self.fail is not None:
             doc = json.loads(body)
@@ -185,25 +207,36 @@ class KinesisStandIn:
             if index in failures:
                 code = failures[index]
                 self.failed.append(code)
-                merged.append({"ErrorCode": code, "ErrorMessage": (
-                    "Rate exceeded for shard in stream under account." if code == THROTTLED
-                    else "Internal service failure.")})
+                merged.append(
+                    {
+                        "ErrorCode": code,
+                        "ErrorMessage": (
+                            "Rate exceeded for shard in stream under account."
+                            if code == THROTTLED
+                            else "Internal service failure."
+                        ),
+                    }
+                )
             else:
                 merged.append(next(results))
         return {**answer, "FailedRecordCount": len(failures), "Records": merged}
 
     async def _forward(self, request: web.Request, body: bytes) -> tuple[int, dict[str, Any]]:
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() not in ("host", "content-length")}
-        async with aiohttp.ClientSession() as session, session.post(
-                self.moto.url + request.path_qs, data=body, headers=headers) as resp:
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")
+        }
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(self.moto.url + request.path_qs, data=body, headers=headers) as resp,
+        ):
             text = await resp.text()
             return resp.status, (json.loads(text) if text else {})
 
 
 def _json(status: int, doc: dict[str, Any]) -> web.Response:
-    return web.Response(status=status, text=json.dumps(doc),
-                        content_type="application/x-amz-json-1.1")
+    return web.Response(
+        status=status, text=json.dumps(doc), content_type="application/x-amz-json-1.1"
+    )
 
 
 @asynccontextmanager
@@ -238,21 +271,25 @@ def fail_shard(shard: dict[str, Any], code: str) -> Callable[[dict[str, Any]], s
 
 def s3_marker(moto: MotoServer, bucket: str, template: str) -> Callable[[str], None]:
     s3 = boto3.client("s3", **moto.boto3_kwargs())
-    return lambda canary_id: s3.put_object(Bucket=bucket, Key=template.format(id=canary_id),
-                                           Body=b"processed")
+    return lambda canary_id: s3.put_object(
+        Bucket=bucket, Key=template.format(id=canary_id), Body=b"processed"
+    )
 
 
 def dynamodb_marker(moto: MotoServer, table: str) -> Callable[[str], None]:
     dynamodb = boto3.client("dynamodb", **moto.boto3_kwargs())
     return lambda canary_id: dynamodb.put_item(
-        TableName=table, Item={"id": {"S": canary_id}, "done": {"BOOL": True}})
+        TableName=table, Item={"id": {"S": canary_id}, "done": {"BOOL": True}}
+    )
 
 
 def output_stream_marker(moto: MotoServer, stream: str) -> Callable[[str], None]:
     client = kinesis(moto)
     return lambda canary_id: client.put_record(
-        StreamName=stream, PartitionKey=canary_id,
-        Data=json.dumps({"processed": canary_id}).encode())
+        StreamName=stream,
+        PartitionKey=canary_id,
+        Data=json.dumps({"processed": canary_id}).encode(),
+    )
 
 
 class Consumer(threading.Thread):
@@ -267,9 +304,16 @@ class Consumer(threading.Thread):
       (without it, such a record is skipped, as a DLQ would take it).
     """
 
-    def __init__(self, moto: MotoServer, stream: str, marker: Callable[[str], None], *,
-                 lifetime: float | None = None, follow_children: bool = True,
-                 block_on_poison: bool = False) -> None:
+    def __init__(
+        self,
+        moto: MotoServer,
+        stream: str,
+        marker: Callable[[str], None],
+        *,
+        lifetime: float | None = None,
+        follow_children: bool = True,
+        block_on_poison: bool = False,
+    ) -> None:
         super().__init__(daemon=True)
         self._client = kinesis(moto)
         self._stream = stream
@@ -318,8 +362,10 @@ class Consumer(threading.Thread):
         for shard in self._client.list_shards(StreamName=self._stream)["Shards"]:
             if shard["ShardId"] not in iterators:
                 iterators[shard["ShardId"]] = self._client.get_shard_iterator(
-                    StreamName=self._stream, ShardId=shard["ShardId"],
-                    ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+                    StreamName=self._stream,
+                    ShardId=shard["ShardId"],
+                    ShardIteratorType="TRIM_HORIZON",
+                )["ShardIterator"]
 
     def _read(self, shard_id: str, iterator: str) -> str:
         page = self._client.get_records(ShardIterator=iterator, Limit=100)
@@ -331,10 +377,14 @@ class Consumer(threading.Thread):
                     continue
                 # Retry the poison record forever: the shard goes no further.
                 self.blocked_on.add(shard_id)
-                return str(self._client.get_shard_iterator(
-                    StreamName=self._stream, ShardId=shard_id,
-                    ShardIteratorType="AT_SEQUENCE_NUMBER",
-                    StartingSequenceNumber=record["SequenceNumber"])["ShardIterator"])
+                return str(
+                    self._client.get_shard_iterator(
+                        StreamName=self._stream,
+                        ShardId=shard_id,
+                        ShardIteratorType="AT_SEQUENCE_NUMBER",
+                        StartingSequenceNumber=record["SequenceNumber"],
+                    )["ShardIterator"]
+                )
             if isinstance(doc, dict) and CANARY_FIELD in doc:
                 self._marker(doc[CANARY_FIELD])
                 self.marked.append(doc[CANARY_FIELD])

@@ -36,8 +36,11 @@ TEMPLATE = "processed/{id}.done"
 
 
 def s3_consumer(moto: MotoServer, sla: float = 3.0) -> dict[str, Any]:
-    return {"marker": {"type": "s3", "bucket": MARKERS, "key_template": TEMPLATE},
-            "sla": sla, "poll_interval": 0.1}
+    return {
+        "marker": {"type": "s3", "bucket": MARKERS, "key_template": TEMPLATE},
+        "sla": sla,
+        "poll_interval": 0.1,
+    }
 
 
 def marker_bucket(moto: MotoServer) -> Any:
@@ -48,10 +51,14 @@ def marker_bucket(moto: MotoServer) -> Any:
 
 def canaries_in(moto: MotoServer, stream: str, shard_id: str) -> list[bytes]:
     client = kinesis(moto)
-    iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard_id,
-                                         ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-    return [r["Data"] for r in client.get_records(ShardIterator=iterator)["Records"]
-            if b"alivemcp_canary" in r["Data"]]
+    iterator = client.get_shard_iterator(
+        StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    return [
+        r["Data"]
+        for r in client.get_records(ShardIterator=iterator)["Records"]
+        if b"alivemcp_canary" in r["Data"]
+    ]
 
 
 # --- write and read path --------------------------------------------------------------------
@@ -75,22 +82,29 @@ async def test_every_open_shard_gets_a_canary_read_back(moto: MotoServer) -> Non
 async def test_partial_failure_names_the_shard_and_error_code(moto: MotoServer) -> None:
     shards = create_stream(moto, "events", shards=3)
     async with stand_in(moto, fail=fail_shard(shards[1], "InternalFailure")) as proxy:
-        result = await run_check("kinesis_canary", {**params(moto, "events"),
-                                                    "aws": proxy.aws_params()})
+        result = await run_check(
+            "kinesis_canary", {**params(moto, "events"), "aws": proxy.aws_params()}
+        )
     assert proxy.failed == ["InternalFailure"]
     assert result.status == "down", result.reason
-    assert result.reason == ("PutRecords failed on stream events shard shardId-000000000001: "
-                             "InternalFailure (Internal service failure.)")
+    assert result.reason == (
+        "PutRecords failed on stream events shard shardId-000000000001: "
+        "InternalFailure (Internal service failure.)"
+    )
     assert result.observations["failed_put_records"] == 1
     # The other shards were written and read back.
     assert result.details is not None
     written = {row["shard"]: row["written"] for row in result.details["shards"]}
-    assert written == {"shardId-000000000000": True, "shardId-000000000001": False,
-                       "shardId-000000000002": True}
+    assert written == {
+        "shardId-000000000000": True,
+        "shardId-000000000001": False,
+        "shardId-000000000002": True,
+    }
 
 
 async def test_hot_shard_throttling_is_degraded_then_down_when_it_persists(
-        moto: MotoServer) -> None:
+    moto: MotoServer,
+) -> None:
     shards = create_stream(moto, "events", shards=2)
     async with stand_in(moto, fail=fail_shard(shards[0], THROTTLED)) as proxy:
         check = {**params(moto, "events"), "aws": proxy.aws_params(), "throttle_down_after": 3}
@@ -98,7 +112,8 @@ async def test_hot_shard_throttling_is_degraded_then_down_when_it_persists(
         assert [r.status for r in results] == ["degraded", "degraded", "down"]
         first, last = results[0], results[-1]
         assert first.reason.startswith(
-            f"PutRecords failed on stream events shard shardId-000000000000: {THROTTLED}")
+            f"PutRecords failed on stream events shard shardId-000000000000: {THROTTLED}"
+        )
         assert "hot partition key" in first.reason
         assert "(throttled run 1; down after 3 in a row)" in first.reason
         assert "(throttled 3 runs in a row)" in last.reason
@@ -123,19 +138,23 @@ async def test_throttling_that_stops_resets_the_count(moto: MotoServer) -> None:
 async def test_whole_call_throttled_is_degraded_naming_the_stream(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=2)
     async with stand_in(moto, throttle=frozenset({"PutRecords"})) as proxy:
-        result = await run_check("kinesis_canary", {**params(moto, "events"),
-                                                    "aws": proxy.aws_params()})
+        result = await run_check(
+            "kinesis_canary", {**params(moto, "events"), "aws": proxy.aws_params()}
+        )
     assert result.status == "degraded", result.reason
-    assert result.reason.startswith("PutRecords on stream events throttled as a whole "
-                                    "(shardId-000000000000, shardId-000000000001)")
+    assert result.reason.startswith(
+        "PutRecords on stream events throttled as a whole "
+        "(shardId-000000000000, shardId-000000000001)"
+    )
     assert THROTTLED in result.reason
 
 
 async def test_read_throttling_is_degraded_naming_the_shard(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=2)
     async with stand_in(moto, throttle=frozenset({"GetRecords"})) as proxy:
-        result = await run_check("kinesis_canary", {**params(moto, "events"),
-                                                    "aws": proxy.aws_params()})
+        result = await run_check(
+            "kinesis_canary", {**params(moto, "events"), "aws": proxy.aws_params()}
+        )
     assert result.status == "degraded", result.reason
     # Both shards are read side by side: either one's finding may come first.
     assert result.reason.startswith("reading the canary back from stream events shard ")
@@ -147,11 +166,15 @@ async def test_read_throttling_is_degraded_naming_the_shard(moto: MotoServer) ->
 async def test_canary_not_readable_is_down_naming_the_shard(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=1)
     async with stand_in(moto, hide_records=True) as proxy:
-        result = await run_check("kinesis_canary", {**params(moto, "events", readback_timeout=0.5),
-                                                    "aws": proxy.aws_params()})
+        result = await run_check(
+            "kinesis_canary",
+            {**params(moto, "events", readback_timeout=0.5), "aws": proxy.aws_params()},
+        )
     assert result.status == "down", result.reason
-    assert "written to stream events shard shardId-000000000000 (sequence 1) not readable " \
-           "within 0.5s" in result.reason
+    assert (
+        "written to stream events shard shardId-000000000000 (sequence 1) not readable "
+        "within 0.5s" in result.reason
+    )
 
 
 # --- stream state -----------------------------------------------------------------------------
@@ -185,8 +208,10 @@ async def test_iterator_age_and_write_throttle_metrics(moto: MotoServer) -> None
     assert result.observations["iterator_age_seconds"] == 420
     assert result.observations["write_throttled_records"] == 21
     assert "stream events: iterator age 420s is over 300s" in result.reason
-    assert "WriteProvisionedThroughputExceeded above zero in each of the last 3 periods" \
-           in result.reason
+    assert (
+        "WriteProvisionedThroughputExceeded above zero in each of the last 3 periods"
+        in result.reason
+    )
     # Throttling in two of the last three periods is not the alarm.
     moto.reset()
     create_stream(moto, "events", shards=1)
@@ -200,31 +225,38 @@ async def test_iterator_age_and_write_throttle_metrics(moto: MotoServer) -> None
 
 
 async def test_healthy_consumer_with_s3_markers_is_up_and_markers_are_deleted(
-        moto: MotoServer) -> None:
+    moto: MotoServer,
+) -> None:
     create_stream(moto, "events", shards=3)
     s3 = marker_bucket(moto)
     with Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE)) as consumer:
-        result = await run_check("kinesis_canary",
-                                 params(moto, "events", consumer=s3_consumer(moto)))
+        result = await run_check(
+            "kinesis_canary", params(moto, "events", consumer=s3_consumer(moto))
+        )
     assert result.status == "up", result.reason
     assert "consumer markers in" in result.reason
     assert result.observations["consumer_missing_shards"] == 0
     assert result.observations["consumer_latency_seconds"] >= 0
     assert len(consumer.marked) == 3
-    assert all(f"-{sid}" in marked for marked, sid in
-               zip(sorted(consumer.marked, key=lambda m: m[-12:]), shard_ids(moto, "events"),
-                   strict=True))
+    assert all(
+        f"-{sid}" in marked
+        for marked, sid in zip(
+            sorted(consumer.marked, key=lambda m: m[-12:]), shard_ids(moto, "events"), strict=True
+        )
+    )
     assert s3.list_objects_v2(Bucket=MARKERS).get("KeyCount") == 0
 
 
 async def test_healthy_consumer_with_output_stream_markers_is_up(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=2)
     create_stream(moto, "processed", shards=2)
-    consumer_params = {"marker": {"type": "output_stream", "stream_name": "processed"},
-                       "sla": 3, "poll_interval": 0.1}
+    consumer_params = {
+        "marker": {"type": "output_stream", "stream_name": "processed"},
+        "sla": 3,
+        "poll_interval": 0.1,
+    }
     with Consumer(moto, "events", output_stream_marker(moto, "processed")):
-        result = await run_check("kinesis_canary",
-                                 params(moto, "events", consumer=consumer_params))
+        result = await run_check("kinesis_canary", params(moto, "events", consumer=consumer_params))
     assert result.status == "up", result.reason
     assert result.observations["consumer_missing_shards"] == 0
 
@@ -232,21 +264,27 @@ async def test_healthy_consumer_with_output_stream_markers_is_up(moto: MotoServe
 async def test_healthy_consumer_with_dynamodb_markers_is_up(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=2)
     dynamodb = boto3.client("dynamodb", **moto.boto3_kwargs())
-    dynamodb.create_table(TableName="processed", BillingMode="PAY_PER_REQUEST",
-                          KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-                          AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}])
-    consumer_params = {"marker": {"type": "dynamodb", "table": "processed"}, "sla": 3,
-                       "poll_interval": 0.1}
+    dynamodb.create_table(
+        TableName="processed",
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+    )
+    consumer_params = {
+        "marker": {"type": "dynamodb", "table": "processed"},
+        "sla": 3,
+        "poll_interval": 0.1,
+    }
     with Consumer(moto, "events", dynamodb_marker(moto, "processed")):
-        result = await run_check("kinesis_canary",
-                                 params(moto, "events", consumer=consumer_params))
+        result = await run_check("kinesis_canary", params(moto, "events", consumer=consumer_params))
     assert result.status == "up", result.reason
     assert result.observations["consumer_missing_shards"] == 0
     assert dynamodb.scan(TableName="processed")["Count"] == 0  # markers deleted
 
 
 async def test_consumer_whose_subscription_expired_is_down_naming_every_shard(
-        moto: MotoServer) -> None:
+    moto: MotoServer,
+) -> None:
     create_stream(moto, "events", shards=2)
     marker_bucket(moto)
     check = params(moto, "events", consumer=s3_consumer(moto, sla=1.5))
@@ -261,17 +299,18 @@ async def test_consumer_whose_subscription_expired_is_down_naming_every_shard(
         "stream events: no consumer marker for any shard (shardId-000000000000, "
         "shardId-000000000001) within 1.5s in s3://consumer-markers/processed/{id}.done: the "
         "consumer has stopped (e.g. a SubscribeToShard subscription that expired after 5 "
-        "minutes and was never renewed)")
+        "minutes and was never renewed)"
+    )
     assert after.observations["consumer_missing_shards"] == 2
 
 
 async def test_reshard_children_are_covered_by_a_consumer_that_follows_them(
-        moto: MotoServer) -> None:
+    moto: MotoServer,
+) -> None:
     create_stream(moto, "events", shards=2)
     marker_bucket(moto)
     check = params(moto, "events", consumer=s3_consumer(moto))
-    with route_to_open_shards(), Consumer(moto, "events",
-                                          s3_marker(moto, MARKERS, TEMPLATE)):
+    with route_to_open_shards(), Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE)):
         parent = split_first_shard(moto, "events")
         result = await run_check("kinesis_canary", check)
     assert result.status == "up", result.reason
@@ -282,20 +321,21 @@ async def test_reshard_children_are_covered_by_a_consumer_that_follows_them(
     assert canaries_in(moto, "events", parent) == []  # the closed parent is not written
 
 
-async def test_consumer_without_shard_end_checkpoint_misses_the_children(
-        moto: MotoServer) -> None:
+async def test_consumer_without_shard_end_checkpoint_misses_the_children(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=2)
     marker_bucket(moto)
     check = params(moto, "events", consumer=s3_consumer(moto, sla=1.5))
-    with route_to_open_shards(), Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE),
-                                          follow_children=False):
+    with (
+        route_to_open_shards(),
+        Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE), follow_children=False),
+    ):
         before = await run_check("kinesis_canary", check)
         parent = split_first_shard(moto, "events")
         after = await run_check("kinesis_canary", check)
     assert before.status == "up", before.reason
     assert after.status == "down", after.reason
     for child in ("shardId-000000000002", "shardId-000000000003"):
-        assert (f"stream events shard {child}: no consumer marker for canary" in after.reason)
+        assert f"stream events shard {child}: no consumer marker for canary" in after.reason
     assert f"it is a child of {parent} after a reshard" in after.reason
     assert "SHARD_END" in after.reason
     assert "shard shardId-000000000001:" not in after.reason  # the untouched shard is fine
@@ -306,10 +346,15 @@ async def test_merge_child_is_covered_and_blamed_when_unread(moto: MotoServer) -
     shards = create_stream(moto, "events", shards=2)
     marker_bucket(moto)
     check = params(moto, "events", consumer=s3_consumer(moto, sla=1.5))
-    with route_to_open_shards(), Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE),
-                                          follow_children=False):
-        kinesis(moto).merge_shards(StreamName="events", ShardToMerge=shards[0]["ShardId"],
-                                   AdjacentShardToMerge=shards[1]["ShardId"])
+    with (
+        route_to_open_shards(),
+        Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE), follow_children=False),
+    ):
+        kinesis(moto).merge_shards(
+            StreamName="events",
+            ShardToMerge=shards[0]["ShardId"],
+            AdjacentShardToMerge=shards[1]["ShardId"],
+        )
         result = await run_check("kinesis_canary", check)
     assert result.status == "down", result.reason
     assert result.observations["open_shards"] == 1
@@ -318,20 +363,27 @@ async def test_merge_child_is_covered_and_blamed_when_unread(moto: MotoServer) -
 
 
 async def test_consumer_blocked_on_a_poison_record_is_down_naming_that_shard(
-        moto: MotoServer) -> None:
+    moto: MotoServer,
+) -> None:
     shards = create_stream(moto, "events", shards=3)
     marker_bucket(moto)
     poisoned = shards[2]
-    kinesis(moto).put_record(StreamName="events", Data=b"\x00not json", PartitionKey="bad",
-                             ExplicitHashKey=poisoned["HashKeyRange"]["StartingHashKey"])
+    kinesis(moto).put_record(
+        StreamName="events",
+        Data=b"\x00not json",
+        PartitionKey="bad",
+        ExplicitHashKey=poisoned["HashKeyRange"]["StartingHashKey"],
+    )
     check = params(moto, "events", consumer=s3_consumer(moto, sla=1.5))
-    with Consumer(moto, "events", s3_marker(moto, MARKERS, TEMPLATE),
-                  block_on_poison=True) as consumer:
+    with Consumer(
+        moto, "events", s3_marker(moto, MARKERS, TEMPLATE), block_on_poison=True
+    ) as consumer:
         result = await run_check("kinesis_canary", check)
     assert consumer.blocked_on == {poisoned["ShardId"]}
     assert result.status == "down", result.reason
     assert result.reason.startswith(
-        f"stream events shard {poisoned['ShardId']}: no consumer marker for canary")
+        f"stream events shard {poisoned['ShardId']}: no consumer marker for canary"
+    )
     assert "stuck on this shard" in result.reason and "poison record" in result.reason
     assert result.observations["consumer_missing_shards"] == 1
     # The same poison record, skipped by a consumer with a DLQ: up.
@@ -357,17 +409,24 @@ async def test_late_markers_are_deleted_by_the_next_run(moto: MotoServer) -> Non
 
 async def test_marker_store_missing_is_down_naming_it(moto: MotoServer) -> None:
     create_stream(moto, "events", shards=1)
-    consumer_params = {"marker": {"type": "dynamodb", "table": "no-such-table"}, "sla": 1,
-                       "poll_interval": 0.1}
+    consumer_params = {
+        "marker": {"type": "dynamodb", "table": "no-such-table"},
+        "sla": 1,
+        "poll_interval": 0.1,
+    }
     result = await run_check("kinesis_canary", params(moto, "events", consumer=consumer_params))
     assert result.status == "down", result.reason
     assert result.reason.startswith(
         "cannot read the consumer's markers (DynamoDB table no-such-table): "
-        "ResourceNotFoundException")
+        "ResourceNotFoundException"
+    )
 
 
 async def test_marker_names_must_depend_on_the_canary(moto: MotoServer) -> None:
-    bad = params(moto, "events", consumer={"marker": {"type": "s3", "bucket": MARKERS,
-                                                      "key_template": "processed/done"}})
+    bad = params(
+        moto,
+        "events",
+        consumer={"marker": {"type": "s3", "bucket": MARKERS, "key_template": "processed/done"}},
+    )
     with pytest.raises(ConfigError, match=r"must contain \{id\}"):
         await run_check("kinesis_canary", bad)

@@ -34,35 +34,66 @@ LAB_TABLE: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 
 
-def test_cli_verdicts(tmp_path: Path, lab: ServerProcess, sdk_stateful: ServerProcess,
-                      sdk_legacy_sse: ServerProcess, sdk_auth: ServerProcess,
-                      npm_streamable: ServerProcess) -> None:
+def test_cli_verdicts(
+    tmp_path: Path,
+    lab: ServerProcess,
+    sdk_stateful: ServerProcess,
+    sdk_legacy_sse: ServerProcess,
+    sdk_auth: ServerProcess,
+    npm_streamable: ServerProcess,
+) -> None:
     checks: list[dict[str, Any]] = [
-        {"name": name, "probe": "mcp_endpoint", "timeout": "5s",
-         "params": {"url": lab.base + path, **extra}}
+        {
+            "name": name,
+            "probe": "mcp_endpoint",
+            "timeout": "5s",
+            "params": {"url": lab.base + path, **extra},
+        }
         for name, path, extra, _ in LAB_TABLE
     ]
     checks += [
         # One check per target with shared params (the way a fleet is configured).
-        {"name": "fleet", "probe": "mcp_endpoint", "timeout": 10,
-         "params": {"required_tools": ["echo"]},
-         "targets": [sdk_stateful.url, sdk_legacy_sse.url, npm_streamable.url]},
-        {"name": "auth-env", "probe": "mcp_endpoint", "timeout": 10,
-         "params": {"url": sdk_auth.url,
-                    "headers": {"Authorization": "Bearer ${ALIVEMCP_TEST_MCP_TOKEN}"}}},
-        {"name": "auth-wrong", "probe": "mcp_endpoint", "timeout": 10,
-         "params": {"url": sdk_auth.url,
-                    "headers": {"Authorization": "Bearer ${ALIVEMCP_TEST_BAD_TOKEN}"}}},
+        {
+            "name": "fleet",
+            "probe": "mcp_endpoint",
+            "timeout": 10,
+            "params": {"required_tools": ["echo"]},
+            "targets": [sdk_stateful.url, sdk_legacy_sse.url, npm_streamable.url],
+        },
+        {
+            "name": "auth-env",
+            "probe": "mcp_endpoint",
+            "timeout": 10,
+            "params": {
+                "url": sdk_auth.url,
+                "headers": {"Authorization": "Bearer ${ALIVEMCP_TEST_MCP_TOKEN}"},
+            },
+        },
+        {
+            "name": "auth-wrong",
+            "probe": "mcp_endpoint",
+            "timeout": 10,
+            "params": {
+                "url": sdk_auth.url,
+                "headers": {"Authorization": "Bearer ${ALIVEMCP_TEST_BAD_TOKEN}"},
+            },
+        },
     ]
     config = tmp_path / "mcp.yaml"
     config.write_text(yaml.safe_dump({"checks": checks}))
     bad_token = "bad-token-abcdef123456"
-    code, results = check_json(config, env={"ALIVEMCP_TEST_MCP_TOKEN": mcp_servers.STATIC_TOKEN,
-                                            "ALIVEMCP_TEST_BAD_TOKEN": bad_token})
+    code, results = check_json(
+        config,
+        env={
+            "ALIVEMCP_TEST_MCP_TOKEN": mcp_servers.STATIC_TOKEN,
+            "ALIVEMCP_TEST_BAD_TOKEN": bad_token,
+        },
+    )
     assert code == 1  # some checks are (correctly) not up
     got = {name: results[name]["status"] for name, *_ in LAB_TABLE}
     assert got == {name: status for name, _, _, status in LAB_TABLE}, {
-        n: results[n]["reason"] for n in got}
+        n: results[n]["reason"] for n in got
+    }
     for target in (sdk_stateful.url, sdk_legacy_sse.url, npm_streamable.url):
         row = results[f"fleet/{target}"]
         assert row["status"] == "up", row["reason"]

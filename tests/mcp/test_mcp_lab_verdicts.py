@@ -38,18 +38,50 @@ LAB_CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("/bearer", {}, "down", "authentication required: HTTP 401"),
     ("/bearer", {"auth_gated_ok": True}, "up", "auth-gated: HTTP 401"),
     ("/legacy", {}, "up", "MCP 2025-11-25 over sse: alivemcp-lab 0.9, 2 tools"),
-    ("/json", {"required_tools": ["echo", "missing_tool"]}, "degraded",
-     "required tool(s) missing: missing_tool"),
-    ("/json", {"call": {"name": "add", "arguments": {"a": 2, "b": 40},
-                        "expect_json_path": "structuredContent.sum", "expect_value": 42}},
-     "up", "MCP 2025-11-25"),
-    ("/json", {"call": {"name": "add", "arguments": {"a": 2, "b": 2},
-                        "expect_json_path": "structuredContent.sum", "expect_value": 5}},
-     "degraded", "structuredContent.sum is 4, expected 5"),
-    ("/sse", {"call": {"name": "echo", "arguments": {"text": "pong"}, "expect_contains": "pong"}},
-     "up", "MCP 2025-11-25"),
-    ("/sse", {"call": {"name": "echo", "arguments": {"text": "pong"}, "expect_contains": "ping"}},
-     "degraded", "does not contain 'ping'"),
+    (
+        "/json",
+        {"required_tools": ["echo", "missing_tool"]},
+        "degraded",
+        "required tool(s) missing: missing_tool",
+    ),
+    (
+        "/json",
+        {
+            "call": {
+                "name": "add",
+                "arguments": {"a": 2, "b": 40},
+                "expect_json_path": "structuredContent.sum",
+                "expect_value": 42,
+            }
+        },
+        "up",
+        "MCP 2025-11-25",
+    ),
+    (
+        "/json",
+        {
+            "call": {
+                "name": "add",
+                "arguments": {"a": 2, "b": 2},
+                "expect_json_path": "structuredContent.sum",
+                "expect_value": 5,
+            }
+        },
+        "degraded",
+        "structuredContent.sum is 4, expected 5",
+    ),
+    (
+        "/sse",
+        {"call": {"name": "echo", "arguments": {"text": "pong"}, "expect_contains": "pong"}},
+        "up",
+        "MCP 2025-11-25",
+    ),
+    (
+        "/sse",
+        {"call": {"name": "echo", "arguments": {"text": "pong"}, "expect_contains": "ping"}},
+        "degraded",
+        "does not contain 'ping'",
+    ),
     ("/json", {"transport": "sse"}, "down", "legacy SSE stream"),
     ("/legacy", {"transport": "streamable_http"}, "down", "initialize: HTTP 405"),
     ("/legacy-foreign", {}, "down", "the endpoint event names another origin"),
@@ -60,10 +92,14 @@ def _details(result: Any) -> dict[str, Any]:
     return dict(result.details or {})
 
 
-@pytest.mark.parametrize(("path", "extra", "status", "words"), LAB_CASES,
-                         ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(LAB_CASES)])
-async def test_lab_verdict(lab: ServerProcess, path: str, extra: dict[str, Any], status: str,
-                           words: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "extra", "status", "words"),
+    LAB_CASES,
+    ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(LAB_CASES)],
+)
+async def test_lab_verdict(
+    lab: ServerProcess, path: str, extra: dict[str, Any], status: str, words: str
+) -> None:
     params = {"url": lab.base + path, "request_timeout": 2, **extra}
     result = await run_check("mcp_endpoint", params, timeout=6)
     assert (result.status, words in result.reason) == (status, True), result.reason
@@ -72,8 +108,7 @@ async def test_lab_verdict(lab: ServerProcess, path: str, extra: dict[str, Any],
 async def test_up_result_carries_timings_facts_and_info(lab: ServerProcess) -> None:
     result = await run_check("mcp_endpoint", {"url": lab.base + "/sse"})
     obs = result.observations
-    for name in ("connect_seconds", "initialize_seconds", "tools_list_seconds",
-                 "total_seconds"):
+    for name in ("connect_seconds", "initialize_seconds", "tools_list_seconds", "total_seconds"):
         assert obs[name] >= 0, name
     assert obs["tools"] == 2
     details = result.details or {}
@@ -110,8 +145,7 @@ async def test_transport_is_remembered_and_redetected_after_failure(lab: ServerP
         assert _stats(lab).get("POST /legacy", 0) - before == 1
         assert handle.probe.era == "sse"
         # A failing run forgets the transport, so the next one detects it again.
-        handle.probe.params = handle.probe.params.model_copy(
-            update={"url": lab.base + "/error500"})
+        handle.probe.params = handle.probe.params.model_copy(update={"url": lab.base + "/error500"})
         assert (await handle.run()).status == "down"
         assert handle.probe.era is None
     finally:
@@ -119,16 +153,14 @@ async def test_transport_is_remembered_and_redetected_after_failure(lab: ServerP
         await plumbing.aclose()
 
 
-async def test_remembered_stateless_era_redetects_when_server_changes(lab: ServerProcess
-                                                                      ) -> None:
+async def test_remembered_stateless_era_redetects_when_server_changes(lab: ServerProcess) -> None:
     plumbing = Plumbing()
     handle = _handle(lab.base + "/modern", plumbing)
     try:
         assert (await handle.run()).status == "up"
         assert handle.probe.era == "stateless"
         # Same check, server now a legacy-SSE one: server/discover gets 405, so it re-detects.
-        handle.probe.params = handle.probe.params.model_copy(
-            update={"url": lab.base + "/legacy"})
+        handle.probe.params = handle.probe.params.model_copy(update={"url": lab.base + "/legacy"})
         result = await handle.run()
         assert result.status == "up", result.reason
         assert "re-detected" in result.reason
@@ -138,8 +170,9 @@ async def test_remembered_stateless_era_redetects_when_server_changes(lab: Serve
         await plumbing.aclose()
 
 
-async def test_tls_expiring_certificate_is_degraded(lab_tls_expiring: ServerProcess,
-                                                     certs: Any) -> None:
+async def test_tls_expiring_certificate_is_degraded(
+    lab_tls_expiring: ServerProcess, certs: Any
+) -> None:
     url = lab_tls_expiring.base + "/json"
     ca_file = str(certs / "lab-3d.crt")
     trusted = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file})
@@ -148,13 +181,15 @@ async def test_tls_expiring_certificate_is_degraded(lab_tls_expiring: ServerProc
     assert 2 * 86400 < trusted.observations["tls_cert_expiry_seconds"] <= 3 * 86400
     assert trusted.observations["tls_seconds"] > 0
     # Slow and expiring at once: both are named, not only the first one looked at.
-    both = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file,
-                                            "degraded_latency": "1ms"})
+    both = await run_check(
+        "mcp_endpoint", {"url": url, "tls_ca_file": ca_file, "degraded_latency": "1ms"}
+    )
     assert both.status == "degraded", both.reason
     assert both.reason.startswith("slow: the handshake took"), both.reason
     assert "; TLS certificate expires in" in both.reason, both.reason
-    relaxed = await run_check("mcp_endpoint", {"url": url, "tls_ca_file": ca_file,
-                                               "tls_expiry_days": 1})
+    relaxed = await run_check(
+        "mcp_endpoint", {"url": url, "tls_ca_file": ca_file, "tls_expiry_days": 1}
+    )
     assert relaxed.status == "up", relaxed.reason
     untrusted = await run_check("mcp_endpoint", {"url": url})
     assert untrusted.status == "down"
@@ -171,8 +206,9 @@ async def test_unreachable_port_is_down() -> None:
 
 async def test_hang_is_cut_by_check_timeout_with_own_reason(lab: ServerProcess) -> None:
     # request_timeout larger than the check's timeout: the probe still reports first.
-    result = await run_check("mcp_endpoint", {"url": lab.base + "/hang", "request_timeout": 60},
-                             timeout=1.5)
+    result = await run_check(
+        "mcp_endpoint", {"url": lab.base + "/hang", "request_timeout": 60}, timeout=1.5
+    )
     assert result.status == "down"
     assert "initialize: no complete response within" in result.reason
 

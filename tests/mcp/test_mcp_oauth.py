@@ -59,32 +59,45 @@ def token_server() -> Iterator[str]:
 
 def _oauth(token_url: str, **extra: str) -> dict[str, object]:
     # The MCP URL is never reached: the token request fails first.
-    return {"url": f"http://127.0.0.1:{free_port()}/mcp",
-            "oauth": {"token_url": token_url, "client_id": "prober", "client_secret": SECRET,
-                      **extra}}
+    return {
+        "url": f"http://127.0.0.1:{free_port()}/mcp",
+        "oauth": {"token_url": token_url, "client_id": "prober", "client_secret": SECRET, **extra},
+    }
 
 
 async def test_the_form_is_sent_url_encoded_and_a_refusal_is_unknown(token_server: str) -> None:
-    result = await run_check("mcp_endpoint", _oauth(
-        token_server + "/refuse", scope="mcp:read mcp:write", resource="https://mcp.test/m&x"))
+    result = await run_check(
+        "mcp_endpoint",
+        _oauth(
+            token_server + "/refuse", scope="mcp:read mcp:write", resource="https://mcp.test/m&x"
+        ),
+    )
     assert result.status == "unknown"
     assert result.reason.startswith("cannot authenticate: OAuth token request on ")
     assert result.reason.endswith(": answered HTTP 400 (invalid_scope)")
     content_type, form = _received[-1]
     assert content_type == "application/x-www-form-urlencoded"
-    assert form == {"grant_type": ["client_credentials"], "client_id": ["prober"],
-                    "client_secret": [SECRET], "scope": ["mcp:read mcp:write"],
-                    "resource": ["https://mcp.test/m&x"]}
+    assert form == {
+        "grant_type": ["client_credentials"],
+        "client_id": ["prober"],
+        "client_secret": [SECRET],
+        "scope": ["mcp:read mcp:write"],
+        "resource": ["https://mcp.test/m&x"],
+    }
     assert SECRET not in json.dumps([result.reason, result.details])
 
 
-@pytest.mark.parametrize(("path", "said"), [
-    ("/html", "answered without a usable access_token"),
-    ("/list", "answered without a usable access_token"),
-    ("/endless", "answered more than 65536 bytes"),
-])
-async def test_a_token_answer_that_is_not_a_token_is_unknown(token_server: str, path: str,
-                                                            said: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/html", "answered without a usable access_token"),
+        ("/list", "answered without a usable access_token"),
+        ("/endless", "answered more than 65536 bytes"),
+    ],
+)
+async def test_a_token_answer_that_is_not_a_token_is_unknown(
+    token_server: str, path: str, said: str
+) -> None:
     result = await run_check("mcp_endpoint", _oauth(token_server + path), timeout=10)
     assert result.status == "unknown"
     assert result.reason.endswith(said), result.reason

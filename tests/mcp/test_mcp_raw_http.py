@@ -13,17 +13,27 @@ from tests.support import run_check
 OK_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 RESPONSES = {
     "not-http": (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "malformed HTTP response: not an HTTP/1.x"),
-    "huge-head": ((OK_HEAD + "X-Pad: " + "a" * 100_000 + "\r\n\r\n").encode(),
-                  "malformed HTTP response: response head longer than"),
-    "bad-chunk": ((OK_HEAD + "Transfer-Encoding: chunked\r\n\r\nzz\r\n").encode(),
-                  "malformed HTTP response: bad chunk size line"),
-    "bad-length": ((OK_HEAD + "Content-Length: ten\r\n\r\n").encode(),
-                   "malformed HTTP response: Content-Length 'ten' is not a number"),
-    "short-body": ((OK_HEAD + "Content-Length: 500\r\n\r\n{\"jsonrpc\":").encode(),
-                   "connection closed mid-response"),
+    "huge-head": (
+        (OK_HEAD + "X-Pad: " + "a" * 100_000 + "\r\n\r\n").encode(),
+        "malformed HTTP response: response head longer than",
+    ),
+    "bad-chunk": (
+        (OK_HEAD + "Transfer-Encoding: chunked\r\n\r\nzz\r\n").encode(),
+        "malformed HTTP response: bad chunk size line",
+    ),
+    "bad-length": (
+        (OK_HEAD + "Content-Length: ten\r\n\r\n").encode(),
+        "malformed HTTP response: Content-Length 'ten' is not a number",
+    ),
+    "short-body": (
+        (OK_HEAD + 'Content-Length: 500\r\n\r\n{"jsonrpc":').encode(),
+        "connection closed mid-response",
+    ),
     "closed": (b"", "server closed the connection before responding"),
-    "nested-json": ((OK_HEAD + "Content-Length: 200000\r\n\r\n").encode() + b"[" * 200_000,
-                    "not MCP: the response body is JSON nested too deeply"),
+    "nested-json": (
+        (OK_HEAD + "Content-Length: 200000\r\n\r\n").encode() + b"[" * 200_000,
+        "not MCP: the response body is JSON nested too deeply",
+    ),
 }
 
 
@@ -65,7 +75,10 @@ def raw_servers() -> Iterator[dict[str, int]]:
 @pytest.mark.parametrize("case", list(RESPONSES))
 async def test_garbage_is_down_with_a_reason(raw_servers: dict[str, int], case: str) -> None:
     url = f"http://127.0.0.1:{raw_servers[case]}/mcp"
-    result = await run_check("mcp_endpoint", {"url": url, "transport": "streamable_http",
-                                              "request_timeout": 3}, timeout=5)
+    result = await run_check(
+        "mcp_endpoint",
+        {"url": url, "transport": "streamable_http", "request_timeout": 3},
+        timeout=5,
+    )
     assert result.status == "down"
     assert RESPONSES[case][1] in result.reason, result.reason

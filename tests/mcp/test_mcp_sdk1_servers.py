@@ -21,10 +21,15 @@ def sdk1_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
 
 
 async def test_sdk1_server_is_up(sdk1_server: ServerProcess) -> None:
-    results = await run_check_series("mcp_endpoint", {
-        "url": sdk1_server.url, "required_tools": ["echo", "add"],
-        "call": {"name": "add", "arguments": {"a": 1, "b": 2}, "expect_contains": "3"},
-    }, runs=2)
+    results = await run_check_series(
+        "mcp_endpoint",
+        {
+            "url": sdk1_server.url,
+            "required_tools": ["echo", "add"],
+            "call": {"name": "add", "arguments": {"a": 1, "b": 2}, "expect_contains": "3"},
+        },
+        runs=2,
+    )
     for result in results:
         assert result.status == "up", result.reason
         details = dict(result.details or {})

@@ -11,12 +11,17 @@ def test_crlf_event_without_id() -> None:
 
 
 def test_lf_priming_event_ids_and_notification_first() -> None:
-    body = (b"id: 0\ndata: \n\n"
-            b"event: message\nid: 1\ndata: {\"method\":\"notifications/message\"}\n\n"
-            b"event: message\nid: 2\ndata: {\"id\":7}\n\n")
+    body = (
+        b"id: 0\ndata: \n\n"
+        b'event: message\nid: 1\ndata: {"method":"notifications/message"}\n\n'
+        b'event: message\nid: 2\ndata: {"id":7}\n\n'
+    )
     events = SseParser().feed(body)
     assert [(e.data, e.id) for e in events] == [
-        ("", "0"), ('{"method":"notifications/message"}', "1"), ('{"id":7}', "2")]
+        ("", "0"),
+        ('{"method":"notifications/message"}', "1"),
+        ('{"id":7}', "2"),
+    ]
 
 
 def test_crlf_split_across_chunks_and_byte_by_byte() -> None:
@@ -25,7 +30,7 @@ def test_crlf_split_across_chunks_and_byte_by_byte() -> None:
         parser = SseParser()
         events = []
         for i in range(0, len(body), size):
-            events += parser.feed(body[i:i + size])
+            events += parser.feed(body[i : i + size])
         assert [e.data for e in events] == ["line one\nline two", "é"], size
 
 

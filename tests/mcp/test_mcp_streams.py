@@ -29,11 +29,19 @@ async def test_streams_ended_early_are_resumed(lab: ServerProcess) -> None:
     # Each response stream of /resume ends twice (after an id and retry: 100 ms) before the
     # response; the lab refuses a GET without the session id, the protocol version, the
     # right Last-Event-ID, or sooner than the retry delay.
-    result = await run_check("mcp_endpoint", {
-        "url": lab.base + "/resume", "degraded_latency": 8,
-        "call": {"name": "add", "arguments": {"a": 1, "b": 2},
-                 "expect_json_path": "structuredContent.sum", "expect_value": 3},
-    })
+    result = await run_check(
+        "mcp_endpoint",
+        {
+            "url": lab.base + "/resume",
+            "degraded_latency": 8,
+            "call": {
+                "name": "add",
+                "arguments": {"a": 1, "b": 2},
+                "expect_json_path": "structuredContent.sum",
+                "expect_value": 3,
+            },
+        },
+    )
     assert result.status == "up", result.reason
     # initialize, tools/list and tools/call: two resumptions each.
     assert _details(result)["sse_resumptions"] == 6
@@ -59,20 +67,26 @@ async def test_server_pings_on_a_legacy_stream_are_answered(lab: ServerProcess) 
 async def test_sdk_server_closing_the_stream_is_resumed(sdk_resumable: ServerProcess) -> None:
     # The official SDK with an event store: the poll tool closes its stream (ctx.
     # close_sse_stream()) and answers 0.3 s later; the answer arrives on the resumed GET.
-    result = await run_check("mcp_endpoint", {
-        "url": sdk_resumable.url, "degraded_latency": 8,
-        "call": {"name": "poll", "expect_contains": "polled"},
-    })
+    result = await run_check(
+        "mcp_endpoint",
+        {
+            "url": sdk_resumable.url,
+            "degraded_latency": 8,
+            "call": {"name": "poll", "expect_contains": "polled"},
+        },
+    )
     assert result.status == "up", result.reason
     assert _details(result)["sse_resumptions"] >= 1
 
 
-async def test_sdk_server_pinging_the_client_gets_its_answer(sdk_resumable: ServerProcess
-                                                             ) -> None:
-    result = await run_check("mcp_endpoint", {
-        "url": sdk_resumable.url, "call": {"name": "ping_client",
-                                           "expect_contains": "pong received"},
-    })
+async def test_sdk_server_pinging_the_client_gets_its_answer(sdk_resumable: ServerProcess) -> None:
+    result = await run_check(
+        "mcp_endpoint",
+        {
+            "url": sdk_resumable.url,
+            "call": {"name": "ping_client", "expect_contains": "pong received"},
+        },
+    )
     assert result.status == "up", result.reason
 
 
@@ -92,15 +106,23 @@ async def test_same_origin_307_is_followed_for_the_whole_run(lab: ServerProcess)
 async def test_other_redirects_are_reported_not_followed(lab: ServerProcess) -> None:
     port = lab.port
     before = _stats(lab).get("POST /json", 0)
-    foreign = await run_check("mcp_endpoint", {"url": lab.base + "/redir-foreign",
-                                               "headers": {"Authorization": "Bearer abcdefgh"}})
+    foreign = await run_check(
+        "mcp_endpoint",
+        {"url": lab.base + "/redir-foreign", "headers": {"Authorization": "Bearer abcdefgh"}},
+    )
     assert foreign.status == "down"
-    assert foreign.reason == (f"initialize: HTTP 307 redirect to http://localhost:{port}/json "
-                              "(redirects are not followed)")
+    assert foreign.reason == (
+        f"initialize: HTTP 307 redirect to http://localhost:{port}/json "
+        "(redirects are not followed)"
+    )
     moved = await run_check("mcp_endpoint", {"url": lab.base + "/redir301"})
     assert (moved.status, moved.reason) == (
-        "down", "initialize: HTTP 301 redirect to /json (redirects are not followed)")
+        "down",
+        "initialize: HTTP 301 redirect to /json (redirects are not followed)",
+    )
     assert _stats(lab).get("POST /json", 0) == before  # neither was followed
     loop = await run_check("mcp_endpoint", {"url": lab.base + "/redir-loop/0"})
     assert (loop.status, loop.reason) == (
-        "down", "initialize: HTTP 307 redirect to /redir-loop/4 (stopped after 3 redirects)")
+        "down",
+        "initialize: HTTP 307 redirect to /redir-loop/4 (stopped after 3 redirects)",
+    )

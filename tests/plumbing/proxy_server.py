@@ -33,8 +33,9 @@ def _loopback(host: str) -> bool:
 
 
 class LocalProxy:
-    def __init__(self, *, credentials: tuple[str, str] | None = None,
-                 refuse: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, credentials: tuple[str, str] | None = None, refuse: tuple[str, ...] = ()
+    ) -> None:
         self.credentials = credentials
         self.refuse = set(refuse)
         self.seen: list[Seen] = []
@@ -64,7 +65,8 @@ class LocalProxy:
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._client, "127.0.0.1", 0))
+            asyncio.start_server(self._client, "127.0.0.1", 0)
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
@@ -91,16 +93,18 @@ class LocalProxy:
         authorization = headers.get("proxy-authorization")
         self.seen.append(Seen(method, target, authorization))
         if self.credentials is not None:
-            expected = "Basic " + base64.b64encode(
-                ":".join(self.credentials).encode()).decode()
+            expected = "Basic " + base64.b64encode(":".join(self.credentials).encode()).decode()
             if authorization != expected:
-                await self._answer(writer, "407 Proxy Authentication Required",
-                                   'Proxy-Authenticate: Basic realm="test"\r\n')
+                await self._answer(
+                    writer,
+                    "407 Proxy Authentication Required",
+                    'Proxy-Authenticate: Basic realm="test"\r\n',
+                )
                 return
         if method == "CONNECT":
             authority = target
         elif target.startswith("http://"):
-            authority, _, path = target[len("http://"):].partition("/")
+            authority, _, path = target[len("http://") :].partition("/")
             if ":" not in authority.rpartition("]")[2]:
                 authority += ":80"
             target = "/" + path
@@ -119,10 +123,18 @@ class LocalProxy:
         if method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
-            forwarded = [f"{method} {target} HTTP/1.1"] + [
-                line for line in lines[1:] if line and not line.lower().startswith(
-                    ("proxy-authorization:", "proxy-connection:", "connection:"))
-            ] + ["Connection: close", "", ""]
+            forwarded = (
+                [f"{method} {target} HTTP/1.1"]
+                + [
+                    line
+                    for line in lines[1:]
+                    if line
+                    and not line.lower().startswith(
+                        ("proxy-authorization:", "proxy-connection:", "connection:")
+                    )
+                ]
+                + ["Connection: close", "", ""]
+            )
             up_writer.write("\r\n".join(forwarded).encode("latin-1"))
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
@@ -140,8 +152,9 @@ class LocalProxy:
 
     @staticmethod
     async def _answer(writer: asyncio.StreamWriter, status: str, extra: str = "") -> None:
-        writer.write(f"HTTP/1.1 {status}\r\n{extra}Content-Length: 0\r\n"
-                     "Connection: close\r\n\r\n".encode())
+        writer.write(
+            f"HTTP/1.1 {status}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n".encode()
+        )
         with contextlib.suppress(ConnectionError):
             await writer.drain()
         writer.close()

@@ -46,8 +46,9 @@ class _Handler(BaseHTTPRequestHandler):
         if custom is not None:
             custom(self, seen)
             return
-        body = json.dumps({"ok": True, "path": self.path,
-                           "host": self.headers.get("Host")}).encode()
+        body = json.dumps(
+            {"ok": True, "path": self.path, "host": self.headers.get("Host")}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -87,8 +88,7 @@ class HttpServer:
         def finish_request(self, request: Any, client_address: Any) -> None:
             tls = self.owner.tls
             if tls is not None:
-                request = tls.wrap_socket(request, server_side=True,
-                                          do_handshake_on_connect=False)
+                request = tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
                 try:
                     request.do_handshake()
                 except (ssl.SSLError, OSError):
@@ -100,10 +100,14 @@ class HttpServer:
     class Server6(Server):
         address_family = socket.AF_INET6
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
-                 tls: ssl.SSLContext | None = None,
-                 respond: Callable[[BaseHTTPRequestHandler, Request], None] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        tls: ssl.SSLContext | None = None,
+        respond: Callable[[BaseHTTPRequestHandler, Request], None] | None = None,
+    ) -> None:
         self.tls = tls
         self.respond = respond
         self.requests: list[Request] = []
@@ -139,8 +143,11 @@ class Authority:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "alivemcp test CA")])
         now = datetime.datetime.now(datetime.UTC)
         self.cert = (
-            x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=2))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -149,15 +156,17 @@ class Authority:
         self.ca_file = directory / "ca.pem"
         self.ca_file.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, name: str, *, hosts: tuple[str, ...] = (), client: bool = False
-              ) -> tuple[Path, Path]:
+    def issue(
+        self, name: str, *, hosts: tuple[str, ...] = (), client: bool = False
+    ) -> tuple[Path, Path]:
         """A certificate (server for ``hosts``, or client) and its key: (cert_file, key_file)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(self.cert.subject).public_key(key.public_key())
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
@@ -170,20 +179,31 @@ class Authority:
                 except ValueError:
                     sans.append(x509.DNSName(host))
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else \
-            x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+        usage = (
+            x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+            if client
+            else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+        )
         builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         cert_file = self.directory / f"{name}.crt"
         key_file = self.directory / f"{name}.key"
         cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_file.write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
         return cert_file, key_file
 
-    def server_context(self, *, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
-                       require_client_cert: bool = False) -> ssl.SSLContext:
+    def server_context(
+        self,
+        *,
+        hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+        require_client_cert: bool = False,
+    ) -> ssl.SSLContext:
         cert_file, key_file = self.issue("server", hosts=hosts)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)

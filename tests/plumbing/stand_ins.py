@@ -16,15 +16,17 @@ class Lookups:
     real ``getaddrinfo`` with a numeric host: no DNS), names in ``hung`` block until
     :meth:`release`, others are NXDOMAIN. Every call is recorded in :attr:`calls`."""
 
-    def __init__(self, answers: dict[str, list[str]] | None = None,
-                 hung: set[str] | None = None) -> None:
+    def __init__(
+        self, answers: dict[str, list[str]] | None = None, hung: set[str] | None = None
+    ) -> None:
         self.answers = answers or {}
         self.hung = hung or set()
         self.calls: list[str] = []
         self.released = threading.Event()
 
-    def __call__(self, host: str, port: Any, family: int = 0, type: int = 0,
-                 proto: int = 0, flags: int = 0) -> list[Any]:
+    def __call__(
+        self, host: str, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
+    ) -> list[Any]:
         self.calls.append(host)
         if host in self.hung:
             self.released.wait(60)
@@ -32,8 +34,7 @@ class Lookups:
         if host in self.answers:
             infos: list[Any] = []
             for ip in self.answers[host]:
-                infos += socket.getaddrinfo(ip, port, type=type,
-                                            flags=socket.AI_NUMERICHOST)
+                infos += socket.getaddrinfo(ip, port, type=type, flags=socket.AI_NUMERICHOST)
             return infos
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 

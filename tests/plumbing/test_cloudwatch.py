@@ -53,11 +53,15 @@ def aws_limits(monkeypatch: pytest.MonkeyPatch) -> Iterator[CloudWatchLimits]:
         queries = params.get("MetricDataQueries", [])
         limits.calls.append(len(queries))
         if len(queries) > 500:
-            raise ValidationError("The collection MetricDataQueries must not have a size "
-                                  "greater than 500.")
+            raise ValidationError(
+                "The collection MetricDataQueries must not have a size greater than 500."
+            )
         rows: list[dict[str, Any]] = original(self).result["MetricDataResults"]  # type: ignore[index]
-        points = [(row, ts, value) for row in rows
-                  for ts, value in zip(row["timestamps"], row["values"], strict=True)]
+        points = [
+            (row, ts, value)
+            for row in rows
+            for ts, value in zip(row["timestamps"], row["values"], strict=True)
+        ]
         offset = int(params.get("NextToken") or 0)
         page = points[offset : offset + limits.page_datapoints]
         shown: dict[str, dict[str, Any]] = {}
@@ -80,9 +84,14 @@ def put_series(moto: MotoServer, count: int, end: int, *, full: tuple[int, ...])
     before ``end``, and those in ``full`` two and three minutes before too; each valued
     ``i * 1000 + minutes``."""
     data = [
-        {"MetricName": f"m{i}", "Dimensions": [{"Name": "Series", "Value": str(i)}],
-         "Timestamp": datetime.fromtimestamp(end - ago * 60, UTC), "Value": i * 1000.0 + ago}
-        for i in range(count) for ago in ((1, 2, 3) if i in full else (1,))
+        {
+            "MetricName": f"m{i}",
+            "Dimensions": [{"Name": "Series", "Value": str(i)}],
+            "Timestamp": datetime.fromtimestamp(end - ago * 60, UTC),
+            "Value": i * 1000.0 + ago,
+        }
+        for i in range(count)
+        for ago in ((1, 2, 3) if i in full else (1,))
     ]
     cloudwatch = boto3.client("cloudwatch", **moto.boto3_kwargs())
     for first in range(0, len(data), 1000):
@@ -90,18 +99,21 @@ def put_series(moto: MotoServer, count: int, end: int, *, full: tuple[int, ...])
 
 
 async def test_reads_501_series_in_two_calls_and_follows_every_page(
-        moto: MotoServer, aws_limits: CloudWatchLimits) -> None:
+    moto: MotoServer, aws_limits: CloudWatchLimits
+) -> None:
     window = aligned_window(60, 5)
     end = int(window.end.timestamp())
     full = (0, 250, 499, 500)
     put_series(moto, 501, end, full=full)
-    queries = [MetricQuery(f"s{i}", NAMESPACE, f"m{i}", {"Series": str(i)}, "Sum")
-               for i in range(501)]
+    queries = [
+        MetricQuery(f"s{i}", NAMESPACE, f"m{i}", {"Series": str(i)}, "Sum") for i in range(501)
+    ]
     queries.append(MetricQuery("silent", NAMESPACE, "m0", {"Series": "nobody"}, "Sum"))
     plumbing = Plumbing()
     try:
-        client = await plumbing.aws.client("cloudwatch", AwsSettings.model_validate(
-            moto.aws_params(read_timeout=60)))
+        client = await plumbing.aws.client(
+            "cloudwatch", AwsSettings.model_validate(moto.aws_params(read_timeout=60))
+        )
         found = await read_metrics(client, queries, window.start, window.end, window.period)
     finally:
         await plumbing.aclose()
@@ -112,8 +124,9 @@ async def test_reads_501_series_in_two_calls_and_follows_every_page(
     for i in full:
         # oldest first, each minute's datapoint at its period's start
         assert found[f"s{i}"] == [(float(end - ago * 60), i * 1000.0 + ago) for ago in (3, 2, 1)]
-    assert all(found[f"s{i}"] == [(float(end - 60), i * 1000.0 + 1)]
-               for i in range(501) if i not in full)
+    assert all(
+        found[f"s{i}"] == [(float(end - 60), i * 1000.0 + 1)] for i in range(501) if i not in full
+    )
 
 
 async def test_a_key_used_twice_is_refused() -> None:
@@ -127,8 +140,11 @@ def test_aligned_window_ends_on_the_last_whole_standard_period() -> None:
     assert window.period == 60
     assert window.end == datetime.fromtimestamp(1_000_020, UTC)
     assert window.start == datetime.fromtimestamp(1_000_020 - 300, UTC)
-    assert window.as_json() == {"start": window.start.isoformat(),
-                                "end": window.end.isoformat(), "period_seconds": 60}
+    assert window.as_json() == {
+        "start": window.start.isoformat(),
+        "end": window.end.isoformat(),
+        "period_seconds": 60,
+    }
     current = aligned_window(300, 2, now=1_000_030.5, current=True)
     assert current.end == datetime.fromtimestamp(1_000_200, UTC)  # the period in progress
     assert current.start == datetime.fromtimestamp(1_000_200 - 600, UTC)

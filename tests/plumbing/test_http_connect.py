@@ -104,7 +104,8 @@ async def _get_failing(clients: HttpClients, url: str, timeout: float) -> tuple[
 
 @pytest.mark.parametrize("hole", ["127.0.0.2", "::1"])
 def test_a_hanging_first_address_costs_only_the_attempt_delay(
-        run: Run, lookups: Lookups, hole: str) -> None:
+    run: Run, lookups: Lookups, hole: str
+) -> None:
     with HttpServer("127.0.0.1") as server, blackhole(hole, server.port):
         lookups.answers = {"he.example.test": [hole, "127.0.0.1"]}
         clients = HttpClients(resolver=Resolver(getaddrinfo=lookups), environ={})
@@ -117,13 +118,16 @@ def test_a_hanging_first_address_costs_only_the_attempt_delay(
 
 
 def test_all_addresses_hanging_is_a_timeout_with_nothing_left_open(
-        run: Run, lookups: Lookups) -> None:
-    with HttpServer("127.0.0.1") as server, blackhole("127.0.0.2", server.port), \
-            blackhole("127.0.0.3", server.port):
+    run: Run, lookups: Lookups
+) -> None:
+    with (
+        HttpServer("127.0.0.1") as server,
+        blackhole("127.0.0.2", server.port),
+        blackhole("127.0.0.3", server.port),
+    ):
         lookups.answers = {"he.example.test": ["127.0.0.2", "127.0.0.3"]}
         clients = HttpClients(resolver=Resolver(getaddrinfo=lookups), environ={})
-        failure, leaked = run(_get_failing(clients, server.url(host="he.example.test"),
-                                           timeout=1))
+        failure, leaked = run(_get_failing(clients, server.url(host="he.example.test"), timeout=1))
         assert failure == "RequestTimeout: no complete response before the deadline"
         assert leaked == 0
 
@@ -135,10 +139,14 @@ def test_every_address_refusing_is_one_connect_error(run: Run, lookups: Lookups)
         lookups.answers = {"he.example.test": ["127.0.0.1", "127.0.0.1"]}
         clients = HttpClients(resolver=Resolver(getaddrinfo=lookups), environ={})
         assert run(_get_failing(clients, f"http://he.example.test:{port}/", timeout=5)) == (
-            f"ConnectError: cannot connect to he.example.test:{port}: Connection refused", 0)
+            f"ConnectError: cannot connect to he.example.test:{port}: Connection refused",
+            0,
+        )
         assert run(_get_failing(clients, f"http://localhost:{port}/", timeout=5)) == (
             f"ConnectError: cannot connect to localhost:{port}: Connection refused "
-            "(2 addresses tried)", 0)
+            "(2 addresses tried)",
+            0,
+        )
 
 
 def test_a_refused_first_address_falls_through(run: Run, lookups: Lookups) -> None:

@@ -26,10 +26,17 @@ async def _get(clients: HttpClients, url: str, timeout: float = 5.0) -> tuple[in
 def test_ip_literals_and_localhost_never_reach_the_resolver(run: Run, lookups: Lookups) -> None:
     clients = HttpClients(resolver=Resolver(getaddrinfo=lookups), environ={})
     with HttpServer("127.0.0.1") as v4, HttpServer("::1") as v6:
+
         async def main() -> list[int]:
-            return [(await _get(clients, url))[0] for url in (
-                v4.url("/a"), v4.url("/b", host="localhost"), v4.url("/c", host="app.localhost"),
-                v6.url("/d"))]
+            return [
+                (await _get(clients, url))[0]
+                for url in (
+                    v4.url("/a"),
+                    v4.url("/b", host="localhost"),
+                    v4.url("/c", host="app.localhost"),
+                    v6.url("/d"),
+                )
+            ]
 
         assert run(main()) == [200, 200, 200, 200]
         assert [r.target for r in v4.requests] == ["/a", "/b", "/c"]
@@ -44,15 +51,19 @@ def test_hung_lookups_do_not_starve_healthy_checks(run: Run, lookups: Lookups) -
     hung = {f"hung{i}.example.test" for i in range(6)}
     lookups.hung = hung
     lookups.answers = {"healthy.example.test": ["127.0.0.1"]}
-    resolver = Resolver(getaddrinfo=lookups, timeout=2.0,
-                        threads=LookupThreads(size=2, stuck_after=0.2))
+    resolver = Resolver(
+        getaddrinfo=lookups, timeout=2.0, threads=LookupThreads(size=2, stuck_after=0.2)
+    )
     clients = HttpClients(resolver=resolver, environ={})
     with HttpServer("127.0.0.1") as server:
+
         async def main() -> tuple[list[BaseException | tuple[int, bytes]], list[int], float]:
             loop = asyncio.get_running_loop()
             started = loop.time()
-            doomed = [asyncio.create_task(_get(clients, server.url(host=name), timeout=5))
-                      for name in sorted(hung)]
+            doomed = [
+                asyncio.create_task(_get(clients, server.url(host=name), timeout=5))
+                for name in sorted(hung)
+            ]
             await asyncio.sleep(0.3)  # every hung lookup is in flight, the threads are busy
             healthy = []
             for host in ("127.0.0.1", "localhost", "healthy.example.test"):
@@ -78,8 +89,9 @@ def test_one_hung_name_holds_one_thread(run: Run, lookups: Lookups) -> None:
 
     async def main() -> list[BaseException | tuple[int, bytes]]:
         url = "http://stuck.example.test:8080/mcp"
-        first = await asyncio.gather(*(_get(clients, url) for _ in range(5)),
-                                     return_exceptions=True)
+        first = await asyncio.gather(
+            *(_get(clients, url) for _ in range(5)), return_exceptions=True
+        )
         second = await asyncio.gather(_get(clients, url), return_exceptions=True)
         return [*first, *second]
 
@@ -92,14 +104,16 @@ def test_one_hung_name_holds_one_thread(run: Run, lookups: Lookups) -> None:
 def test_lookup_threads_are_capped(lookups: Lookups) -> None:
     """Stuck lookups get extra threads, but never more than the hard cap."""
     lookups.hung = {f"h{i}.example.test" for i in range(10)}
-    resolver = Resolver(getaddrinfo=lookups, timeout=0.3,
-                        threads=LookupThreads(size=2, most=4, stuck_after=0.05))
+    resolver = Resolver(
+        getaddrinfo=lookups, timeout=0.3, threads=LookupThreads(size=2, most=4, stuck_after=0.05)
+    )
 
     async def main() -> list[BaseException | tuple[int, bytes]]:
         clients = HttpClients(resolver=resolver, environ={})
         return await asyncio.gather(
             *(_get(clients, f"http://{name}/") for name in sorted(lookups.hung)),
-            return_exceptions=True)
+            return_exceptions=True,
+        )
 
     with asyncio.Runner() as runner:
         results = runner.run(main())
@@ -130,15 +144,21 @@ def test_a_failed_lookup_names_the_host(run: Run, lookups: Lookups) -> None:
     clients = HttpClients(resolver=Resolver(getaddrinfo=lookups), environ={})
     with pytest.raises(DnsError) as caught:
         run(_get(clients, "http://nowhere.example.test/mcp"))
-    assert str(caught.value) == ("DNS lookup for nowhere.example.test failed: "
-                                 "Name or service not known")
+    assert str(caught.value) == (
+        "DNS lookup for nowhere.example.test failed: Name or service not known"
+    )
 
 
 def test_the_real_resolver_answers_names(run: Run) -> None:
     """Through the system's getaddrinfo (a name from /etc/hosts, no network)."""
     with open("/etc/hosts") as hosts:
-        names = [field for line in hosts if line.startswith("127.")
-                 for field in line.split()[1:] if field != "localhost" and "." not in field]
+        names = [
+            field
+            for line in hosts
+            if line.startswith("127.")
+            for field in line.split()[1:]
+            if field != "localhost" and "." not in field
+        ]
     assert names, "/etc/hosts names no loopback host besides localhost"
     clients = HttpClients(environ={})
     with HttpServer("127.0.0.1") as server:

@@ -100,8 +100,15 @@ def silent() -> Iterator[str]:
 
 def test_fetch_returns_status_headers_and_the_whole_body(run: Run, server: str) -> None:
     clients = HttpClients(environ={})
-    fetched = run(clients.fetch("POST", server + "/form", timeout=5, body=b"a=1&b=2",
-                                headers={"Content-Type": "application/x-www-form-urlencoded"}))
+    fetched = run(
+        clients.fetch(
+            "POST",
+            server + "/form",
+            timeout=5,
+            body=b"a=1&b=2",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+    )
     assert (fetched.status, fetched.body) == (201, b'{"echo": 7}')
     assert fetched.headers["x-answer"] == "yes"
     assert fetched.seconds > 0 and fetched.timings.connect_seconds is not None
@@ -133,19 +140,25 @@ def test_a_silent_server_is_a_timeout(run: Run, silent: str) -> None:
 
 def test_an_endless_body_stops_at_the_cap(run: Run, server: str) -> None:
     with pytest.raises(BodyTooLarge) as caught:
-        run(HttpClients(environ={}).fetch("GET", server + "/endless", timeout=10,
-                                          max_body_bytes=64 * 1024))
+        run(
+            HttpClients(environ={}).fetch(
+                "GET", server + "/endless", timeout=10, max_body_bytes=64 * 1024
+            )
+        )
     assert caught.value.kind is ErrorKind.PROTOCOL
     assert str(caught.value) == "response body larger than 65536 bytes"
 
 
-@pytest.mark.parametrize(("path", "error", "kind"), [
-    ("/garbage", ProtocolError, ErrorKind.PROTOCOL),
-    ("/hangup", ConnectionClosed, ErrorKind.CONNECT),
-])
-def test_answers_that_are_not_http_have_their_kind(run: Run, server: str, path: str,
-                                                   error: type[ProbeError],
-                                                   kind: ErrorKind) -> None:
+@pytest.mark.parametrize(
+    ("path", "error", "kind"),
+    [
+        ("/garbage", ProtocolError, ErrorKind.PROTOCOL),
+        ("/hangup", ConnectionClosed, ErrorKind.CONNECT),
+    ],
+)
+def test_answers_that_are_not_http_have_their_kind(
+    run: Run, server: str, path: str, error: type[ProbeError], kind: ErrorKind
+) -> None:
     with pytest.raises(error) as caught:
         run(HttpClients(environ={}).fetch("GET", server + path, timeout=5))
     assert caught.value.kind is kind

@@ -51,26 +51,39 @@ def silent_resolv_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 
 def in_namespace(conf: Path, argv: list[str]) -> list[str]:
     """``argv`` in a private mount namespace where ``conf`` is /etc/resolv.conf."""
-    return ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"',
-            str(conf), *argv]
+    return [
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        'mount --bind "$0" /etc/resolv.conf && exec "$@"',
+        str(conf),
+        *argv,
+    ]
 
 
-def test_client_on_uvloop_needs_no_resolver_for_ip_or_localhost(
-        silent_resolv_conf: Path) -> None:
+def test_client_on_uvloop_needs_no_resolver_for_ip_or_localhost(silent_resolv_conf: Path) -> None:
     """The loop's own resolver threads are all stuck (four hung lookups by other code):
     an IP literal and localhost still connect at once; a hung name is a DNS timeout."""
     with HttpServer("127.0.0.1") as server:
         proc = subprocess.run(
-            in_namespace(silent_resolv_conf, [sys.executable, str(HERE / "hung_dns_client.py"),
-                                              str(server.port)]),
-            capture_output=True, text=True, timeout=60, cwd=support.REPO,
-            env={**CLEAN_ENV, "PYTHONPATH": str(support.REPO)})
+            in_namespace(
+                silent_resolv_conf,
+                [sys.executable, str(HERE / "hung_dns_client.py"), str(server.port)],
+            ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=support.REPO,
+            env={**CLEAN_ENV, "PYTHONPATH": str(support.REPO)},
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert results["127.0.0.1"][0] == 200, results
     assert results["localhost"][0] == 200, results
     assert results["hung0.hung.test"][0] == (
-        "DnsError: DNS lookup for hung0.hung.test timed out after 3s"), results
+        "DnsError: DNS lookup for hung0.hung.test timed out after 3s"
+    ), results
 
 
 def _runs(d: support.DaemonProcess) -> dict[str, dict[str, float]]:
@@ -81,34 +94,54 @@ def _runs(d: support.DaemonProcess) -> dict[str, dict[str, float]]:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "alivemcp_check_runs_total":
-                runs.setdefault(sample.labels["check"], {})[sample.labels["result"]] = \
-                    sample.value
+                runs.setdefault(sample.labels["check"], {})[sample.labels["result"]] = sample.value
     return runs
 
 
 def test_daemon_keeps_healthy_checks_up_while_four_resolvers_hang(
-        silent_resolv_conf: Path, lab: ServerProcess, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    silent_resolv_conf: Path, lab: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = lab.base
     port = base.rsplit(":", 1)[1]
     checks: list[dict[str, Any]] = [
-        {"name": f"hung{i}", "probe": "mcp_endpoint", "interval": 2, "timeout": 2,
-         "params": {"url": f"http://hung{i}.hung.test:{port}/json"}} for i in range(4)
+        {
+            "name": f"hung{i}",
+            "probe": "mcp_endpoint",
+            "interval": 2,
+            "timeout": 2,
+            "params": {"url": f"http://hung{i}.hung.test:{port}/json"},
+        }
+        for i in range(4)
     ] + [
-        {"name": "ip", "probe": "mcp_endpoint", "interval": 2, "timeout": 2,
-         "params": {"url": f"http://127.0.0.1:{port}/json"}},
-        {"name": "localhost", "probe": "mcp_endpoint", "interval": 2, "timeout": 2,
-         "params": {"url": f"http://localhost:{port}/json"}},
+        {
+            "name": "ip",
+            "probe": "mcp_endpoint",
+            "interval": 2,
+            "timeout": 2,
+            "params": {"url": f"http://127.0.0.1:{port}/json"},
+        },
+        {
+            "name": "localhost",
+            "probe": "mcp_endpoint",
+            "interval": 2,
+            "timeout": 2,
+            "params": {"url": f"http://localhost:{port}/json"},
+        },
     ]
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"), "checks": checks}))
-    monkeypatch.setattr(support, "ALIVEMCP", in_namespace(
-        silent_resolv_conf, [sys.executable, "-m", "alivemcp"]))
+    monkeypatch.setattr(
+        support, "ALIVEMCP", in_namespace(silent_resolv_conf, [sys.executable, "-m", "alivemcp"])
+    )
     with support.DaemonProcess(config, env={"NO_PROXY": "*"}) as d:
         # Long enough for the hung lookups to pile up: each one takes 30 s.
-        d.wait_for(lambda: all(sum(_runs(d).get(name, {}).values()) >= 6
-                               for name in ("ip", "localhost", "hung0")),
-                   timeout=60, what="6 runs of each check")
+        d.wait_for(
+            lambda: all(
+                sum(_runs(d).get(name, {}).values()) >= 6 for name in ("ip", "localhost", "hung0")
+            ),
+            timeout=60,
+            what="6 runs of each check",
+        )
         time.sleep(0.5)
         runs = _runs(d)
         hung = d.status_of("hung0")

@@ -27,8 +27,10 @@ from alivemcp.plumbing.http import HttpClients
 from probes.mcp.sse import SseParser
 from tests.plumbing.stand_ins import Run
 
-EVENT = (b'data: {"jsonrpc":"2.0","method":"notifications/progress",'
-         b'"params":{"progressToken":1,"progress":%d}}\n\n')
+EVENT = (
+    b'data: {"jsonrpc":"2.0","method":"notifications/progress",'
+    b'"params":{"progressToken":1,"progress":%d}}\n\n'
+)
 FLOOD_BYTES = 8 * 1024 * 1024
 #: A loop busy longer than this (CPU seconds) between two ticks fails the test.
 MAX_STALL = 0.03
@@ -64,7 +66,7 @@ def flood_server() -> Iterator[int]:
                 if path == b"/chunked":
                     conn.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n")
                     for start in range(0, len(BODY), 4096):  # many small chunks
-                        piece = BODY[start:start + 4096]
+                        piece = BODY[start : start + 4096]
                         conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
                     conn.sendall(b"0\r\n\r\n")
                 elif path == b"/length":
@@ -151,7 +153,8 @@ async def _read_flood(url: str) -> tuple[int, float]:
 
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
 def test_a_flooding_stream_does_not_stall_the_loop(
-        run: Run, flood_server: int, framing: str) -> None:
+    run: Run, flood_server: int, framing: str
+) -> None:
     parsed, worst = run(_read_flood(f"http://127.0.0.1:{flood_server}/{framing}"))
     assert parsed == EVENTS
     assert worst < MAX_STALL, f"the loop was busy {worst * 1000:.0f} ms between two ticks"

@@ -44,31 +44,61 @@ async def _get(clients: HttpClients, url: str, **tls: Any) -> int:
 
 
 def test_a_server_requiring_a_client_certificate(
-        run: Run, authority: Authority, mtls_server: HttpServer) -> None:
+    run: Run, authority: Authority, mtls_server: HttpServer
+) -> None:
     cert_file, key_file = authority.issue("probe-client", client=True)
     clients = HttpClients(environ={})
     ca = str(authority.ca_file)
     with pytest.raises(TlsError) as caught:
         run(_get(clients, mtls_server.url(), ca_file=ca))
     assert "certificate" in str(caught.value).lower(), caught.value
-    assert run(_get(clients, mtls_server.url(), ca_file=ca, cert_file=str(cert_file),
-                    key_file=str(key_file))) == 200
-    assert run(_get(clients, mtls_server.url(host="localhost"), ca_file=ca,
-                    cert_file=str(cert_file), key_file=str(key_file))) == 200
+    assert (
+        run(
+            _get(
+                clients,
+                mtls_server.url(),
+                ca_file=ca,
+                cert_file=str(cert_file),
+                key_file=str(key_file),
+            )
+        )
+        == 200
+    )
+    assert (
+        run(
+            _get(
+                clients,
+                mtls_server.url(host="localhost"),
+                ca_file=ca,
+                cert_file=str(cert_file),
+                key_file=str(key_file),
+            )
+        )
+        == 200
+    )
 
 
 def test_a_certificate_from_another_authority_is_rejected(
-        run: Run, authority: Authority, mtls_server: HttpServer, tmp_path: Path) -> None:
+    run: Run, authority: Authority, mtls_server: HttpServer, tmp_path: Path
+) -> None:
     stranger = Authority(tmp_path)
     cert_file, key_file = stranger.issue("stranger", client=True)
     clients = HttpClients(environ={})
     with pytest.raises(TlsError):
-        run(_get(clients, mtls_server.url(), ca_file=str(authority.ca_file),
-                 cert_file=str(cert_file), key_file=str(key_file)))
+        run(
+            _get(
+                clients,
+                mtls_server.url(),
+                ca_file=str(authority.ca_file),
+                cert_file=str(cert_file),
+                key_file=str(key_file),
+            )
+        )
 
 
 def test_files_that_cannot_be_loaded_are_the_probers_problem(
-        authority: Authority, tmp_path: Path) -> None:
+    authority: Authority, tmp_path: Path
+) -> None:
     clients = HttpClients(environ={})
     cert_file, key_file = authority.issue("c1", client=True)
     other_cert, other_key = authority.issue("c2", client=True)
@@ -77,9 +107,13 @@ def test_files_that_cannot_be_loaded_are_the_probers_problem(
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     key = load_pem_private_key(key_file.read_bytes(), None)
-    encrypted.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(b"secret")))
+    encrypted.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret"),
+        )
+    )
     cases: dict[str, dict[str, Any]] = {
         "missing certificate": dict(cert_file=str(missing), key_file=str(key_file)),
         "key of another certificate": dict(cert_file=str(cert_file), key_file=str(other_key)),
@@ -93,8 +127,9 @@ def test_files_that_cannot_be_loaded_are_the_probers_problem(
         with pytest.raises(ClientConfigError) as caught:
             clients.ssl_context(**files)
         message = str(caught.value)
-        assert message.startswith(("cannot load client certificate", "cannot load CA file",
-                                   "a client key file needs")), (case, message)
+        assert message.startswith(
+            ("cannot load client certificate", "cannot load CA file", "a client key file needs")
+        ), (case, message)
         reasons[case] = message.rpartition(": ")[2]
     assert reasons == {
         "missing certificate": "No such file or directory",
@@ -109,8 +144,11 @@ def test_files_that_cannot_be_loaded_are_the_probers_problem(
 def test_contexts_are_shared_and_rebuilt_when_a_file_changes(authority: Authority) -> None:
     clients = HttpClients(environ={})
     cert_file, key_file = authority.issue("rotating", client=True)
-    files: dict[str, Any] = {"ca_file": str(authority.ca_file), "cert_file": str(cert_file),
-             "key_file": str(key_file)}
+    files: dict[str, Any] = {
+        "ca_file": str(authority.ca_file),
+        "cert_file": str(cert_file),
+        "key_file": str(key_file),
+    }
     first = clients.ssl_context(**files)
     assert clients.ssl_context(**files) is first
     assert clients.ssl_context() is clients.ssl_context()
@@ -123,8 +161,7 @@ def test_contexts_are_shared_and_rebuilt_when_a_file_changes(authority: Authorit
     assert clients.ssl_context(**files) is not first
 
 
-def test_the_session_reports_the_server_certificate_expiry(
-        run: Run, authority: Authority) -> None:
+def test_the_session_reports_the_server_certificate_expiry(run: Run, authority: Authority) -> None:
     with HttpServer("127.0.0.1", tls=authority.server_context()) as server:
         clients = HttpClients(environ={})
 

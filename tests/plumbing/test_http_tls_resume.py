@@ -64,7 +64,8 @@ def _resumed(run: Run, clients: HttpClients, url: str, ca_file: Path) -> bool | 
 
 
 def test_a_session_is_resumed_with_the_same_server_only(
-        run: Run, trusted: Authority, good: HttpServer) -> None:
+    run: Run, trusted: Authority, good: HttpServer
+) -> None:
     clients = HttpClients(environ={})
     ca = trusted.ca_file
     assert _resumed(run, clients, good.url(), ca) is False  # a full handshake first
@@ -92,7 +93,8 @@ def test_a_session_is_not_offered_to_another_port(run: Run, trusted: Authority) 
 
 
 def test_another_port_of_the_same_host_is_verified(
-        run: Run, trusted: Authority, stranger: Authority, good: HttpServer) -> None:
+    run: Run, trusted: Authority, stranger: Authority, good: HttpServer
+) -> None:
     clients = HttpClients(environ={})
     run(_get(clients, good.url(), trusted.ca_file))
     assert _resumed(run, clients, good.url(), trusted.ca_file) is True
@@ -104,7 +106,8 @@ def test_another_port_of_the_same_host_is_verified(
 
 
 def test_a_new_certificate_on_the_same_port_is_verified_not_resumed(
-        run: Run, trusted: Authority, stranger: Authority) -> None:
+    run: Run, trusted: Authority, stranger: Authority
+) -> None:
     """After resumed connections to a good server, another server on the same host and port
     (the session it cannot resume) presenting an untrusted certificate is rejected."""
     clients = HttpClients(environ={})
@@ -124,7 +127,8 @@ def test_a_new_certificate_on_the_same_port_is_verified_not_resumed(
 
 
 def test_sessions_expire_into_a_full_handshake(
-        run: Run, trusted: Authority, good: HttpServer) -> None:
+    run: Run, trusted: Authority, good: HttpServer
+) -> None:
     clients = HttpClients(environ={}, tls_resume_seconds=0.3)
     ca = trusted.ca_file
     assert _resumed(run, clients, good.url(), ca) is False

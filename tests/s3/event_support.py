@@ -38,8 +38,9 @@ def make_bucket(moto: MotoServer, bucket: str = BUCKET) -> None:
     client(moto, "s3").create_bucket(Bucket=bucket)
 
 
-def notify_queue_directly(moto: MotoServer, queue_url: str, bucket: str = BUCKET,
-                          prefix: str = PREFIX) -> None:
+def notify_queue_directly(
+    moto: MotoServer, queue_url: str, bucket: str = BUCKET, prefix: str = PREFIX
+) -> None:
     client(moto, "s3").put_bucket_notification_configuration(
         Bucket=bucket,
         NotificationConfiguration={
@@ -75,8 +76,11 @@ def notify_via_eventbridge(moto: MotoServer, queue_url: str, bucket: str = BUCKE
     events.put_rule(
         Name="uploads-created",
         EventPattern=json.dumps(
-            {"source": ["aws.s3"], "detail-type": ["Object Created"],
-             "detail": {"bucket": {"name": [bucket]}}}
+            {
+                "source": ["aws.s3"],
+                "detail-type": ["Object Created"],
+                "detail": {"bucket": {"name": [bucket]}},
+            }
         ),
     )
     events.put_targets(
@@ -90,7 +94,10 @@ def drain(moto: MotoServer, queue_url: str) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for _ in range(5):
         got = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=30,
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=0,
+            VisibilityTimeout=30,
             MessageSystemAttributeNames=["ApproximateReceiveCount"],
         ).get("Messages", [])
         if not got:
@@ -121,8 +128,15 @@ class EventWorker:
       (a buggy decode there turns spaces into '+' for everyone downstream).
     """
 
-    def __init__(self, moto: MotoServer, queue_url: str, decode: Callable[[str], str], *,
-                 mode: str = "read", relay_to: str | None = None) -> None:
+    def __init__(
+        self,
+        moto: MotoServer,
+        queue_url: str,
+        decode: Callable[[str], str],
+        *,
+        mode: str = "read",
+        relay_to: str | None = None,
+    ) -> None:
         self._sqs = client(moto, "sqs")
         self._s3 = client(moto, "s3")
         self._queue_url = queue_url
@@ -180,7 +194,8 @@ class EventWorker:
 
 
 @contextmanager
-def worker(moto: MotoServer, queue_url: str, decode: Callable[[str], str], **kwargs: Any
-           ) -> Iterator[EventWorker]:
+def worker(
+    moto: MotoServer, queue_url: str, decode: Callable[[str], str], **kwargs: Any
+) -> Iterator[EventWorker]:
     with EventWorker(moto, queue_url, decode, **kwargs) as running:
         yield running

@@ -38,10 +38,13 @@ class FailingEndpoint:
         await request.read()
         if "json" in request.headers.get("Content-Type", ""):
             body = json.dumps({"__type": self.code, "message": self.message})
-            return web.Response(status=self.status, text=body,
-                                content_type="application/x-amz-json-1.1")
-        xml = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{self.code}</Code>'
-               f"<Message>{self.message}</Message><RequestId>0</RequestId></Error>")
+            return web.Response(
+                status=self.status, text=body, content_type="application/x-amz-json-1.1"
+            )
+        xml = (
+            f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{self.code}</Code>'
+            f"<Message>{self.message}</Message><RequestId>0</RequestId></Error>"
+        )
         return web.Response(status=self.status, text=xml, content_type="application/xml")
 
 

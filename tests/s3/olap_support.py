@@ -75,4 +75,3 @@ def object_lambda_aws(moto: MotoServer, stand_in: ObjectLambdaStandIn) -> dict[s
 
 #: The bucket the Object Lambda stand-in reads from.
 BACKING = "raw-docs"
-

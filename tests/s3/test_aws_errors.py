@@ -175,8 +175,7 @@ async def test_silence_past_the_read_timeout_is_timeout() -> None:
     port = server.sockets[0].getsockname()[1]
     try:
         async with aws_clients() as clients:
-            s3 = await clients.client("s3", _settings(f"http://127.0.0.1:{port}",
-                                                      read_timeout=0.3))
+            s3 = await clients.client("s3", _settings(f"http://127.0.0.1:{port}", read_timeout=0.3))
             with pytest.raises(ProbeError) as raised:
                 await s3.get_object(Bucket="data", Key="k")
     finally:
@@ -188,8 +187,10 @@ async def test_a_body_cut_short_raises_probe_error_on_read() -> None:
     # The headers promise 100 bytes; the server sends 10 and hangs up.
     async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
-                     b"Content-Type: application/octet-stream\r\n\r\n0123456789")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n0123456789"
+        )
         await writer.drain()
         writer.close()
 

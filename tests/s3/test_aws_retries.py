@@ -25,10 +25,17 @@ KEY = "canary/object-lambda.txt"
 ACCESS_POINT_ARN = "arn:aws:s3:us-east-1:123456789012:accesspoint/mcp-tenant-a"
 
 
-
-def _olap_params(moto: MotoServer, olap: ObjectLambdaStandIn, name: str, mode: TransformMode,
-                 *, max_attempts: int, delay: float = 0.0, fail_first: int = 0,
-                 **extra: Any) -> dict[str, Any]:
+def _olap_params(
+    moto: MotoServer,
+    olap: ObjectLambdaStandIn,
+    name: str,
+    mode: TransformMode,
+    *,
+    max_attempts: int,
+    delay: float = 0.0,
+    fail_first: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
     arn = olap.add_access_point(name, BACKING, mode, delay=delay, fail_first=fail_first)
     return {
         "aws": object_lambda_aws(moto, olap) | {"max_attempts": max_attempts},
@@ -76,8 +83,9 @@ async def test_a_4xx_answer_is_not_retried(moto: MotoServer, olap: ObjectLambdaS
 async def test_a_500_then_a_404_reports_the_404_as_the_retry_it_was(
     moto: MotoServer, olap: ObjectLambdaStandIn
 ) -> None:
-    params = _olap_params(moto, olap, "pii-clean", TransformMode.REDACT, max_attempts=3,
-                          fail_first=1)
+    params = _olap_params(
+        moto, olap, "pii-clean", TransformMode.REDACT, max_attempts=3, fail_first=1
+    )
     del params["seed"]
     result = await run_check("s3_object_lambda", params)
     assert result.status == "down" and "NoSuchKey" in result.reason
@@ -89,8 +97,9 @@ async def test_a_500_then_silence_reports_the_500_not_a_timeout(
     moto: MotoServer, olap: ObjectLambdaStandIn
 ) -> None:
     # The retry is in flight when the limit runs out: the error already received wins.
-    params = _olap_params(moto, olap, "flaky", TransformMode.SLOW, max_attempts=3, delay=5.0,
-                          fail_first=1, limit="2s")
+    params = _olap_params(
+        moto, olap, "flaky", TransformMode.SLOW, max_attempts=3, delay=5.0, fail_first=1, limit="2s"
+    )
     result = await run_check("s3_object_lambda", params, timeout=10)
     assert result.status == "down"
     assert "did not answer" not in result.reason, result.reason
@@ -102,8 +111,9 @@ async def test_a_500_then_silence_reports_the_500_not_a_timeout(
 async def test_a_transformer_that_never_answers_is_still_a_timeout(
     moto: MotoServer, olap: ObjectLambdaStandIn
 ) -> None:
-    params = _olap_params(moto, olap, "sluggish", TransformMode.SLOW, max_attempts=3,
-                          delay=5.0, limit="2s")
+    params = _olap_params(
+        moto, olap, "sluggish", TransformMode.SLOW, max_attempts=3, delay=5.0, limit="2s"
+    )
     result = await run_check("s3_object_lambda", params, timeout=10)
     assert result.status == "down"
     assert "did not answer within 2s" in result.reason, result.reason
@@ -160,8 +170,9 @@ async def test_retries_that_outlast_the_limit_stop_with_the_error() -> None:
     assert result.status == "down"
     assert "InternalError" in result.reason and "out of time" in result.reason, result.reason
     assert 2 <= endpoint.requests < 10
-    took = re.search(r"attempts in (\d+) ms; out of time|attempts in ([\d.]+)s; out of time",
-                     result.reason)
+    took = re.search(
+        r"attempts in (\d+) ms; out of time|attempts in ([\d.]+)s; out of time", result.reason
+    )
     assert took is not None, result.reason
     seconds = int(took[1]) / 1000 if took[1] else float(took[2])
     # It stopped by the limit (all ten attempts' backoff would take over 8 s); the margin is

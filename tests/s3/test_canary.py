@@ -41,8 +41,9 @@ def _versioned(moto: MotoServer, bucket: str = BUCKET) -> Any:
 
 def _versions(client: Any, bucket: str = BUCKET, prefix: str = "") -> list[str]:
     listing = client.list_object_versions(Bucket=bucket, Prefix=prefix)
-    return sorted(item["Key"] for group in ("Versions", "DeleteMarkers")
-                  for item in listing.get(group, []))
+    return sorted(
+        item["Key"] for group in ("Versions", "DeleteMarkers") for item in listing.get(group, [])
+    )
 
 
 async def _s3(clients: AwsClients, moto: MotoServer) -> Any:
@@ -50,10 +51,15 @@ async def _s3(clients: AwsClients, moto: MotoServer) -> Any:
 
 
 async def _unreachable_s3(clients: AwsClients) -> Any:
-    settings = AwsSettings.model_validate({
-        "region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{closed_port()}",
-        "access_key_id": "testing", "secret_access_key": "testing", "max_attempts": 1,
-    })
+    settings = AwsSettings.model_validate(
+        {
+            "region": "us-east-1",
+            "endpoint_url": f"http://127.0.0.1:{closed_port()}",
+            "access_key_id": "testing",
+            "secret_access_key": "testing",
+            "max_attempts": 1,
+        }
+    )
     return await clients.client("s3", settings)
 
 
@@ -72,8 +78,7 @@ async def test_write_tags_the_canary_and_returns_its_version(
     canaries = S3Canaries()
     s3 = await _s3(clients, moto)
     doc = document("s3_x", "orders", body_fields={"team": "dr"})
-    version = await canaries.write(s3, BUCKET, f"{PREFIX}a café.json", doc,
-                                   {CANARY_TAG: "test"})
+    version = await canaries.write(s3, BUCKET, f"{PREFIX}a café.json", doc, {CANARY_TAG: "test"})
     assert version is not None
     stored = blocking.get_object(Bucket=BUCKET, Key=f"{PREFIX}a café.json")
     assert json.loads(stored["Body"].read())["team"] == "dr"

@@ -93,10 +93,10 @@ async def test_foreign_messages_survive_and_stay_visible(moto: MotoServer) -> No
     queue = make_queue(moto, "shared-work")
     notify_queue_directly(moto, queue)
     sqs = client(moto, "sqs")
-    foreign_bodies = [
-        json.dumps({"job": n}) for n in range(3)
-    ] + ["not json at all", json.dumps({"Records": [{"s3": {"bucket": {"name": "other"},
-                                                         "object": {"key": "a+b"}}}]})]
+    foreign_bodies = [json.dumps({"job": n}) for n in range(3)] + [
+        "not json at all",
+        json.dumps({"Records": [{"s3": {"bucket": {"name": "other"}, "object": {"key": "a+b"}}}]}),
+    ]
     for body in foreign_bodies:
         sqs.send_message(QueueUrl=queue, MessageBody=body)
     result = await run_check("s3_event_delivery", params(moto, queue))
@@ -236,18 +236,32 @@ async def test_config_rejects_a_template_without_nonce_and_no_target(moto: MotoS
 
 
 def test_parse_message_handles_every_envelope_and_garbage() -> None:
-    direct = {"Records": [{"eventName": "ObjectCreated:Put",
-                           "s3": {"bucket": {"name": "b"}, "object": {"key": "a+b%C3%A9"}}}]}
+    direct = {
+        "Records": [
+            {
+                "eventName": "ObjectCreated:Put",
+                "s3": {"bucket": {"name": "b"}, "object": {"key": "a+b%C3%A9"}},
+            }
+        ]
+    }
     sns = {"Type": "Notification", "Message": json.dumps(direct)}
-    bridge = {"source": "aws.s3", "detail-type": "Object Created",
-              "detail": {"bucket": {"name": "b"}, "object": {"key": "a bé"}}}
+    bridge = {
+        "source": "aws.s3",
+        "detail-type": "Object Created",
+        "detail": {"bucket": {"name": "b"}, "object": {"key": "a bé"}},
+    }
     test_event = {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"}
     assert parse_message(json.dumps(direct)).events[0].decoded_keys() == ["a bé"]
     assert parse_message(json.dumps(sns)).events[0].via == "sns/s3"
     assert parse_message(json.dumps(bridge)).events[0].decoded_keys() == ["a bé"]
     assert parse_message(json.dumps(test_event)).test_event
-    for garbage in ("", "null", "[1]", '{"Records": [1, {"s3": 5}]}', '{"Type": "Notification"'
-                    ', "Message": "{"}'):
+    for garbage in (
+        "",
+        "null",
+        "[1]",
+        '{"Records": [1, {"s3": 5}]}',
+        '{"Type": "Notification", "Message": "{"}',
+    ):
         assert parse_message(garbage).events == []
 
 

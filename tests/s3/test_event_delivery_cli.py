@@ -35,16 +35,24 @@ async def test_cli_reports_delivery_silence_and_the_plus_bug(
     aws = moto.aws_params()
 
     def check(name: str, **params: object) -> dict[str, object]:
-        return {"name": name, "probe": "s3_event_delivery", "interval": "1m", "timeout": "20s",
-                "params": {"aws": aws, "limit": 5, **params}}
+        return {
+            "name": name,
+            "probe": "s3_event_delivery",
+            "interval": "1m",
+            "timeout": "20s",
+            "params": {"aws": aws, "limit": 5, **params},
+        }
 
     config = {
         "checks": [
             check("direct", bucket="cli-direct", queue_url=direct_q),
             check("bridge", bucket="cli-bridge", queue_url=bridge_q),
             check("silent", bucket="cli-silent", queue_url=silent_q, limit=2),
-            check("e2e", bucket="cli-e2e",
-                  end_to_end={"marker_key_template": "processed/{key}.done", "limit": 3}),
+            check(
+                "e2e",
+                bucket="cli-e2e",
+                end_to_end={"marker_key_template": "processed/{key}.done", "limit": 3},
+            ),
         ]
     }
     path = tmp_path / "events.yaml"

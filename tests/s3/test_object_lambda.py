@@ -22,9 +22,9 @@ KEY = "canary/object-lambda.txt"
 MARKERS = ["[SSN REDACTED]", "[EMAIL REDACTED]", "[PHONE REDACTED]", "[CARD REDACTED]"]
 
 
-
-def _params(moto: MotoServer, olap: ObjectLambdaStandIn, name: str, mode: TransformMode,
-            **extra: Any) -> dict[str, Any]:
+def _params(
+    moto: MotoServer, olap: ObjectLambdaStandIn, name: str, mode: TransformMode, **extra: Any
+) -> dict[str, Any]:
     arn = olap.add_access_point(name, BACKING, mode, delay=extra.pop("delay", 0.0))
     return {
         "aws": object_lambda_aws(moto, olap),
@@ -134,10 +134,17 @@ async def test_cli_reports_each_verdict(
     # A canary key per check: the four run at once, and moto's server can answer 500 to
     # concurrent PUTs of one key (seen under a loaded test run).
     checks = [
-        {"name": name, "probe": "s3_object_lambda",
-         "params": _params(moto, olap, name, mode, key=f"canary/{name}.txt")}
-        for name, mode in (("ok", "redact"), ("leaky", "fail_open"), ("broken", "fail"),
-                           ("masker", "mask"))
+        {
+            "name": name,
+            "probe": "s3_object_lambda",
+            "params": _params(moto, olap, name, mode, key=f"canary/{name}.txt"),
+        }
+        for name, mode in (
+            ("ok", "redact"),
+            ("leaky", "fail_open"),
+            ("broken", "fail"),
+            ("masker", "mask"),
+        )
     ]
     path = tmp_path / "olap.yaml"
     path.write_text(yaml.safe_dump({"checks": checks}))

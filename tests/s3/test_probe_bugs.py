@@ -39,8 +39,7 @@ async def test_event_delivery_probe_bug_is_unknown_not_down(
     make_bucket(moto)
     queue_url = make_queue(moto, "canary-events")
     notify_queue_directly(moto, queue_url)
-    params = {"bucket": "mcp-uploads", "queue_url": queue_url, "aws": moto.aws_params(),
-              "limit": 2}
+    params = {"bucket": "mcp-uploads", "queue_url": queue_url, "aws": moto.aws_params(), "limit": 2}
     result = await run_check("s3_event_delivery", params)
     assert result.status == "unknown", result.reason
     assert "RuntimeError: bug while writing the canary" in result.reason

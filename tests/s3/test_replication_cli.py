@@ -22,16 +22,17 @@ async def test_cli_reports_up_degraded_down_failed_and_forbidden(
             replication_stand_in(moto, source="cli-src-up", destination="cli-dst-up", delay=0.2)
         )
         late = stack.enter_context(
-            replication_stand_in(moto, source="cli-src-late", destination="cli-dst-late",
-                                 delay=2.0)
+            replication_stand_in(moto, source="cli-src-late", destination="cli-dst-late", delay=2.0)
         )
         stopped = stack.enter_context(
-            replication_stand_in(moto, source="cli-src-stop", destination="cli-dst-stop",
-                                 mode="stopped")
+            replication_stand_in(
+                moto, source="cli-src-stop", destination="cli-dst-stop", mode="stopped"
+            )
         )
         failed = stack.enter_context(
-            replication_stand_in(moto, source="cli-src-fail", destination="cli-dst-fail",
-                                 mode="fail", delay=0.2)
+            replication_stand_in(
+                moto, source="cli-src-fail", destination="cli-dst-fail", mode="fail", delay=0.2
+            )
         )
         forbidden = stack.enter_context(
             replication_stand_in(moto, source="cli-src-403", destination="cli-dst-403")
@@ -46,8 +47,13 @@ async def test_cli_reports_up_degraded_down_failed_and_forbidden(
         ]
         config = {
             "checks": [
-                {"name": name, "probe": "s3_replication_lag", "interval": "2m",
-                 "timeout": "40s", "params": params}
+                {
+                    "name": name,
+                    "probe": "s3_replication_lag",
+                    "interval": "2m",
+                    "timeout": "40s",
+                    "params": params,
+                }
                 for name, params in checks
             ]
         }

@@ -122,8 +122,19 @@ async def test_late_replica_of_a_failed_run_is_removed_by_the_next_run(
     with replication_stand_in(moto, mode="stopped", delay=0.2) as stand_in:
         params = stand_in.params(sla=0.5, grace=0.5)
         loaded = load_config_text(
-            yaml.safe_dump({"checks": [{"name": "t", "probe": "s3_replication_lag",
-                                        "interval": 60, "timeout": 30, "params": params}]}),
+            yaml.safe_dump(
+                {
+                    "checks": [
+                        {
+                            "name": "t",
+                            "probe": "s3_replication_lag",
+                            "interval": 60,
+                            "timeout": 30,
+                            "params": params,
+                        }
+                    ]
+                }
+            ),
             env={},
         )
         plumbing = Plumbing()
@@ -187,7 +198,8 @@ async def test_unreachable_destination_is_down_with_the_error(moto: MotoServer) 
         closed_port = sock.getsockname()[1]
     with replication_stand_in(moto) as stand_in:
         params = stand_in.params(
-            sla=1, grace=1,
+            sla=1,
+            grace=1,
             destination_aws=moto.aws_params(endpoint_url=f"http://127.0.0.1:{closed_port}"),
         )
         result = await run_check("s3_replication_lag", params)

@@ -215,12 +215,19 @@ class Browser:
             f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
             "e.focus(); e.select(); })()"
         )
-        await self.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Backspace",
-                                                   "code": "Backspace",
-                                                   "windowsVirtualKeyCode": 8})
-        await self.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": "Backspace",
-                                                   "code": "Backspace",
-                                                   "windowsVirtualKeyCode": 8})
+        await self.send(
+            "Input.dispatchKeyEvent",
+            {
+                "type": "keyDown",
+                "key": "Backspace",
+                "code": "Backspace",
+                "windowsVirtualKeyCode": 8,
+            },
+        )
+        await self.send(
+            "Input.dispatchKeyEvent",
+            {"type": "keyUp", "key": "Backspace", "code": "Backspace", "windowsVirtualKeyCode": 8},
+        )
         if text:
             await self.send("Input.insertText", {"text": text})
 

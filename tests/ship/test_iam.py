@@ -80,11 +80,14 @@ GENERIC_PLUMBING = {"alivemcp.plumbing.aws", "alivemcp.plumbing.kafka", "alivemc
 
 
 def _plumbing_imports(file: Path) -> list[Path]:
-    return [REPO / Path(*node.module.split(".")).with_suffix(".py")
-            for node in ast.walk(ast.parse(file.read_text()))
-            if isinstance(node, ast.ImportFrom) and node.module
-            and node.module.startswith("alivemcp.plumbing.")
-            and node.module not in GENERIC_PLUMBING]
+    return [
+        REPO / Path(*node.module.split(".")).with_suffix(".py")
+        for node in ast.walk(ast.parse(file.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("alivemcp.plumbing.")
+        and node.module not in GENERIC_PLUMBING
+    ]
 
 
 def module_sources(probe_type: str) -> str:
@@ -111,8 +114,11 @@ def aws_actions_in(source: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             called.add(node.func.attr)
-            if node.func.attr == "get_paginator" and node.args and isinstance(
-                    node.args[0], ast.Constant):
+            if (
+                node.func.attr == "get_paginator"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 called.add(str(node.args[0].value))
     actions: set[str] = set()
     for service in services:
@@ -142,8 +148,7 @@ def required_actions(probe_type: str) -> set[str]:
     actions = aws_actions_in(source)
     if probe_type.startswith("kafka_"):
         # cluster_arn resolution and MSK IAM authentication live in the shared Kafka plumbing.
-        actions |= {a for a in aws_actions_in(KAFKA_PLUMBING.read_text())
-                    if a.startswith("kafka:")}
+        actions |= {a for a in aws_actions_in(KAFKA_PLUMBING.read_text()) if a.startswith("kafka:")}
         actions |= kafka_actions_in(source)
     if probe_type == "s3_object_lambda":
         # GetObject with an Object Lambda access point ARN is authorised as this action; the
@@ -179,7 +184,8 @@ def test_policy_is_well_formed_and_least_privilege(probe_type: str) -> None:
             assert resource == "*" or resource.startswith("arn:aws:"), resource
             # No "whole bucket" object grants: object actions are on a prefix or a key.
             if resource.startswith("arn:aws:s3:::") and any(
-                    a.endswith(("Object", "ObjectVersion", "ObjectTagging")) for a in actions):
+                a.endswith(("Object", "ObjectVersion", "ObjectTagging")) for a in actions
+            ):
                 assert "/" in resource and not resource.endswith("/*" * 2), resource
         if any(a in {"s3:ListBucket", "s3:ListBucketVersions"} for a in actions):
             assert "s3:prefix" in json.dumps(statement.get("Condition", {})), statement["Sid"]
@@ -213,8 +219,11 @@ def _default_tags(model: Any, seen: set[Any] | None = None) -> list[dict[str, st
 
 def test_lifecycle_rule_expires_every_probes_canary_tag_and_s3_accepts_it(moto: Any) -> None:
     lifecycle = json.loads((IAM / "s3-canary-lifecycle.json").read_text())
-    tag_rules = {(r["Filter"]["Tag"]["Key"], r["Filter"]["Tag"]["Value"])
-                 for r in lifecycle["Rules"] if "Tag" in r["Filter"]}
+    tag_rules = {
+        (r["Filter"]["Tag"]["Key"], r["Filter"]["Tag"]["Value"])
+        for r in lifecycle["Rules"]
+        if "Tag" in r["Filter"]
+    }
     reg = registry()
     tagged_types = []
     for name in AWS_PROBES:

@@ -80,9 +80,18 @@ def test_kustomization_lists_every_manifest_once() -> None:
     assert sorted(shared) == _manifests(BASE) and len(shared) == len(set(shared))
     assert "../base" in kustomization(CLUSTER)["resources"]
     kinds = {r["kind"] for r in built_resources()}
-    assert kinds == {"Namespace", "ServiceAccount", "ConfigMap", "PersistentVolumeClaim",
-                     "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy",
-                     "ServiceMonitor", "PrometheusRule"}
+    assert kinds == {
+        "Namespace",
+        "ServiceAccount",
+        "ConfigMap",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ServiceMonitor",
+        "PrometheusRule",
+    }
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -110,7 +119,8 @@ def test_every_rendered_object_validates(root: Path, version: str) -> None:
     (image,) = kustomization(root)["images"]
     (workload,) = [r for r in rendered(root) if r["kind"] in {"Deployment", "StatefulSet"}]
     assert [c["image"] for c in workload["spec"]["template"]["spec"]["containers"]] == [
-        f"{image['newName']}:{image['newTag']}"]
+        f"{image['newName']}:{image['newTag']}"
+    ]
 
 
 def test_strict_validation_catches_a_typo() -> None:
@@ -126,18 +136,24 @@ def test_operator_kind_validation_catches_a_typo() -> None:
     broken = copy.deepcopy(by_kind("ServiceMonitor"))
     broken["spec"]["endpoints"][0]["intervall"] = "30s"
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, json.loads(CRD_SCHEMAS[(broken["apiVersion"],
-                                                            broken["kind"])].read_text()))
+        jsonschema.validate(
+            broken, json.loads(CRD_SCHEMAS[(broken["apiVersion"], broken["kind"])].read_text())
+        )
 
 
 def test_cli_validator_agrees() -> None:
     """The same check a user runs: ``kubernetes-validate --strict`` on the files."""
-    files = [str(root / name) for root in (K8S, BASE) for name in kustomization(root)["resources"]
-             if name not in {"base", "servicemonitor.yaml", "prometheusrule.yaml"}]
+    files = [
+        str(root / name)
+        for root in (K8S, BASE)
+        for name in kustomization(root)["resources"]
+        if name not in {"base", "servicemonitor.yaml", "prometheusrule.yaml"}
+    ]
     assert len(files) == 8
     exe = Path(sys.executable).parent / "kubernetes-validate"
-    proc = subprocess.run([str(exe), "--strict", "--quiet", *files], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(exe), "--strict", "--quiet", *files], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -156,10 +172,14 @@ def test_pod_is_locked_down() -> None:
         assert sc.get("privileged", False) is False
         assert "limits" in container["resources"] and "requests" in container["resources"]
     # The image's user (Dockerfile USER) is the pod's user.
-    dockerfile_user = [line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines()
-                       if line.startswith("USER ")]
-    assert dockerfile_user == [f"{pod['securityContext']['runAsUser']}:"
-                               f"{pod['securityContext']['runAsGroup']}"]
+    dockerfile_user = [
+        line.split()[1]
+        for line in (REPO / "Dockerfile").read_text().splitlines()
+        if line.startswith("USER ")
+    ]
+    assert dockerfile_user == [
+        f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
+    ]
     # Namespace enforces the restricted Pod Security Standard.
     labels = by_kind("Namespace")["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -183,8 +203,10 @@ def test_pieces_refer_to_each_other() -> None:
     assert "subPath" not in json.dumps(container["volumeMounts"])  # SIGHUP reload sees edits
     assert container["args"] == ["--config", "/etc/alivemcp/config.yaml"]
     data_volume = volumes[mounts["/var/lib/alivemcp"]]
-    assert data_volume["persistentVolumeClaim"]["claimName"] == (
-        by_kind("PersistentVolumeClaim")["metadata"]["name"])
+    assert (
+        data_volume["persistentVolumeClaim"]["claimName"]
+        == (by_kind("PersistentVolumeClaim")["metadata"]["name"])
+    )
     assert "/tmp" in mounts
 
     config = yaml.safe_load(by_kind("ConfigMap")["data"]["config.yaml"])
@@ -202,7 +224,8 @@ def test_pieces_refer_to_each_other() -> None:
     assert service["spec"]["ports"][0]["targetPort"] == http["name"]
     monitor = by_kind("ServiceMonitor")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
-        service["metadata"]["labels"].items())
+        service["metadata"]["labels"].items()
+    )
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
 
@@ -223,8 +246,9 @@ def test_configmap_config_is_a_valid_alivemcp_config() -> None:
     # The commented alerting block is valid once uncommented (with its secrets in the env).
     head, _, tail = text.partition("# alerting:")
     assert tail, "the ConfigMap should carry a commented alerting example"
-    uncommented = head + "alerting:" + "\n".join(
-        line.replace("# ", "", 1) for line in tail.splitlines())
+    uncommented = (
+        head + "alerting:" + "\n".join(line.replace("# ", "", 1) for line in tail.splitlines())
+    )
     env = {"PAGERDUTY_ROUTING_KEY": "R" * 32, "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
     with_alerting = load_config_text(uncommented, source="configmap", env=env)
     assert [r.name for r in with_alerting.config.alerting.receivers] == ["oncall", "chat"]
@@ -237,6 +261,7 @@ def test_prometheusrule_carries_the_rule_file_exactly() -> None:
     on_disk = (BASE / "prometheusrule.yaml").read_text()
     assert on_disk == gen_prometheusrule.render(), (
         "deploy/kubernetes/base/prometheusrule.yaml is out of date: run "
-        ".venv/bin/python scripts/gen_prometheusrule.py")
+        ".venv/bin/python scripts/gen_prometheusrule.py"
+    )
     rules = yaml.safe_load((REPO / "deploy" / "prometheus" / "alivemcp-rules.yaml").read_text())
     assert by_kind("PrometheusRule")["spec"]["groups"] == rules["groups"]

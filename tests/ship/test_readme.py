@@ -23,8 +23,9 @@ README = (REPO / "README.md").read_text()
 
 def block(tag: str) -> str:
     """The fenced code block right after ``<!-- readme-test: TAG -->``."""
-    match = re.search(rf"<!-- readme-test: {re.escape(tag)} -->\n```\w+\n(.*?)\n```", README,
-                      re.DOTALL)
+    match = re.search(
+        rf"<!-- readme-test: {re.escape(tag)} -->\n```\w+\n(.*?)\n```", README, re.DOTALL
+    )
     assert match, f"README has no block tagged {tag}"
     return match.group(1)
 
@@ -39,12 +40,17 @@ def test_quickstart_is_exactly_the_two_make_commands() -> None:
 
 
 def test_readme_config_is_valid() -> None:
-    env = {"MCP_TOKEN": "t0ken-value", "PAGERDUTY_ROUTING_KEY": "R0UTINGKEY0000000000000000000000",
-           "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/XXXX"}
+    env = {
+        "MCP_TOKEN": "t0ken-value",
+        "PAGERDUTY_ROUTING_KEY": "R0UTINGKEY0000000000000000000000",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/XXXX",
+    }
     loaded = load_config_text(block("config"), source="README", env=env)
     assert {c.name for c in loaded.checks} == {
-        "mcp/https://mcp.example.com/mcp", "mcp/https://search.example.com/mcp",
-        "orders-replica"}
+        "mcp/https://mcp.example.com/mcp",
+        "mcp/https://search.example.com/mcp",
+        "orders-replica",
+    }
 
 
 def test_readme_mentions_every_builtin_probe_type() -> None:
@@ -97,15 +103,19 @@ def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "health.py").write_text(block("probe") + "\n")
-    toml = re.search(r'```toml\n(\[project\.entry-points\."alivemcp\.probes"\]\n.*?)\n```',
-                     README, re.DOTALL)
+    toml = re.search(
+        r'```toml\n(\[project\.entry-points\."alivemcp\.probes"\]\n.*?)\n```', README, re.DOTALL
+    )
     assert toml
     dist = tmp_path / "site" / "my_probes-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-probes\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(
-        toml.group(1).replace('[project.entry-points."alivemcp.probes"]', "[alivemcp.probes]")
-        .replace('"', "") + "\n")
+        toml.group(1)
+        .replace('[project.entry-points."alivemcp.probes"]', "[alivemcp.probes]")
+        .replace('"', "")
+        + "\n"
+    )
     config = tmp_path / "plugin.yaml"
     config.write_text(block("plugin-config") + "\n")
     env = subprocess_env()
@@ -113,9 +123,14 @@ def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server
 
     def check(url: str) -> tuple[int, dict[str, Any]]:
         env["HEALTH_URL"] = url
-        proc = subprocess.run([sys.executable, "-m", "alivemcp", "check", "--config",
-                               str(config), "--json"], capture_output=True, text=True, env=env,
-                              timeout=120, cwd=tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "alivemcp", "check", "--config", str(config), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert proc.returncode in (0, 1), proc.stdout + proc.stderr
         (line,) = [x for x in proc.stdout.splitlines() if x.startswith("{")]
         return proc.returncode, json.loads(line)
@@ -130,8 +145,14 @@ def test_readme_third_party_probe_runs_as_a_plugin(tmp_path: Path, health_server
     assert (code, row["status"]) == (1, "down")
     assert "cannot connect" in str(row["reason"])
     # `alivemcp probes` lists it with its params.
-    listing = subprocess.run([sys.executable, "-m", "alivemcp", "probes"], capture_output=True,
-                             text=True, env=env, timeout=120, cwd=tmp_path)
+    listing = subprocess.run(
+        [sys.executable, "-m", "alivemcp", "probes"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert "http_health: GET a URL; 200 is up" in listing.stdout
     assert "degraded_after" in listing.stdout
 

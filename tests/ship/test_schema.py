@@ -34,9 +34,10 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def _repo_configs() -> dict[str, str]:
-    configs = {str(p.relative_to(REPO)): p.read_text()
-               for p in [*sorted((REPO / "config").glob("*.yaml")),
-                         REPO / "deploy/docker/config.yaml"]}
+    configs = {
+        str(p.relative_to(REPO)): p.read_text()
+        for p in [*sorted((REPO / "config").glob("*.yaml")), REPO / "deploy/docker/config.yaml"]
+    }
     for path in ("deploy/kubernetes/configmap.yaml", "deploy/kubernetes/cluster/configmap.yaml"):
         configmap = yaml.safe_load((REPO / path).read_text())
         configs[path] = configmap["data"]["config.yaml"]
@@ -74,9 +75,13 @@ class _AnyEnv(dict[str, str]):
 
 
 def test_repo_has_configs_to_check() -> None:
-    assert {"config/alivemcp.example.yaml", "config/demo.yaml",
-            "deploy/kubernetes/configmap.yaml", "deploy/kubernetes/cluster/configmap.yaml",
-            "README.md (config)"} <= set(CONFIGS)
+    assert {
+        "config/alivemcp.example.yaml",
+        "config/demo.yaml",
+        "deploy/kubernetes/configmap.yaml",
+        "deploy/kubernetes/cluster/configmap.yaml",
+        "README.md (config)",
+    } <= set(CONFIGS)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -84,8 +89,9 @@ def test_every_repo_config_passes_the_schema_and_the_loader(
     name: str, validator: jsonschema.Draft202012Validator
 ) -> None:
     text = CONFIGS[name]
-    errors = [f"{list(e.absolute_path)}: {e.message}"
-              for e in validator.iter_errors(yaml.safe_load(text))]
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(yaml.safe_load(text))
+    ]
     assert not errors, "\n".join(errors)
     load_config_text(text, source=name, base_dir=REPO / "config", env=_AnyEnv())
 
@@ -105,10 +111,10 @@ MISTAKES = {
 
 ACCEPTED = {
     "x- anchor keys": "x-common: &c {interval: 30s}\nchecks: [{name: a, probe: mcp_endpoint, "
-                      "<<: *c, params: {url: 'http://127.0.0.1:9/mcp'}}]\n",
+    "<<: *c, params: {url: 'http://127.0.0.1:9/mcp'}}]\n",
     "durations as strings and numbers": "defaults: {interval: 1.5m, timeout: 10}\n",
     "targets fill the target param": "checks: [{name: m, probe: mcp_endpoint, "
-                                     "targets: ['http://127.0.0.1:9/a']}]\n",
+    "targets: ['http://127.0.0.1:9/a']}]\n",
     "a number from the environment": "scheduler: {max_concurrency: '${MAX_RUNS}'}\n",
 }
 

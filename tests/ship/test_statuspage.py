@@ -60,44 +60,73 @@ def synthetic_status(n: int = N_CHECKS, seed: int = 7) -> dict[str, Any]:
         history = []
         if status != "pending":
             for k in range(20):
-                history.append([now - (20 - k) * 60, round(rng.uniform(0.01, 0.4), 6),
-                                status if k >= 17 else "up"])
-        checks.append({
-            "check": f"{probe}/endpoint-{i:05d}",
-            "probe": probe,
-            "labels": {"region": REGIONS[i % len(REGIONS)], "team": TEAMS[i % len(TEAMS)]},
-            "status": status,
-            "reason": {
-                "up": "ok",
-                "down": "connect failed: connection refused",
-                "degraded": "initialize took 2.4s (> degraded_latency 1s)",
-                "unknown": "AccessDenied on the prober's own role",
-                "pending": "not run yet",
-            }[status],
-            "since": None if status == "pending" else now - rng.uniform(30, 90000),
-            "last_run": None if status == "pending" else now - rng.uniform(0, 60),
-            "duration_seconds": None if status == "pending" else history[-1][1],
-            "observations": {} if status == "pending" else {
-                "total_seconds": history[-1][1], "tools": 12,
-            },
-            "history": history,
-        })
+                history.append(
+                    [
+                        now - (20 - k) * 60,
+                        round(rng.uniform(0.01, 0.4), 6),
+                        status if k >= 17 else "up",
+                    ]
+                )
+        checks.append(
+            {
+                "check": f"{probe}/endpoint-{i:05d}",
+                "probe": probe,
+                "labels": {"region": REGIONS[i % len(REGIONS)], "team": TEAMS[i % len(TEAMS)]},
+                "status": status,
+                "reason": {
+                    "up": "ok",
+                    "down": "connect failed: connection refused",
+                    "degraded": "initialize took 2.4s (> degraded_latency 1s)",
+                    "unknown": "AccessDenied on the prober's own role",
+                    "pending": "not run yet",
+                }[status],
+                "since": None if status == "pending" else now - rng.uniform(30, 90000),
+                "last_run": None if status == "pending" else now - rng.uniform(0, 60),
+                "duration_seconds": None if status == "pending" else history[-1][1],
+                "observations": {}
+                if status == "pending"
+                else {
+                    "total_seconds": history[-1][1],
+                    "tools": 12,
+                },
+                "history": history,
+            }
+        )
     # A reason a hostile server controls: it must show as text, never run.
-    checks.append({
-        "check": XSS_CHECK, "probe": "mcp_endpoint", "labels": {"region": "eu-west-1"},
-        "status": "down", "reason": XSS_REASON, "since": now - 100, "last_run": now - 5,
-        "duration_seconds": 0.2, "observations": {}, "history": [[now - 5, 0.2, "down"]],
-    })
+    checks.append(
+        {
+            "check": XSS_CHECK,
+            "probe": "mcp_endpoint",
+            "labels": {"region": "eu-west-1"},
+            "status": "down",
+            "reason": XSS_REASON,
+            "since": now - 100,
+            "last_run": now - 5,
+            "duration_seconds": 0.2,
+            "observations": {},
+            "history": [[now - 5, 0.2, "down"]],
+        }
+    )
     summary = {s: 0 for s in ("up", "degraded", "down", "unknown", "pending")}
     for check in checks:
         summary[check["status"]] += 1
     # Firing alerts as the daemon's alerting reports them; one held by a maintenance window.
-    kinds = {"down": ("target", "critical"), "degraded": ("target", "warning"),
-             "unknown": ("probe_broken", "warning")}
+    kinds = {
+        "down": ("target", "critical"),
+        "degraded": ("target", "warning"),
+        "unknown": ("probe_broken", "warning"),
+    }
     alerts = [
-        {"check": c["check"], "alert": kinds[c["status"]][0], "severity": kinds[c["status"]][1],
-         "since": now - 60, "reason": c["reason"], "notified": c["check"] != HELD_CHECK}
-        for c in checks if c["status"] in kinds
+        {
+            "check": c["check"],
+            "alert": kinds[c["status"]][0],
+            "severity": kinds[c["status"]][1],
+            "since": now - 60,
+            "reason": c["reason"],
+            "notified": c["check"] != HELD_CHECK,
+        }
+        for c in checks
+        if c["status"] in kinds
     ]
     return {"generated_at": now, "summary": summary, "checks": checks, "alerts": alerts}
 
@@ -119,8 +148,9 @@ async def status_server() -> AsyncIterator[StatusServer]:
 
     async def page(_: web.Request) -> web.Response:
         # The same bytes and headers (the Content-Security-Policy) as the daemon's.
-        return web.Response(body=PAGE_HTML, content_type="text/html", charset="utf-8",
-                            headers=PAGE_HEADERS)
+        return web.Response(
+            body=PAGE_HTML, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS
+        )
 
     async def status(request: web.Request) -> web.Response:
         state.requests += 1
@@ -156,8 +186,7 @@ RECORD_CSP_VIOLATIONS = (
 async def browser() -> AsyncIterator[Browser]:
     try:
         async with Browser(width=1400, height=900) as b:
-            await b.send("Page.addScriptToEvaluateOnNewDocument",
-                         {"source": RECORD_CSP_VIOLATIONS})
+            await b.send("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
             yield b
     except ChromiumMissingError as exc:
         pytest.fail(str(exc))
@@ -216,8 +245,7 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
     assert "group" in first[0][0] and first[0][1].startswith("▾region: ")
     assert "s-down" in first[1][0]
     colour = await browser.evaluate(
-        "getComputedStyle(document.querySelector('#spacer .row.check.s-down .dot'))"
-        ".backgroundColor"
+        "getComputedStyle(document.querySelector('#spacer .row.check.s-down .dot')).backgroundColor"
     )
     assert colour == DOWN_RGB
 
@@ -226,57 +254,69 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
         "[...document.querySelectorAll('#spacer .row.check svg.spark polyline')]"
         ".map(p => p.getAttribute('points').split(' ').length)"
     )
-    with_history = await browser.evaluate(f"[...{CHECK_ROWS}].filter("
-                                          "r => !r.classList.contains('s-pending')).length")
+    with_history = await browser.evaluate(
+        f"[...{CHECK_ROWS}].filter(r => !r.classList.contains('s-pending')).length"
+    )
     assert len(points) == with_history
     assert max(points) == 20
 
     # Typing in the filter box narrows 5,000 checks to one.
     await browser.type_text("#filter", "endpoint-04321")
-    await browser.wait_for("document.getElementById('shown').textContent === "
-                           f"'1 of {total} checks'")
+    await browser.wait_for(
+        f"document.getElementById('shown').textContent === '1 of {total} checks'"
+    )
     names = await browser.evaluate(f"[...{CHECK_ROWS}].map(r => r.dataset.check)")
     assert names == [c["check"] for c in doc["checks"] if c["check"].endswith("endpoint-04321")]
 
     # key=value matches a label.
     await browser.type_text("#filter", "team=payments")
     expected = sum(1 for c in doc["checks"] if c["labels"].get("team") == "payments")
-    await browser.wait_for("document.getElementById('shown').textContent === "
-                           f"'{expected} of {total} checks'")
+    await browser.wait_for(
+        f"document.getElementById('shown').textContent === '{expected} of {total} checks'"
+    )
 
     # A state chip filters to that state.
     await browser.type_text("#filter", "")
     await browser.click("#summary .chip[data-state='down']")
-    await browser.wait_for("document.getElementById('shown').textContent === "
-                           f"'{doc['summary']['down']} of {total} checks'")
-    assert set(await browser.evaluate(
-        f"[...{CHECK_ROWS}].map(r => r.querySelector('.state').textContent)"
-    )) == {"down"}
+    await browser.wait_for(
+        "document.getElementById('shown').textContent === "
+        f"'{doc['summary']['down']} of {total} checks'"
+    )
+    assert set(
+        await browser.evaluate(f"[...{CHECK_ROWS}].map(r => r.querySelector('.state').textContent)")
+    ) == {"down"}
     await browser.click("#summary .chip[data-state='down']")
 
     # The alerts chip filters to the checks with a firing alert; each row carries its alert.
     await browser.click("#summary .chip[data-state='alerts']")
     alerting = len({a["check"] for a in doc["alerts"]})
-    await browser.wait_for("document.getElementById('shown').textContent === "
-                           f"'{alerting} of {total} checks'")
+    await browser.wait_for(
+        f"document.getElementById('shown').textContent === '{alerting} of {total} checks'"
+    )
     pills = await browser.evaluate(
         f"[...{CHECK_ROWS}].map(r => [r.querySelector('.state').textContent,"
         " r.querySelector('.alert').textContent])"
     )
-    assert pills and all(pill == {"down": "critical", "degraded": "warning",
-                                  "unknown": "broken"}[st] for st, pill in pills
-                         if pill != "held")
+    assert pills and all(
+        pill == {"down": "critical", "degraded": "warning", "unknown": "broken"}[st]
+        for st, pill in pills
+        if pill != "held"
+    )
     await browser.click("#summary .chip[data-state='alerts']")
     await browser.type_text("#filter", HELD_CHECK)
-    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
-                           f"{CHECK_ROWS}[0].dataset.check === {json.dumps(HELD_CHECK)}")
-    assert await browser.evaluate(
-        "document.querySelector('#spacer .row.check .alert').textContent") == "held"
+    await browser.wait_for(
+        f"{CHECK_ROWS}.length === 1 && {CHECK_ROWS}[0].dataset.check === {json.dumps(HELD_CHECK)}"
+    )
+    assert (
+        await browser.evaluate("document.querySelector('#spacer .row.check .alert').textContent")
+        == "held"
+    )
 
     # Server-controlled text is shown as text and never runs.
     await browser.type_text("#filter", "evil-server")
-    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
-                           f"{CHECK_ROWS}[0].dataset.check === {json.dumps(XSS_CHECK)}")
+    await browser.wait_for(
+        f"{CHECK_ROWS}.length === 1 && {CHECK_ROWS}[0].dataset.check === {json.dumps(XSS_CHECK)}"
+    )
     reason = await browser.evaluate(
         "document.querySelector('#spacer .row.check .reason').textContent"
     )
@@ -286,13 +326,16 @@ async def test_page_renders_5000_checks_grouped_filtered_and_safe(
 
     # Clicking a check opens its details: observations and the full history.
     await browser.type_text("#filter", "endpoint-00003")
-    await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
-                           f"{CHECK_ROWS}[0].dataset.check.endsWith('endpoint-00003')")
+    await browser.wait_for(
+        f"{CHECK_ROWS}.length === 1 && {CHECK_ROWS}[0].dataset.check.endsWith('endpoint-00003')"
+    )
     await browser.click("#spacer .row.check .name")
     await browser.wait_for("!document.getElementById('detail').hidden")
     detail = await browser.evaluate("document.getElementById('detail').textContent")
-    assert "endpoint-00003" in detail and "total_seconds" in detail and "connection refused" in (
-        detail
+    assert (
+        "endpoint-00003" in detail
+        and "total_seconds" in detail
+        and "connection refused" in (detail)
     )
     await browser.click("#detail .close")
     await browser.wait_for("document.getElementById('detail').hidden")
@@ -333,9 +376,10 @@ async def test_page_refreshes_itself_and_marks_stale_data(
     await browser.goto(status_server.url + "#refresh=1&q=endpoint-00000")
     await browser.wait_for(f"{PAGE}.refreshes >= 1")
     await browser.wait_for(f"{CHECK_ROWS}.length === 1")
-    assert await browser.evaluate(
-        "document.querySelector('#spacer .row.check .state').textContent"
-    ) == "up"
+    assert (
+        await browser.evaluate("document.querySelector('#spacer .row.check .state').textContent")
+        == "up"
+    )
     colour = await browser.evaluate(
         "getComputedStyle(document.querySelector('#spacer .row.check .dot')).backgroundColor"
     )
@@ -349,9 +393,10 @@ async def test_page_refreshes_itself_and_marks_stale_data(
     await browser.wait_for(
         "document.querySelector('#spacer .row.check .state').textContent === 'down'"
     )
-    assert await browser.evaluate(
-        "document.querySelector('#spacer .row.check .reason').textContent"
-    ) == "HTTP 503 from initialize"
+    assert (
+        await browser.evaluate("document.querySelector('#spacer .row.check .reason').textContent")
+        == "HTTP 503 from initialize"
+    )
     assert await browser.evaluate("document.title") == (
         f"{doc['summary']['down'] + doc['summary']['degraded']} not up · alivemcp"
     )
@@ -385,23 +430,37 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
     state_file = tmp_path / "flip.txt"
     state_file.write_text("up\nall good\n")
     config = tmp_path / "daemon.yaml"
-    config.write_text(yaml.safe_dump({
-        "logging": {"format": "json"},
-        "data_dir": str(tmp_path / "data"),
-        "defaults": {"interval": 1, "labels": {"env": "test"}},
-        "checks": [
-            {"name": "fleet", "probe": "test_static", "labels": {"team": "search"},
-             "targets": [f"endpoint {i}" for i in range(200)]},
-            {"name": "payments-api", "probe": "test_file", "labels": {"team": "payments"},
-             "params": {"path": str(state_file)}},
-        ],
-        # Built-in alerting, to a receiver no one listens on: /status lists firing alerts.
-        "alerting": {
-            "receivers": [{"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}],
-            "default_receivers": ["hook"],
-            "policy": {"failures_to_fire": 1},
-        },
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "logging": {"format": "json"},
+                "data_dir": str(tmp_path / "data"),
+                "defaults": {"interval": 1, "labels": {"env": "test"}},
+                "checks": [
+                    {
+                        "name": "fleet",
+                        "probe": "test_static",
+                        "labels": {"team": "search"},
+                        "targets": [f"endpoint {i}" for i in range(200)],
+                    },
+                    {
+                        "name": "payments-api",
+                        "probe": "test_file",
+                        "labels": {"team": "payments"},
+                        "params": {"path": str(state_file)},
+                    },
+                ],
+                # Built-in alerting, to a receiver no one listens on: /status lists firing alerts.
+                "alerting": {
+                    "receivers": [
+                        {"name": "hook", "type": "webhook", "url": "http://127.0.0.1:9/"}
+                    ],
+                    "default_receivers": ["hook"],
+                    "policy": {"failures_to_fire": 1},
+                },
+            }
+        )
+    )
     with DaemonProcess(config) as daemon:
         daemon.wait_for(lambda: daemon.get("/readyz")[0] == 200, what="readyz")
         await browser.goto(daemon.base_url + "/#refresh=1&group=team")
@@ -409,8 +468,9 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
         groups = await browser.evaluate(f"{PAGE}.groups.map(g => g.name)")
         assert sorted(groups) == ["payments", "search"]
         await browser.type_text("#filter", "payments-api")
-        await browser.wait_for(f"{CHECK_ROWS}.length === 1 && "
-                               f"{CHECK_ROWS}[0].dataset.check === 'payments-api'")
+        await browser.wait_for(
+            f"{CHECK_ROWS}.length === 1 && {CHECK_ROWS}[0].dataset.check === 'payments-api'"
+        )
         await browser.wait_for(
             "document.querySelector('#spacer .row.check .state').textContent === 'up'"
         )
@@ -419,9 +479,12 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
         await browser.wait_for(
             "document.querySelector('#spacer .row.check .state').textContent === 'down'"
         )
-        assert await browser.evaluate(
-            "document.querySelector('#spacer .row.check .reason').textContent"
-        ) == "HTTP 503 from initialize"
+        assert (
+            await browser.evaluate(
+                "document.querySelector('#spacer .row.check .reason').textContent"
+            )
+            == "HTTP 503 from initialize"
+        )
         await browser.wait_for(
             "document.querySelectorAll('#spacer .row.check svg.spark circle').length > 0"
         )
@@ -430,17 +493,18 @@ async def test_page_served_by_the_real_daemon_shows_its_checks(
             "document.querySelector('#spacer .row.check .alert').textContent === 'critical'"
         )
         await browser.wait_for(
-            "document.querySelector(\"#summary .chip[data-state='alerts'] b\").textContent"
-            " === '1'"
+            "document.querySelector(\"#summary .chip[data-state='alerts'] b\").textContent === '1'"
         )
         await browser.type_text("#filter", "")
         await browser.wait_for(f"{CHECK_ROWS}.length > 10")
         # The daemon's brief list has no recent runs: each row's sparkline comes from its row
         # asked by name ("fleet/endpoint 12": a "/" and a space in the query).
-        await browser.wait_for(f"[...{CHECK_ROWS}].every(r =>"
-                               " r.querySelector('svg.spark polyline') !== null)")
+        await browser.wait_for(
+            f"[...{CHECK_ROWS}].every(r => r.querySelector('svg.spark polyline') !== null)"
+        )
         assert await browser.evaluate(
-            f"{PAGE}.rowRequests > 0 && {PAGE}.checks.every(c => c._brief)")
+            f"{PAGE}.rowRequests > 0 && {PAGE}.checks.every(c => c._brief)"
+        )
         await browser.screenshot(SCREENSHOTS / "statuspage-daemon.png")
         assert await browser.evaluate("window.__csp") == []
         assert browser.exceptions == []
@@ -505,8 +569,8 @@ async def test_page_refuses_a_source_on_another_origin_and_keeps_its_own(
     other_port = hostile_server.url.split(":")[2].split("/")[0]
     refused = [
         hostile_server.url,
-        f"//127.0.0.1:{other_port}/status",            # scheme-relative
-        f"http://localhost:{other_port}/status",      # same host, other name and port
+        f"//127.0.0.1:{other_port}/status",  # scheme-relative
+        f"http://localhost:{other_port}/status",  # same host, other name and port
         "javascript:alert(1)",
     ]
     for n, source in enumerate(refused):
@@ -551,7 +615,8 @@ async def test_page_in_cluster_mode_names_the_answering_replica_and_each_checks_
     await browser.wait_for(f"{PAGE}.refreshes >= 1")
     await browser.wait_for("document.getElementById('updated').textContent.includes('replica')")
     assert "replica alivemcp-1" in await browser.evaluate(
-        "document.getElementById('updated').textContent")
+        "document.getElementById('updated').textContent"
+    )
     await browser.wait_for("!document.getElementById('detail').hidden")
     detail = await browser.evaluate("document.getElementById('detail').textContent")
     assert "probed byalivemcp-2" in detail

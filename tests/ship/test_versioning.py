@@ -24,8 +24,9 @@ def test_installed_version_is_the_project_version() -> None:
 
 def test_changelog_has_a_section_for_this_version() -> None:
     text = (REPO / "CHANGELOG.md").read_text()
-    assert re.search(rf"^## \[{re.escape(project_version())}\] - \d{{4}}-\d{{2}}-\d{{2}}$",
-                     text, re.MULTILINE)
+    assert re.search(
+        rf"^## \[{re.escape(project_version())}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.MULTILINE
+    )
     assert "## [Unreleased]" in text
 
 
@@ -34,8 +35,10 @@ def test_image_and_manifests_carry_this_version() -> None:
     assert f"ARG VERSION={version}\n" in (REPO / "Dockerfile").read_text()
     kustomization = yaml.safe_load((REPO / "deploy/kubernetes/kustomization.yaml").read_text())
     assert [i["newTag"] for i in kustomization["images"]] == [version]
-    for workload in ("deploy/kubernetes/deployment.yaml",
-                     "deploy/kubernetes/cluster/statefulset.yaml"):
+    for workload in (
+        "deploy/kubernetes/deployment.yaml",
+        "deploy/kubernetes/cluster/statefulset.yaml",
+    ):
         manifest = yaml.safe_load((REPO / workload).read_text())
         images = [c["image"] for c in manifest["spec"]["template"]["spec"]["containers"]]
         assert images == [f"alivemcp:{version}"], workload

@@ -171,7 +171,8 @@ async def post_json(
         # No connection was made: the destination cannot have seen the request.
         return Failure("transient", f"request failed: {type(exc).__name__}")
     except httpx.TimeoutException as exc:
-        return Failure("transient", f"timeout after {timeout:g}s ({type(exc).__name__})",
-                       maybe_delivered=True)
+        return Failure(
+            "transient", f"timeout after {timeout:g}s ({type(exc).__name__})", maybe_delivered=True
+        )
     except (httpx.HTTPError, OSError) as exc:
         return Failure("transient", f"request failed: {type(exc).__name__}", maybe_delivered=True)

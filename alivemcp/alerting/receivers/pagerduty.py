@@ -72,7 +72,9 @@ class PagerDutyReceiver(Receiver):
         groups = data.get("groups", {})
         member_of = data.get("member_of", {})
         if not isinstance(groups, dict) or not all(
-            _is_key(key) and isinstance(members, list) and members
+            _is_key(key)
+            and isinstance(members, list)
+            and members
             and all(_is_key(m) for m in members)
             for key, members in groups.items()
         ):
@@ -84,8 +86,10 @@ class PagerDutyReceiver(Receiver):
         expected = {m: key for key, members in groups.items() for m in members}
         if expected != member_of or sum(len(m) for m in groups.values()) != len(expected):
             raise ValueError("groups and member_of disagree")
-        self.state.data = {"groups": {k: list(v) for k, v in groups.items()},
-                           "member_of": dict(member_of)}
+        self.state.data = {
+            "groups": {k: list(v) for k, v in groups.items()},
+            "member_of": dict(member_of),
+        }
 
     async def send(self, batch: Sequence[Notification]) -> SendResult:
         """Skip what needs no request, then make at most one request and return: each event
@@ -108,7 +112,8 @@ class PagerDutyReceiver(Receiver):
                 after = self._forget_group(grouped_into)
             elif n.event is Event.FIRING and self._storm(batch, index):
                 members = [
-                    m for m in batch[index:]
+                    m
+                    for m in batch[index:]
                     if m.event is Event.FIRING and m.dedup_key not in self._member_of
                 ]
                 group_key = f"alivemcp/group/{n.id}"
@@ -126,20 +131,22 @@ class PagerDutyReceiver(Receiver):
             if n.event is Event.TEST:
                 # Close the test incident right away: a test should not leave anyone paged.
                 await self._post(self._resolve_body(n.dedup_key))
-            return SendResult(index + 1, skipped=skipped, grouped=body["dedup_key"] != n.dedup_key
-                              and body["event_action"] == "trigger")
+            return SendResult(
+                index + 1,
+                skipped=skipped,
+                grouped=body["dedup_key"] != n.dedup_key and body["event_action"] == "trigger",
+            )
         return SendResult(len(batch), skipped=skipped)
 
     def _storm(self, batch: Sequence[Notification], start: int) -> bool:
         new_triggers = sum(
-            1 for n in batch[start:]
+            1
+            for n in batch[start:]
             if n.event is Event.FIRING and n.dedup_key not in self._member_of
         )
         return new_triggers > self._config.group_threshold
 
-    def _remember_group(
-        self, group_key: str, members: list[Notification]
-    ) -> Callable[[], None]:
+    def _remember_group(self, group_key: str, members: list[Notification]) -> Callable[[], None]:
         def record() -> None:
             self._groups[group_key] = [m.dedup_key for m in members]
             for m in members:
@@ -213,8 +220,12 @@ class PagerDutyReceiver(Receiver):
             "class": "group",
             "custom_details": {
                 "checks": [
-                    {"check": m.check, "severity": m.severity, "status": m.status,
-                     "reason": truncate(m.reason, 300)}
+                    {
+                        "check": m.check,
+                        "severity": m.severity,
+                        "status": m.status,
+                        "reason": truncate(m.reason, 300),
+                    }
                     for m in members[:_GROUP_DETAIL_LIMIT]
                 ],
                 "total": len(members),

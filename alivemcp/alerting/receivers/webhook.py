@@ -47,7 +47,11 @@ class WebhookReceiver(Receiver):
                 self._config.hmac_secret.get_secret_value(), body
             )
         response = await post_json(
-            self.client, self._config.url.get_secret_value(), body, self.timeout, headers,
+            self.client,
+            self._config.url.get_secret_value(),
+            body,
+            self.timeout,
+            headers,
             count=len(batch),
         )
         if isinstance(response, Failure):
@@ -97,7 +101,8 @@ def alertmanager_body(
     label_sets = [a["labels"] for a in alerts]
     common = (
         {k: v for k, v in label_sets[0].items() if all(s.get(k) == v for s in label_sets)}
-        if label_sets else {}
+        if label_sets
+        else {}
     )
     return {
         "version": "4",
@@ -116,8 +121,11 @@ def alertmanager_body(
 def _am_alert(n: Notification, external_url: str | None) -> dict[str, Any]:
     labels = {
         **n.labels,
-        "alertname": {"target": "CheckFailing", "probe_broken": "ProbeBroken",
-                      "flapping": "CheckFlapping"}[n.kind.value],
+        "alertname": {
+            "target": "CheckFailing",
+            "probe_broken": "ProbeBroken",
+            "flapping": "CheckFlapping",
+        }[n.kind.value],
         "check": n.check,
         "probe": n.probe_type,
         "severity": n.severity,

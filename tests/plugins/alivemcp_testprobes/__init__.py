@@ -39,8 +39,12 @@ class StaticProbe(Probe[StaticParams]):
         if p.delay:
             await asyncio.sleep(p.delay)
         reason = p.reason if p.secret_in_reason is None else f"{p.reason} {p.secret_in_reason}"
-        return ProbeResult(p.status, reason, observations=dict(p.observations),
-                           labeled_observations=[LabeledObservation("widgets", 2, {"kind": "a"})])
+        return ProbeResult(
+            p.status,
+            reason,
+            observations=dict(p.observations),
+            labeled_observations=[LabeledObservation("widgets", 2, {"kind": "a"})],
+        )
 
 
 class FileParams(ProbeParams):
@@ -129,8 +133,10 @@ class NoopProbe(Probe[ProbeParams]):
 class SleepyParams(ProbeParams):
     seconds: float = Field(ge=0, description="How long each run sleeps before answering.")
     status: Status = Status.UP
-    markers: str = Field(description="Directory for marker files: started, finished, "
-                                     "cancelled, teardown (each holds the time it happened).")
+    markers: str = Field(
+        description="Directory for marker files: started, finished, "
+        "cancelled, teardown (each holds the time it happened)."
+    )
 
 
 class SleepyProbe(Probe[SleepyParams]):

@@ -42,12 +42,17 @@ class HostileProbe(Probe[HostileParams]):
             p.status,
             json.loads(p.reason_json),
             labeled_observations=[
-                LabeledObservation("server_info", 1, {
-                    "server_name": json.loads(p.label_json),
-                    **({p.extra_label: "x"} if p.extra_label else {}),
-                })
+                LabeledObservation(
+                    "server_info",
+                    1,
+                    {
+                        "server_name": json.loads(p.label_json),
+                        **({p.extra_label: "x"} if p.extra_label else {}),
+                    },
+                )
             ],
             details=details,
             observations={"token_length": float(len(p.token.get_secret_value()))}
-            if p.token else {},
+            if p.token
+            else {},
         )
