@@ -13,8 +13,8 @@ import pytest
 
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
+from alivemcp.testbed.mcp_servers import make_test_ca
 from tests.kafka.kafka_support import RELAXED
-from tests.kafka.tls_support import make_ca, server_keystore
 from tests.support import run_check
 
 PASSWORD = "scram-pass-8f2e1c"
@@ -23,10 +23,10 @@ PASSWORD = "scram-pass-8f2e1c"
 @pytest.fixture(scope="module")
 async def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("scram-tls")
-    ca_key, ca_cert, ca_file = make_ca(directory, "trusted")
-    _k, _c, other_ca = make_ca(directory, "other")
+    trusted = make_test_ca(directory, name="trusted")
+    ca_file, other_ca = trusted.ca_file, make_test_ca(directory, name="other").ca_file
     listener = SaslSslListener(
-        keystore_pem=server_keystore(directory, ca_key, ca_cert),
+        keystore_pem=trusted.server_pem,
         users={"prober": PASSWORD},
     )
     cluster = await KafkaCluster(size=1, sasl_ssl=listener).start()

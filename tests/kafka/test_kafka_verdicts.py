@@ -27,8 +27,8 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import ClusterMetadata, KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
+from alivemcp.testbed.mcp_servers import make_test_ca
 from tests.kafka.kafka_support import RELAXED, Check, unique
-from tests.kafka.tls_support import make_ca, server_keystore
 from tests.support import run_until
 
 PASSWORD = "verdict-pass-5b7d02"
@@ -52,10 +52,8 @@ TIMEOUTS = {
 @pytest.fixture(scope="module")
 async def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("verdicts-tls")
-    ca_key, ca_cert, ca_file = make_ca(directory, "verdicts")
-    listener = SaslSslListener(
-        keystore_pem=server_keystore(directory, ca_key, ca_cert), users={"prober": PASSWORD}
-    )
+    ca = make_test_ca(directory, name="verdicts")
+    listener = SaslSslListener(keystore_pem=ca.server_pem, users={"prober": PASSWORD})
     cluster = await KafkaCluster(
         size=3,
         sasl_ssl=listener,
@@ -65,7 +63,7 @@ async def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
         },
     ).start()
     try:
-        yield {"cluster": cluster, "ca_file": str(ca_file)}
+        yield {"cluster": cluster, "ca_file": str(ca.ca_file)}
     finally:
         cluster.stop()
 
