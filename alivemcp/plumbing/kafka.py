@@ -177,6 +177,37 @@ RETEST_EVERY = 3.0
 _WAIT_SHARE = 0.8
 
 
+class _Asks:
+    """One client build's direct asks of its bootstrap servers (connect, authenticate,
+    ApiVersions), started together for the whole step and read by whoever needs them: the
+    ranking, then a start that ran out of time. They end by their own timeout."""
+
+    def __init__(
+        self, started: float, tasks: Mapping[str, asyncio.Future[KafkaPlumbingError | None]]
+    ) -> None:
+        self.started = started
+        self.tasks = dict(tasks)
+
+    def when_done(self, callback: Callable[[_Asks], None]) -> None:
+        """Call ``callback(self)`` once every ask has ended (at once if they all have)."""
+        left = {t for t in self.tasks.values() if not t.done()}
+        if not left:
+            callback(self)
+            return
+
+        def one_done(task: asyncio.Future[KafkaPlumbingError | None]) -> None:
+            left.discard(task)
+            if not left:
+                callback(self)
+
+        for task in left:
+            task.add_done_callback(one_done)
+
+    def cancel(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+
+
 class KafkaClusterClient:
     """Long-lived clients for one cluster, and the small async helpers the probes need.
 
@@ -204,6 +235,8 @@ class KafkaClusterClient:
         self.brokers: dict[int, BrokerInfo] = {}
         self._addresses: dict[int, str] = {}
         self._retest: asyncio.Task[None] | None = None
+        #: Bootstrap servers' direct asks still running after their build (see _Asks).
+        self._asking: set[_Asks] = set()
 
     def _error(
         self, kind: ErrorKind, operation: str, detail: str, target: str | None = None
@@ -364,20 +397,23 @@ class KafkaClusterClient:
         conn.close()
         return None
 
-    async def _rank_bootstrap(self, servers: list[str], timeout: float, what: str) -> list[str]:
+    async def _rank_bootstrap(
+        self, servers: list[str], timeout: float, what: str, asks: _Asks
+    ) -> list[str]:
         """Ask every bootstrap server at once and keep those that answered (all of them if
         none did): aiokafka bootstraps from the servers one by one in random order, waiting a
         whole request timeout on a hung one. A server still silent well after another
         answered becomes a suspect (judged in the background: the caller goes on at once).
         A server that refuses the prober's credentials ends it at once with an ``auth``
         error: a client would be refused as well, and waiting for it could only turn the
-        refusal into a timeout."""
+        refusal into a timeout. ``asks`` (one per server, started by the caller for the whole
+        step) go on after ``timeout``: a start that runs out of time reads their answers."""
         if len(servers) < 2:  # (nothing to rank: a refusal comes from the client's start)
             return servers
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        asks = {asyncio.ensure_future(self._ask(s, timeout)): s for s in servers}
-        pending = set(asks)
+        started = asks.started
+        by_task = {asks.tasks[s]: s for s in servers}
+        pending = set(by_task)
         answered: list[str] = []
         until = started + timeout
         while pending:
@@ -390,21 +426,18 @@ class KafkaClusterClient:
             for task in done:
                 problem = task.result()
                 if _alive(problem):
-                    self.health.answered(asks[task])
+                    self.health.answered(by_task[task])
                 if problem is not None and problem.kind is ErrorKind.AUTH:
-                    for other in pending:
-                        other.cancel()
-                    await asyncio.gather(*pending, return_exceptions=True)
                     raise self._refused(problem, what)
                 if problem is None:
-                    answered.append(asks[task])
+                    answered.append(by_task[task])
             if answered and until == started + timeout:
                 # Healthy brokers answer within moments of each other.
                 elapsed = loop.time() - started
                 until = min(until, loop.time() + max(0.2, 2 * elapsed))
         if pending:
             judge = self._judge_silent(
-                {t: asks[t] for t in pending}, bool(answered), started, started + timeout
+                {t: by_task[t] for t in pending}, bool(answered), started, started + timeout
             )
             self._background(judge)
         return answered or servers
@@ -417,27 +450,23 @@ class KafkaClusterClient:
         deadline: float,
     ) -> None:
         """Bootstrap servers still asked: one silent long after another answered (a few
-        times the time a healthy one takes, at least 2 s) becomes a suspect."""
+        times the time a healthy one takes, at least 2 s) becomes a suspect. (The asks are the
+        build's: they end by their own timeout.)"""
         loop = asyncio.get_running_loop()
         limit = min(deadline, loop.time() + 2.0)
-        try:
-            done, pending = await asyncio.wait(asks, timeout=max(0.0, limit - loop.time()))
-            for task in done:
-                if _alive(task.result()):
-                    self.health.answered(asks[task])
-            if others_answered:
-                waited = loop.time() - started
-                for task in pending:
-                    server = asks[task]
-                    self._suspect(
-                        server,
-                        self._node_at(server),
-                        f"did not answer ApiVersions within {seconds_text(waited)}",
-                    )
-        finally:
-            for task in asks:
-                task.cancel()
-            await asyncio.gather(*asks, return_exceptions=True)
+        done, pending = await asyncio.wait(asks, timeout=max(0.0, limit - loop.time()))
+        for task in done:
+            if _alive(task.result()):
+                self.health.answered(asks[task])
+        if others_answered:
+            waited = loop.time() - started
+            for task in pending:
+                server = asks[task]
+                self._suspect(
+                    server,
+                    self._node_at(server),
+                    f"did not answer ApiVersions within {seconds_text(waited)}",
+                )
 
     def _background(self, call: Any) -> None:
         task = asyncio.ensure_future(call)
@@ -447,7 +476,9 @@ class KafkaClusterClient:
     def _node_at(self, address: str) -> int | None:
         return next((b.node_id for b in self.brokers.values() if b.address == address), None)
 
-    async def _start(self, client: Any, what: str, timeout: float | None) -> Any:
+    async def _start(
+        self, client: Any, what: str, timeout: float | None, asks: _Asks | None = None
+    ) -> Any:
         """Start ``client`` within ``timeout``; on running out, name the broker(s) it was
         waiting on and close it in the background (closing may wait on them too)."""
         steering = steering_of(client)
@@ -461,7 +492,9 @@ class KafkaClusterClient:
                 self._close_later(client)
                 waited = timeout * _WAIT_SHARE
                 if steering is not None and not steering.nodes():  # still bootstrapping
-                    reason = await self._blame_bootstrap(steering.bootstrap, waited, timeout, what)
+                    reason = await self._blame_bootstrap(
+                        steering.bootstrap, waited, timeout, what, asks
+                    )
                 else:
                     stuck = steering.stuck() if steering is not None else []
                     reason = await self._blame(stuck, waited, timeout)
@@ -492,13 +525,21 @@ class KafkaClusterClient:
         deadline = None if timeout is None else loop.time() + timeout
         options = await self.client_options()
         servers = split_servers(options["bootstrap_servers"])
-        rank_for = self.conn.request_timeout if timeout is None else timeout / 2
-        ranked = await self._rank_bootstrap(servers, rank_for, what)
-        options["bootstrap_servers"] = ",".join(ranked)
-        client = make(**options)
-        Steering(inner_client(client), self.health, ranked)
-        left = None if deadline is None else max(0.0, deadline - loop.time())
-        return await self._start(client, what, left)
+        step = self.conn.request_timeout if timeout is None else timeout
+        # Every server asked directly, once, for the whole step: the ranking reads the first
+        # answers, and a start that runs out of time reads the rest (a refusal of the
+        # credentials that came late is still a refusal, not a timeout).
+        asks = _Asks(loop.time(), {s: asyncio.ensure_future(self._ask(s, step)) for s in servers})
+        try:
+            ranked = await self._rank_bootstrap(servers, step / 2, what, asks)
+            options["bootstrap_servers"] = ",".join(ranked)
+            client = make(**options)
+            Steering(inner_client(client), self.health, ranked)
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            return await self._start(client, what, left, asks)
+        finally:
+            self._asking.add(asks)
+            asks.when_done(self._asking.discard)
 
     async def _shared(
         self,
@@ -616,6 +657,8 @@ class KafkaClusterClient:
                 await close_quietly(client)
 
     async def aclose(self) -> None:
+        for asks in list(self._asking):
+            asks.cancel()
         if self._retest is not None:
             self._retest.cancel()
             await asyncio.gather(self._retest, return_exceptions=True)
@@ -690,14 +733,55 @@ class KafkaClusterClient:
                 if result is True:
                     self.health.answered(suspicion.address)
 
+    async def _answers_of(
+        self, servers: Sequence[str], seconds: float, asks: _Asks | None
+    ) -> list[KafkaPlumbingError | None]:
+        """Each server's answer to being asked directly: the build's own ask where there is
+        one (waited for up to ``seconds`` more), else a new ask within ``seconds``."""
+        loop = asyncio.get_running_loop()
+        tasks = {
+            s: (
+                asks.tasks[s]
+                if asks is not None and s in asks.tasks
+                else asyncio.ensure_future(self._ask(s, seconds))
+            )
+            for s in servers
+        }
+        if tasks:
+            await asyncio.wait(tasks.values(), timeout=seconds)
+        answers: list[KafkaPlumbingError | None] = []
+        for server, task in tasks.items():
+            if task.done() and not task.cancelled():
+                answers.append(task.result())
+                continue
+            since = asks.started if asks is not None and server in asks.tasks else None
+            silent = seconds if since is None else loop.time() - since
+            answers.append(
+                self._error(
+                    ErrorKind.TIMEOUT,
+                    "ApiVersions",
+                    f"did not answer ApiVersions within {seconds_text(silent)}",
+                    target=server,
+                )
+            )
+            if since is None:
+                task.cancel()
+        return answers
+
     async def _blame_bootstrap(
-        self, servers: Sequence[str], waited: float, timeout: float, what: str
+        self,
+        servers: Sequence[str],
+        waited: float,
+        timeout: float,
+        what: str,
+        asks: _Asks | None = None,
     ) -> str:
-        """Why bootstrapping ran out of time: the servers asked directly (with what is left of
-        ``timeout``); a silent one is named, and a suspect. One that refuses the prober's
-        credentials raises an ``auth`` error instead: the time ran out on a refusal."""
+        """Why bootstrapping ran out of time: the servers asked directly (the build's own asks
+        when it has them, else now; with what is left of ``timeout``); a silent one is named,
+        and a suspect. One that refuses the prober's credentials raises an ``auth`` error
+        instead: the time ran out on a refusal."""
         head = f"no Kafka answer within {seconds_text(waited)}"
-        answers = await asyncio.gather(*(self._ask(s, max(0.0, timeout - waited)) for s in servers))
+        answers = await self._answers_of(servers, max(0.0, timeout - waited), asks)
         refused = next((p for p in answers if p is not None and p.kind is ErrorKind.AUTH), None)
         if refused is not None:
             raise self._refused(refused, what)
