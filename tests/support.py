@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -260,16 +260,7 @@ class DaemonProcess:
         return rows.get(check, {})
 
     def wait_for(self, predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
-        import time
-
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; last={last!r}\n{self.logs()[-3000:]}")
+        return poll_until(predicate, timeout, what, every=0.1, context=lambda: self.logs()[-3000:])
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None
@@ -306,23 +297,50 @@ class DaemonProcess:
             self.kill()
 
 
+def poll_until(
+    predicate: Callable[[], Any],
+    within: float,
+    what: str,
+    *,
+    every: float,
+    context: Callable[[], str] = str,
+) -> Any:
+    """Call ``predicate`` every ``every`` seconds until it returns something truthy, and return
+    that; at the deadline fail saying what was waited for, the last value seen and
+    ``context()`` (a log tail). For what has no event to wait on but its own state: a process's
+    output, a file, an answer over HTTP."""
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"timed out after {within:g}s waiting for {what}; last={last!r}\n{context()}"
+            )
+        time.sleep(every)
+
+
 async def run_until(
     run: Any, done: Any, what: str, within: float = 60.0, pause: float = 1.0
-) -> CheckResult:
-    """Run a check until its result satisfies ``done``: real clusters change state on their
-    own schedule (fencing, leader election, ISR expansion), so tests poll, not sleep."""
+) -> Any:
+    """Call ``run`` (a check's run, or any async read of a real component's state) until its
+    value satisfies ``done``: real clusters change state on their own schedule (fencing,
+    leader election, ISR expansion), so tests poll their state, with a deadline."""
     import asyncio
     import time
 
     deadline = time.monotonic() + within
-    last: CheckResult | None = None
+    last: Any = None
     while time.monotonic() < deadline:
         last = await run()
         if done(last):
             return last
         await asyncio.sleep(pause)
-    assert last is not None
-    raise AssertionError(f"{what}: still {last.status} after {within:g}s: {last.reason}")
+    seen = f"still {last.status}: {last.reason}" if isinstance(last, CheckResult) else f"{last!r}"
+    raise AssertionError(f"{what}: after {within:g}s, {seen}")
 
 
 async def run_demo_check(

@@ -17,7 +17,7 @@ from typing import TypeVar
 import yaml
 
 from alivemcp.app.datadir import DataDirLock
-from tests.support import ALIVEMCP, REPO, cli, free_port, subprocess_env
+from tests.support import ALIVEMCP, REPO, cli, free_port, poll_until, subprocess_env
 
 T = TypeVar("T")
 
@@ -123,20 +123,20 @@ def _wait_for(
     log_path: Path,
     seconds: float,
 ) -> T:
-    """Poll ``ready`` until it returns something, while the demo runs; fail at the deadline."""
-    deadline = time.monotonic() + seconds
-    while True:
+    """Poll ``ready`` until it returns something, while the demo runs; fail at the deadline, or
+    at once if the demo exits."""
+
+    def running_and_ready() -> T | None:
         assert proc.poll() is None, (
             f"the demo exited ({proc.returncode}) waiting for {what}:\n"
             + (log_path.read_text()[-4000:])
         )
-        found = ready()
-        if found is not None:
-            return found
-        assert time.monotonic() < deadline, (
-            f"no {what} within {seconds:.0f}s:\n" + (log_path.read_text()[-4000:])
-        )
-        time.sleep(0.5)
+        return ready()
+
+    found: T = poll_until(
+        running_and_ready, seconds, what, every=0.5, context=lambda: log_path.read_text()[-4000:]
+    )
+    return found
 
 
 def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: Path) -> None:

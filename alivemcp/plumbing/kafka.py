@@ -189,19 +189,10 @@ class _Asks:
         self.tasks = dict(tasks)
 
     def when_done(self, callback: Callable[[_Asks], None]) -> None:
-        """Call ``callback(self)`` once every ask has ended (at once if they all have)."""
-        left = {t for t in self.tasks.values() if not t.done()}
-        if not left:
-            callback(self)
-            return
-
-        def one_done(task: asyncio.Future[KafkaPlumbingError | None]) -> None:
-            left.discard(task)
-            if not left:
-                callback(self)
-
-        for task in left:
-            task.add_done_callback(one_done)
+        """Call ``callback(self)`` once every ask has ended (their results, errors included,
+        are taken then: none is left unread)."""
+        ended = asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        ended.add_done_callback(lambda _: callback(self))
 
     def cancel(self) -> None:
         for task in self.tasks.values():

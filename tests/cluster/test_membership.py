@@ -73,8 +73,7 @@ class CancelsOnce(Recorder):
         await super().on_assigned(shards)
         if not self.raised:
             self.raised = True
-            inner = asyncio.create_task(asyncio.sleep(60))
-            await asyncio.sleep(0)
+            inner = asyncio.create_task(asyncio.Event().wait())
             inner.cancel()
             await inner
 

@@ -15,8 +15,6 @@ without any test noticing.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -37,6 +35,7 @@ HUNG = 2
 #: Kafka's own broker session timeout: a hung broker stays registered, leading and in every
 #: ISR this long (the testbed's default is shorter, for tests that only need it fenced).
 SESSION_TIMEOUT_MS = 9000
+HEARTBEAT_MS = 2000
 #: Fencing waits for the session to expire, then a controller's turn, on a loaded machine.
 FENCED_WITHIN = SESSION_TIMEOUT_MS / 1000 * 3 + 10
 HEALTH_TIMEOUT = 8.0
@@ -59,7 +58,7 @@ async def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
         sasl_ssl=listener,
         extra_properties={
             "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-            "broker.heartbeat.interval.ms": "2000",
+            "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
         },
     ).start()
     try:
@@ -175,10 +174,10 @@ async def _metadata(cluster: KafkaCluster, topics: list[str]) -> ClusterMetadata
 async def _until_metadata(
     cluster: KafkaCluster, topics: list[str], done: Any, what: str, within: float
 ) -> None:
-    deadline = time.monotonic() + within
-    while not done(await _metadata(cluster, topics)):
-        assert time.monotonic() < deadline, f"{what}: not within {within:g}s"
-        await asyncio.sleep(0.2)
+    # The controller changes what metadata says once per broker heartbeat at most.
+    await run_until(
+        lambda: _metadata(cluster, topics), done, what, within, pause=HEARTBEAT_MS / 1000 / 4
+    )
 
 
 #: (check, its topics, production?, status, the reason's first words) while HUNG hangs.
