@@ -10,14 +10,18 @@ then catch ``ProbeError`` alone and never import a client library's exception ty
     except ProbeError as err:
         findings.add_error(err)
 
-:func:`alivemcp.verdict.status_for` maps an :class:`ErrorKind` to a verdict.
+:func:`alivemcp.verdict.status_for` maps an :class:`ErrorKind` to a verdict, and
+:func:`describe_failure` to the probe's sentence for it (one table, :data:`FAILURE_SENTENCES`)::
+
+    findings.add_error(err, reason=describe_failure(err.kind, f"stream {name}", action="describe"))
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
-__all__ = ["ErrorKind", "ProbeError"]
+__all__ = ["FAILURE_SENTENCES", "OTHER_FAILURE", "ErrorKind", "ProbeError", "describe_failure"]
 
 
 class ErrorKind(StrEnum):
@@ -71,3 +75,37 @@ class ProbeError(Exception):
             f"ProbeError({self.kind.value}, target={self.target!r}, "
             f"operation={self.operation!r}, code={self.code!r})"
         )
+
+
+#: How a probe says that an operation failed, by kind: ``{action}`` is the verb phrase
+#: ("describe", "put the canary into") and ``{subject}`` what it acts on, named with what it
+#: is ("delivery stream events", "canary queue jobs"). AUTH and PERMISSION put the blame on the
+#: prober's own identity (by default their verdict is ``unknown``); a kind not listed falls to
+#: :data:`OTHER_FAILURE`. ``Findings.add_error`` follows the sentence with ``": <detail>"``.
+FAILURE_SENTENCES: Mapping[ErrorKind, str] = {
+    ErrorKind.AUTH: "prober's own credentials failed to {action} {subject}",
+    ErrorKind.PERMISSION: "prober is not allowed to {action} {subject}",
+    ErrorKind.NOT_FOUND: "{subject} not found",
+}
+#: The sentence for every kind :data:`FAILURE_SENTENCES` does not list.
+OTHER_FAILURE = "cannot {action} {subject}"
+
+
+def describe_failure(
+    kind: ErrorKind,
+    subject: str,
+    *,
+    action: str,
+    overrides: Mapping[ErrorKind, str] | None = None,
+) -> str:
+    """The sentence for a failed ``action`` on ``subject`` that went wrong as ``kind``.
+
+    ``overrides`` holds a probe's own templates for the kinds its domain reads differently
+    (a 403 through an access point is policy drift, not the prober's permission), with the
+    same ``{action}`` and ``{subject}`` fields; the table serves every other kind.
+    """
+    if overrides and kind in overrides:
+        template = overrides[kind]
+    else:
+        template = FAILURE_SENTENCES.get(kind, OTHER_FAILURE)
+    return template.format(action=action, subject=subject)

@@ -246,8 +246,8 @@ async def _feed(
     t0 = time.monotonic()
     for at in range(0, len(results), chunk):
         for result in results[at : at + chunk]:
+            store.consume(result)  # the stream watches it for changes of status
             stream.consume(result)
-            store.record(result)
         if rate:
             wait = t0 + (at + chunk) / rate - time.monotonic()
             await asyncio.sleep(max(0.0, wait))
@@ -302,7 +302,8 @@ async def produce(args: argparse.Namespace) -> None:
         kafka = ClusterKafka(config.kafka, plumbing)
         store = StatusStore("bench-a")
         store.set_checks(infos)
-        stream = ResultsStream(config, kafka, store, CollectorRegistry())
+        stream = ResultsStream(config, kafka, CollectorRegistry())
+        store.watch(stream.status_changed)
         await stream.start()
         await _feed(stream, store, results[:2000], None)  # producer started, metadata known
 

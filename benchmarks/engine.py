@@ -282,7 +282,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
     out["load_s"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     daemon = Daemon(loaded, path)
-    real = daemon.metrics.lateness
+    real = daemon.scheduler.metrics.lateness
 
     class Recorder:
         def observe(self, value: float) -> None:
@@ -290,7 +290,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
             late.append(value)
             real.observe(value)
 
-    daemon.metrics.lateness = Recorder()  # type: ignore[assignment]
+    daemon.scheduler.metrics.lateness = Recorder()  # type: ignore[assignment]
     del loaded
     await daemon._start()
     out["start_s"] = time.perf_counter() - t1

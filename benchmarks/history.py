@@ -70,10 +70,11 @@ async def steady_child(checks: int, interval: float, seconds: float, history_on:
     from alivemcp.app.daemon import settle_heap
     from alivemcp.config import SchedulerConfig, load_config_text
     from alivemcp.engine.checks import build_handle
+    from alivemcp.engine.instruments import SchedulerMetrics
     from alivemcp.engine.pipeline import ResultPipeline
     from alivemcp.engine.scheduler import Scheduler
     from alivemcp.engine.status import StatusStore
-    from alivemcp.history import HistoryStore
+    from alivemcp.history.store import HistoryStore
     from alivemcp.plumbing import Plumbing
     from alivemcp.web.metrics import Metrics
 
@@ -83,19 +84,22 @@ async def steady_child(checks: int, interval: float, seconds: float, history_on:
     loaded = load_config_text(text, env={})
     store = StatusStore()
     metrics = Metrics(store)
+    scheduler_metrics = SchedulerMetrics(metrics.registry)
     lateness: list[float] = []
-    real_observe = metrics.lateness.observe
+    real_observe = scheduler_metrics.lateness.observe
 
     def observe(value: float) -> None:
         lateness.append((time.monotonic(), value))  # type: ignore[arg-type]
         real_observe(value)
 
-    metrics.lateness.observe = observe  # type: ignore[method-assign]
+    scheduler_metrics.lateness.observe = observe  # type: ignore[method-assign]
     tmp = tempfile.mkdtemp(prefix="alivemcp-bench-history-")
     history = HistoryStore(tmp, HistoryConfig(), metrics.registry) if history_on else None
     consumers: list = [store] + ([history] if history else [])
     pipeline = ResultPipeline(consumers, metrics.registry)
-    scheduler = Scheduler(store, metrics, pipeline, SchedulerConfig(max_concurrency=10_000))
+    scheduler = Scheduler(
+        store.mark_in_flight, scheduler_metrics, pipeline, SchedulerConfig(max_concurrency=10_000)
+    )
     plumbing = Plumbing()
     store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)
     for check in loaded.checks:
@@ -250,7 +254,7 @@ def generate(path: Path, checks: int, days: int, now: float) -> None:
 def reads(args: argparse.Namespace) -> None:
     from alivemcp.engine.results import CheckInfo
     from alivemcp.engine.status import StatusStore
-    from alivemcp.history import HistoryStore
+    from alivemcp.history.store import HistoryStore
 
     now = time.time()
     tmp = Path(tempfile.mkdtemp(prefix="alivemcp-bench-history-"))

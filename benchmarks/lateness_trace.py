@@ -107,7 +107,7 @@ async def trace(args: argparse.Namespace) -> None:
     configure_logging("info", "json")
     daemon = Daemon(load_config(path), path)
     runs: list[tuple[float, float]] = []  # (planned, started)
-    real = daemon.metrics.lateness
+    real = daemon.scheduler.metrics.lateness
 
     class Recorder:
         def observe(self, value: float) -> None:
@@ -115,7 +115,7 @@ async def trace(args: argparse.Namespace) -> None:
             runs.append((now - value, now))
             real.observe(value)
 
-    daemon.metrics.lateness = Recorder()  # type: ignore[assignment]
+    daemon.scheduler.metrics.lateness = Recorder()  # type: ignore[assignment]
     await daemon._start()
     gc.callbacks.append(on_gc)
     if os.environ.get("GCPROBE"):

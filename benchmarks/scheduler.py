@@ -21,14 +21,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "plugins"))  # the test plugin's no-op probe type
 
+from prometheus_client import CollectorRegistry  # noqa: E402
+
 from alivemcp.app.daemon import settle_heap  # noqa: E402
 from alivemcp.config import SchedulerConfig, load_config_text  # noqa: E402
 from alivemcp.engine.checks import build_handle  # noqa: E402
+from alivemcp.engine.instruments import SchedulerMetrics  # noqa: E402
 from alivemcp.engine.results import CheckResult  # noqa: E402
 from alivemcp.engine.scheduler import Scheduler  # noqa: E402
 from alivemcp.engine.status import StatusStore  # noqa: E402
 from alivemcp.plumbing import Plumbing  # noqa: E402
-from alivemcp.web.metrics import Metrics  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -67,7 +69,7 @@ async def main(args: argparse.Namespace) -> None:
     loaded = load_config_text(text, env={})
     t_config = time.perf_counter() - t0
     store = StatusStore()
-    metrics = Metrics(store)
+    metrics = SchedulerMetrics(CollectorRegistry())
     recorder = RecordingHistogram(metrics.lateness)
     metrics.lateness = recorder  # type: ignore[assignment]
     results = 0
@@ -77,7 +79,9 @@ async def main(args: argparse.Namespace) -> None:
         results += 1
         store.record(result)
 
-    scheduler = Scheduler(store, metrics, on_result, SchedulerConfig(max_concurrency=10_000))
+    scheduler = Scheduler(
+        store.mark_in_flight, metrics, on_result, SchedulerConfig(max_concurrency=10_000)
+    )
     plumbing = Plumbing()
     t0 = time.perf_counter()
     store.set_checks(build_handle(c, plumbing).info for c in loaded.checks)

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from alivemcp.errors import describe_failure
 from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
 from alivemcp.plumbing.cloudwatch import (
@@ -211,7 +212,8 @@ class FlinkApplicationProbe(Probe[FlinkApplicationParams]):
             flink = await aws.client("kinesisanalyticsv2", p.aws)
             app = await describe_application(flink, name)
         except ProbeError as err:
-            findings.add_error(err, reason=_describe_failure(err.kind, name))
+            reason = describe_failure(err.kind, f"application {name}", action="describe")
+            findings.add_error(err, reason=reason)
             return findings.result()
         now = time.time()
         status_age = self._track_status(app.status, now)
@@ -493,13 +495,3 @@ def _span(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
-
-
-def _describe_failure(kind: ErrorKind, name: str) -> str:
-    if kind is ErrorKind.NOT_FOUND:
-        return f"application {name} not found"
-    if kind is ErrorKind.PERMISSION:
-        return f"not allowed to describe application {name}"
-    if kind is ErrorKind.AUTH:
-        return f"prober credentials (describing application {name})"
-    return f"DescribeApplication for application {name} failed"

@@ -77,35 +77,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import traceback
-from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
-
-from pydantic import Field, SecretStr, field_validator, model_validator
+from typing import Any, ClassVar
 
 from alivemcp.plumbing import plumbing_of
-from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, ClientConfigError, idna_host
-from alivemcp.probe import (
-    CheckContext,
-    Duration,
-    Findings,
-    LabeledObservation,
-    Observable,
-    Probe,
-    ProbeParams,
-    ProbeResult,
-    Status,
-)
-from probes.mcp.auth import ClientCredentials, OAuthParams, TokenUnavailable, bearer_challenge
+from alivemcp.plumbing.http import ClientConfigError, PrivateAddressRefused
+from alivemcp.probe import CheckContext, Observable, Probe, ProbeResult, Status
+from probes.mcp._params import McpEndpointParams
+from probes.mcp._report import build_details, decide, observe
+from probes.mcp.auth import ClientCredentials, TokenUnavailable, bearer_challenge
 from probes.mcp.handshake import (
     AuthRejected,
     Down,
     Era,
     EraMismatch,
     Handshake,
-    HandshakeFacts,
     HandshakeOptions,
     ToolCallSpec,
 )
@@ -114,231 +101,13 @@ __all__ = ["McpEndpointParams", "McpEndpointProbe"]
 
 #: Time kept back from the check's timeout so the probe reports its own reason first.
 _DEADLINE_MARGIN = 0.25
-_LABEL_MAX = 64
 #: What interpreting a server's data can raise when the data has a shape the probe did not
 #: foresee (UnicodeError is a ValueError, KeyError and IndexError are LookupErrors).
 _SURPRISES = (TypeError, LookupError, AttributeError, ValueError, RecursionError, ArithmeticError)
 #: Distinct surprises logged (with their traceback) per check.
 _MAX_LOGGED_SURPRISES = 32
-#: RFC 9110 token: what a header name may be.
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-#: RFC 9110 field-value characters (visible ASCII, space, tab, obs-text); no CR, LF or NUL.
-_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
-#: Headers the probe writes itself: a second copy would break the request or the session.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "mcp-session-id",
-        "mcp-protocol-version",
-        "mcp-method",
-        "mcp-name",
-        "last-event-id",
-    }
-)
 
 _log = logging.getLogger(__name__)
-
-
-class ToolCallParams(ProbeParams):
-    name: str = Field(description="Tool to call.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments.")
-    expect_contains: str | None = Field(
-        None, description="Substring the result's text (or structured content) must contain."
-    )
-    expect_json_path: str | None = Field(
-        None,
-        description="Path into the result that must exist, e.g. `structuredContent.sum` or "
-        "`content[0].text`.",
-    )
-    expect_value: Any = Field(
-        None, description="With expect_json_path: the value found there must equal this."
-    )
-
-
-class TlsParams(ProbeParams):
-    ca_file: str | None = Field(None, description="CA bundle (PEM) to verify the server with.")
-    cert_file: str | None = Field(
-        None, description="Client certificate (PEM; may hold the key too) for mutual TLS."
-    )
-    key_file: str | None = Field(
-        None, description="The client certificate's private key, when not in `cert_file`."
-    )
-
-    @model_validator(mode="after")
-    def _key_needs_cert(self) -> TlsParams:
-        if self.key_file is not None and self.cert_file is None:
-            raise ValueError("key_file needs cert_file")
-        return self
-
-
-class McpEndpointParams(ProbeParams):
-    url: str = Field(
-        description="The MCP endpoint (e.g. `https://host/mcp`, or `/sse` for "
-        "the legacy transport)."
-    )
-    transport: Literal["auto", "streamable_http", "stateless", "sse"] = Field(
-        "auto",
-        description="`auto` detects (and remembers) the transport; `streamable_http` "
-        "(2025 revisions), `stateless` (2026-07-28) or `sse` (legacy 2024-11-05) force one.",
-    )
-    protocol_version: str = Field(
-        "2025-11-25", description="Protocol version offered in initialize."
-    )
-    headers: dict[str, SecretStr] = Field(
-        default_factory=dict,
-        description="Extra request headers, e.g. `Authorization: Bearer ${MCP_TOKEN}`; values "
-        "are secrets and never shown.",
-    )
-    oauth: OAuthParams | None = Field(
-        None, description="OAuth2 client credentials; the token is cached until it expires."
-    )
-    auth_gated_ok: bool = Field(
-        False,
-        description="With no credentials configured, a 401/403 carrying a Bearer challenge "
-        "counts as up (the server is alive behind auth).",
-    )
-    list_tools: bool = Field(True, description="Call tools/list when the server has tools.")
-    required_tools: list[str] = Field(
-        default_factory=list, description="Tool names that must be listed (else degraded)."
-    )
-    call: ToolCallParams | None = Field(
-        None, description="Optional tools/call for a deep check, with an expected result."
-    )
-    degraded_latency: Duration = Field(2.0, description="A handshake slower than this is degraded.")
-    request_timeout: Duration = Field(
-        10.0, description="Per-request timeout (also capped by the check's timeout)."
-    )
-    tls_verify: bool = Field(
-        True,
-        description="Verify the server certificate (its expiry is reported only when verified).",
-    )
-    tls_ca_file: str | None = Field(
-        None, description="CA bundle to verify the server with (same as `tls.ca_file`)."
-    )
-    tls: TlsParams | None = Field(
-        None,
-        description="TLS files: `ca_file` to verify the server, `cert_file` and "
-        "`key_file` for a client certificate (mutual TLS).",
-    )
-    proxy: Literal["direct"] | SecretStr | None = Field(
-        None,
-        description="HTTP proxy: unset uses the `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` "
-        "environment variables, `direct` never uses one, or an `http://host:port` URL "
-        "(credentials in it, `http://user:pass@host:port`, are a secret and never shown).",
-    )
-    tls_expiry_days: float = Field(
-        14.0, ge=0, description="A certificate expiring within this many days is degraded."
-    )
-    max_response_bytes: int = Field(
-        DEFAULT_MAX_BODY_BYTES, gt=0, description="Largest response body accepted."
-    )
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host")
-        try:
-            parts.port  # noqa: B018 - raises on a bad port
-        except ValueError as exc:
-            raise ValueError(f"bad port: {exc}") from None
-        problem = _host_problem(parts.hostname)
-        if problem is not None:
-            raise ValueError(problem)
-        if any(c in value for c in " \t\r\n\x00"):
-            raise ValueError("must not contain spaces or control characters")
-        return value
-
-    @field_validator("headers")
-    @classmethod
-    def _sendable_headers(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
-        seen: set[str] = set()
-        for name, secret in value.items():
-            shown = repr(name[:60])
-            if not _TOKEN.fullmatch(name):
-                raise ValueError(
-                    f"header name {shown} is not an HTTP token (letters, digits "
-                    "and !#$%&'*+-.^_`|~ only)"
-                )
-            if name.lower() in _RESERVED_HEADERS:
-                raise ValueError(f"header {shown} is set by the probe itself")
-            if name.lower() in seen:
-                raise ValueError(f"header {shown} is given twice (header names ignore case)")
-            seen.add(name.lower())
-            # The value is a secret: say what is wrong with it, never what it is.
-            if not _FIELD_VALUE.fullmatch(secret.get_secret_value()):
-                raise ValueError(
-                    f"header {shown} has a value that cannot be sent: only "
-                    "Latin-1 characters without line breaks or control "
-                    "characters"
-                )
-        return value
-
-    @field_validator("proxy")
-    @classmethod
-    def _proxy_url(cls, value: str | SecretStr | None) -> str | SecretStr | None:
-        if not isinstance(value, SecretStr):
-            return value
-        # Never echo the URL: it may carry credentials.
-        parts = urlsplit(value.get_secret_value())
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError("must be `direct` or an http://host:port URL")
-        try:
-            parts.port  # noqa: B018 - raises on a bad port
-        except ValueError:
-            raise ValueError("has a bad port") from None
-        if (
-            parts.path not in ("", "/")
-            or parts.query
-            or parts.fragment
-            or _host_problem(parts.hostname) is not None
-        ):
-            raise ValueError("must be an http://host:port URL (no path; an encodable host)")
-        return value
-
-    @model_validator(mode="after")
-    def _one_ca_file(self) -> McpEndpointParams:
-        if (
-            self.tls is not None
-            and self.tls.ca_file
-            and self.tls_ca_file
-            and (self.tls.ca_file != self.tls_ca_file)
-        ):
-            raise ValueError("tls_ca_file and tls.ca_file name different files: keep one")
-        return self
-
-    @property
-    def ca_file(self) -> str | None:
-        return (self.tls.ca_file if self.tls is not None else None) or self.tls_ca_file
-
-    @property
-    def tls_cert_file(self) -> str | None:
-        return self.tls.cert_file if self.tls is not None else None
-
-    @property
-    def tls_key_file(self) -> str | None:
-        return self.tls.key_file if self.tls is not None else None
-
-    @property
-    def proxy_setting(self) -> str | None:
-        """The proxy for the HTTP client: None (environment), "direct" or the URL."""
-        if isinstance(self.proxy, SecretStr):
-            return self.proxy.get_secret_value()
-        return self.proxy
-
-
-def _host_problem(host: str) -> str | None:
-    """Why ``host`` cannot be put on the wire (None: it can). A name that is not ASCII must
-    have an IDNA (punycode) form, as DNS and the Host header need one."""
-    try:
-        idna_host(host)
-    except (ValueError, UnicodeError):
-        return f"host {host[:100]!r} has no IDNA (punycode) form"
-    return None
 
 
 class McpEndpointProbe(Probe[McpEndpointParams]):
@@ -413,14 +182,19 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                     key_file=p.tls_key_file,
                     proxy=p.proxy_setting,
                     max_body_bytes=p.max_response_bytes,
+                    allow_private_addresses=p.allow_private_addresses,
                 )
             except ClientConfigError as exc:
-                return ProbeResult.unknown(f"cannot use the TLS or proxy settings: {exc}")
+                return _unusable_settings(exc)
             handshake = Handshake(self._options(headers), session, deadline)
             try:
                 result = await self._talk(handshake)
+            except PrivateAddressRefused as exc:
+                # The prober's own rule kept it from connecting: nothing is known of the
+                # target (its name may point inward only today).
+                result = ProbeResult.unknown(str(exc))
             except ClientConfigError as exc:
-                result = ProbeResult.unknown(f"cannot use the TLS or proxy settings: {exc}")
+                result = _unusable_settings(exc)
             except AuthRejected as exc:
                 if (
                     self._credentials is not None
@@ -525,101 +299,40 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         )
 
     def _report(self, result: ProbeResult, handshake: Handshake, elapsed: float) -> ProbeResult:
+        """The run's result: what was measured, the verdict, the details."""
         f = handshake.facts
-        timings = handshake.session.timings
-        observations: dict[str, float] = {"total_seconds": elapsed}
-        connect = (timings.dns_seconds or 0.0) + (timings.connect_seconds or 0.0)
-        setup = connect + (timings.tls_seconds or 0.0)
-        if timings.connect_seconds is not None:
-            observations["connect_seconds"] = connect
-        if timings.tls_seconds is not None:
-            observations["tls_seconds"] = timings.tls_seconds
-        expiry_days: float | None = None
-        if timings.cert_not_after is not None:
-            expiry_days = (timings.cert_not_after - time.time()) / 86400.0
-            observations["tls_cert_expiry_seconds"] = timings.cert_not_after - time.time()
-        if "initialize" in f.phases:
-            # The first request also opened the connection: report the server's share.
-            observations["initialize_seconds"] = max(0.0, f.phases["initialize"] - setup)
-        if "tools_list" in f.phases:
-            observations["tools_list_seconds"] = f.phases["tools_list"]
-        if "tools_call" in f.phases:
-            observations["tools_call_seconds"] = f.phases["tools_call"]
-        if f.tools is not None:
-            observations["tools"] = float(len(f.tools))
-
-        # The handshake's verdict, then what latency and the certificate add to it: every
-        # problem is named (worst first) through the contract's findings builder.
-        findings = Findings()
-        ok_reason = result.reason
-        expiring = expiry_days is not None and expiry_days < self.params.tls_expiry_days
-        expiry = f"TLS certificate expires in {expiry_days:.1f} days" if expiring else ""
-        if result.status is Status.UP and f.protocol_version is not None:
-            ok_reason = _summary(f)
-            if elapsed > self.params.degraded_latency:
-                findings.add(
-                    Status.DEGRADED,
-                    f"slow: the handshake took {elapsed:.2f}s "
-                    f"(degraded_latency {self.params.degraded_latency:g}s)",
-                )
-            if expiring:
-                findings.add(Status.DEGRADED, expiry)
-        else:
-            findings.add(result.status, result.reason)
-            if result.status is Status.DEGRADED and expiring:
-                findings.add(Status.DEGRADED, expiry)
-        status = findings.status
-
-        details: dict[str, Any] = dict(result.details or {})
+        observed = observe(f, handshake.session.timings, elapsed)
         tools_hash = f.tools_hash()
-        facts = {
-            "transport": f.era.value if f.era else None,
-            "protocol_version": f.protocol_version,
-            "server_name": f.server_name,
-            "server_version": f.server_version,
-            "tools_hash": tools_hash,
-        }
-        details.update({k: v for k, v in facts.items() if v is not None})
-        if f.tools is not None and tools_hash is not None and tools_hash != self.tools_hash:
-            # Tool names only on the first run and when they change: every string in details
-            # is redacted on every run, and a server may list hundreds of tools.
-            details["tools"] = [str(t.get("name"))[:_LABEL_MAX] for t in f.tools[:200]]
-            if self.tools_hash is not None:
-                details["tools_changed_from"] = self.tools_hash
-                if status is Status.UP:
-                    ok_reason += f" (tools changed: hash {self.tools_hash} -> {tools_hash})"
-            self.tools_hash = tools_hash
-        if f.delete_status is not None:
-            details["delete_status"] = f.delete_status
-        if f.resumptions:
-            details["sse_resumptions"] = f.resumptions
-        if f.redirected_to is not None:
-            details["redirected_to"] = f.redirected_to
-        if f.notes:
-            details["notes"] = f.notes
-        if f.problems and status is not Status.DEGRADED:
-            details["problems"] = f.problems
-        labeled: list[LabeledObservation] = []
-        if f.protocol_version is not None:
-            labeled.append(
-                LabeledObservation(
-                    "mcp_server_info",
-                    1.0,
-                    {k: (v or "")[:_LABEL_MAX] for k, v in facts.items()},
-                )
+        # The tools are news on the first run and whenever their hash changes.
+        tools_news = (
+            f.tools is not None and tools_hash is not None and tools_hash != self.tools_hash
+        )
+        changed_from = self.tools_hash if tools_news else None
+        verdict = decide(
+            result,
+            f,
+            observed,
+            elapsed=elapsed,
+            degraded_latency=self.params.degraded_latency,
+            tls_expiry_days=self.params.tls_expiry_days,
+            tools_changed_from=changed_from,
+        )
+        findings = verdict.findings
+        findings.observations.update(observed.values)
+        findings.labeled_observations.extend(observed.labeled)
+        findings.details.update(
+            build_details(
+                result, f, findings.status, list_tools=tools_news, tools_changed_from=changed_from
             )
-        findings.observations.update(observations)
-        findings.labeled_observations.extend(labeled)
-        findings.details.update(details)
-        return findings.result(ok_reason)
+        )
+        if tools_news:
+            self.tools_hash = tools_hash
+        return findings.result(verdict.ok_reason)
 
 
-def _summary(f: HandshakeFacts) -> str:
-    server = " ".join(x for x in (f.server_name, f.server_version) if x) or "unnamed server"
-    era = f.era.value if f.era else "?"
-    tools = f", {len(f.tools)} tools" if f.tools is not None else ""
-    extra = f" ({'; '.join(f.notes)})" if f.notes else ""
-    return f"MCP {f.protocol_version} over {era}: {server}{tools}{extra}"
+def _unusable_settings(exc: ClientConfigError) -> ProbeResult:
+    """The prober's own CA, certificate, key or proxy cannot be used: it cannot decide."""
+    return ProbeResult.unknown(f"cannot use the TLS or proxy settings: {exc}")
 
 
 def _gated(challenge: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.errors import ErrorKind, ProbeError, describe_failure
 from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import (
     AwsSettings,
@@ -28,6 +28,7 @@ from alivemcp.plumbing.aws import (
 )
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
+from probes._aws_common import REJECTED_IS_DOWN
 
 __all__ = ["S3AccessPointParams", "S3AccessPointProbe"]
 
@@ -89,7 +90,8 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
             return findings.result()
         except ProbeError as err:
             findings.details.update(error=err.detail, error_kind=err.kind.value)
-            findings.add_error(err, _OVERRIDES, reason=_failure(err.kind, where))
+            reason = describe_failure(err.kind, where, action="read", overrides=_SENTENCES)
+            findings.add_error(err, _OVERRIDES, reason=reason)
             return findings.result()
         elapsed = time.perf_counter() - started
         findings.observe("read_latency_seconds", elapsed)
@@ -125,21 +127,22 @@ class S3AccessPointProbe(Probe[S3AccessPointParams]):
 
 #: A 403 here is the access point's policy drifting (the tenant's view), and any other
 #: refusal of a plain read blames the access point too.
-_OVERRIDES = {ErrorKind.PERMISSION: Status.DOWN, ErrorKind.REJECTED: Status.DOWN}
+_OVERRIDES = {**REJECTED_IS_DOWN, ErrorKind.PERMISSION: Status.DOWN}
 
 
-def _failure(kind: ErrorKind, where: str) -> str:
-    if kind is ErrorKind.AUTH:
-        return "prober credentials rejected"
-    if kind is ErrorKind.PERMISSION:
-        return (
-            f"access denied (403) reading {where}: policy drift: the access point policy, the "
-            "bucket's delegation policy or the reader's IAM role no longer allows this read"
-        )
-    if kind is ErrorKind.NOT_FOUND:
-        return f"not found reading {where} (object, access point or bucket missing)"
-    if kind is ErrorKind.THROTTLED:
-        return f"throttled reading {where}"
-    if kind in (ErrorKind.CONNECT, ErrorKind.DNS, ErrorKind.TLS, ErrorKind.TIMEOUT):
-        return "cannot reach the access point"
-    return f"read failed through {where}"
+#: Where this probe says more than the shared sentences (``alivemcp.errors``): a 403 is
+#: policy drift, a missing key may be any of three things, and the tenant's view of
+#: throttling and of an unreachable endpoint is the access point's.
+_UNREACHABLE = "cannot reach the access point"
+_SENTENCES = {
+    ErrorKind.PERMISSION: (
+        "access denied (403) reading {subject}: policy drift: the access point policy, the "
+        "bucket's delegation policy or the reader's IAM role no longer allows this read"
+    ),
+    ErrorKind.NOT_FOUND: "{subject} not found (object, access point or bucket missing)",
+    ErrorKind.THROTTLED: "throttled reading {subject}",
+    ErrorKind.CONNECT: _UNREACHABLE,
+    ErrorKind.DNS: _UNREACHABLE,
+    ErrorKind.TLS: _UNREACHABLE,
+    ErrorKind.TIMEOUT: _UNREACHABLE,
+}

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.errors import ErrorKind, ProbeError, describe_failure
 from alivemcp.plumbing import canary, plumbing_of
 from alivemcp.plumbing.aws import (
     AwsSettings,
@@ -36,6 +36,7 @@ from alivemcp.plumbing.aws import (
 )
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
+from probes._aws_common import REJECTED_IS_DOWN
 
 __all__ = ["CanarySeed", "S3ObjectLambdaParams", "S3ObjectLambdaProbe"]
 
@@ -276,8 +277,9 @@ class S3ObjectLambdaProbe(Probe[S3ObjectLambdaParams]):
             self._seeded_at = None  # rewrite it on the next run
         findings = Findings()
         findings.details.update(self._details(error=err.detail, error_kind=err.kind.value))
-        words = _READ_FAILURE.get(err.kind, "Object Lambda read failed")
-        findings.add_error(err, _OVERRIDES, reason=words.format(arn=p.access_point_arn))
+        where = f"{p.access_point_arn} key {p.key!r}"
+        reason = describe_failure(err.kind, where, action="read", overrides=_SENTENCES)
+        findings.add_error(err, _OVERRIDES, reason=reason)
         return findings.result()
 
     def _details(self, **extra: Any) -> dict[str, Any]:
@@ -295,13 +297,15 @@ def _contains(text: str, sample: str) -> bool:
 
 #: A 403 is policy drift on the Object Lambda (its view of the tenant), and a refused read
 #: blames it too.
-_OVERRIDES = {ErrorKind.PERMISSION: Status.DOWN, ErrorKind.REJECTED: Status.DOWN}
-_READ_FAILURE = {
-    ErrorKind.AUTH: "prober credentials rejected",
-    ErrorKind.PERMISSION: "access denied through {arn}: policy drift on the Object Lambda or "
-    "supporting access point, or the Lambda's role",
-    ErrorKind.TIMEOUT: "Object Lambda transform did not answer ({arn})",
-    ErrorKind.CONNECT: "cannot reach the Object Lambda access point",
-    ErrorKind.DNS: "cannot reach the Object Lambda access point",
-    ErrorKind.TLS: "cannot reach the Object Lambda access point",
+_OVERRIDES = {**REJECTED_IS_DOWN, ErrorKind.PERMISSION: Status.DOWN}
+#: Where this probe says more than the shared sentences (``alivemcp.errors``): a 403 is
+#: policy drift, a timeout is the transform's, and an unreachable endpoint is the tenant's view.
+_UNREACHABLE = "cannot reach the Object Lambda access point"
+_SENTENCES = {
+    ErrorKind.PERMISSION: "access denied reading {subject}: policy drift on the Object Lambda "
+    "or supporting access point, or the Lambda's role",
+    ErrorKind.TIMEOUT: "Object Lambda transform did not answer ({subject})",
+    ErrorKind.CONNECT: _UNREACHABLE,
+    ErrorKind.DNS: _UNREACHABLE,
+    ErrorKind.TLS: _UNREACHABLE,
 }

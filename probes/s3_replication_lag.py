@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.errors import ErrorKind, ProbeError, describe_failure
 from alivemcp.plumbing import canary, plumbing_of
 from alivemcp.plumbing.aws import (
     AwsSettings,
@@ -54,13 +54,12 @@ from alivemcp.plumbing.aws import (
 from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
 from alivemcp.verdict import Findings
+from probes._aws_common import REJECTED_IS_DOWN
 
 __all__ = ["S3ReplicationLagProbe"]
 
 #: Seconds a run keeps for writing the canary and cleaning up, beyond SLA + grace.
 RUN_OVERHEAD_SECONDS = 10.0
-#: A canary write refused with any other 4xx (a disabled KMS key, say) blames the bucket.
-_WRITE_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
 
 
 class S3ReplicationLagParams(ProbeParams):
@@ -212,9 +211,9 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
         try:
             version_id = await self._canaries.write(source, p.source_bucket, key, document, p.tags)
         except ProbeError as err:
-            findings.add_error(
-                err, _WRITE_OVERRIDES, reason=_write_failure(err.kind, p.source_bucket, key)
-            )
+            where = f"source bucket {p.source_bucket}"
+            reason = describe_failure(err.kind, where, action=f"write canary {key} to")
+            findings.add_error(err, REJECTED_IS_DOWN, reason=reason)
             return findings.result()
         written = time.monotonic()
         findings.details["source_version_id"] = version_id
@@ -243,7 +242,9 @@ class S3ReplicationLagProbe(Probe[S3ReplicationLagParams]):
                 arrived = await self._poll(destination, key, give_up_at, polls)
             except ProbeError as err:  # the prober's own credentials: nothing more to learn
                 self._canaries.defer(destination, p.destination_bucket, key)
-                findings.add_error(err, reason="prober's destination credentials failed")
+                where = f"destination bucket {p.destination_bucket}"
+                reason = describe_failure(err.kind, where, action=f"read canary {key} from")
+                findings.add_error(err, reason=reason)
                 return ""
             if arrived is not None:
                 return self._arrived(key, arrived, sla_at, polls, findings)
@@ -443,14 +444,6 @@ class _Polls:
 
     def __post_init__(self) -> None:
         self.last_miss = self.written
-
-
-def _write_failure(kind: ErrorKind, bucket: str, key: str) -> str:
-    if kind is ErrorKind.AUTH:
-        return "prober's source credentials failed"
-    if kind is ErrorKind.PERMISSION:
-        return f"cannot write canary {key} to {bucket} (the prober's own write permission)"
-    return f"cannot write canary to source bucket {bucket}"
 
 
 def _looks_like_canary(key: str) -> bool:

@@ -297,11 +297,17 @@ def metrics_section() -> list[str]:
     from prometheus_client import CollectorRegistry
 
     from alivemcp.alerting.metrics import AlertingMetrics
+    from alivemcp.app.instruments import ConfigMetrics
+    from alivemcp.engine.instruments import SchedulerMetrics
     from alivemcp.engine.status import StatusStore
+    from alivemcp.web.discovery import DiscoveryCollector
     from alivemcp.web.metrics import OBSERVATION_PREFIX, Metrics
 
     metrics = Metrics(StatusStore())
     AlertingMetrics(metrics.registry)
+    SchedulerMetrics(metrics.registry)
+    ConfigMetrics(metrics.registry)
+    metrics.registry.register(DiscoveryCollector(list))
     check_text = b"".join(metrics.checks.render(False, metrics.checks.snapshot())).decode()
     rows: list[tuple[str, str, str, str]] = []
     for family, kind, doc in _families(check_text):

@@ -18,11 +18,10 @@ from typing import Any
 from aiohttp import web
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "ship")]
-
-from chromium_cdp import Browser  # noqa: E402
+sys.path[:0] = [str(REPO)]
 
 from alivemcp.web.statuspage import PAGE_HTML  # noqa: E402
+from tests.support.chromium_cdp import Browser  # noqa: E402
 
 OUTPUT = REPO / "docs" / "statuspage.png"
 

@@ -110,6 +110,33 @@ class CheckCatalog:
                     receivers=unknown,
                 )
 
+    def change(
+        self,
+        router: Router,
+        added: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
+        removed: Sequence[str],
+    ) -> None:
+        """Add or replace some entries and drop others under the current config, leaving the
+        rest alone. The catalog is replaced whole (copied, then changed), as :meth:`loading`
+        does, so a reader never sees it half-changed."""
+        if self._config is None:
+            raise RuntimeError("change() before the catalog was loaded")
+        entries = dict(self.checks)
+        dependants = {k: list(v) for k, v in self.dependants.items()}
+        for name in (*removed, *(info.name for info, _ in added)):
+            gone = entries.pop(name, None)
+            if gone is not None:
+                for dep in gone.info.depends_on:
+                    names = dependants.get(dep)
+                    if names is not None and name in names:
+                        names.remove(name)
+        for info, override in added:
+            entries[info.name] = _entry(info, override, self._config, router)
+            for dep in info.depends_on:
+                dependants.setdefault(dep, []).append(info.name)
+        self.checks = entries
+        self.dependants = {k: tuple(v) for k, v in dependants.items() if v}
+
     def info_of(self, name: str, probe_type: str, labels: dict[str, str]) -> CheckInfo:
         """The check's info, or (a check no longer configured) one made of what was saved."""
         check = self.checks.get(name)

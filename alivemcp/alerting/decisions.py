@@ -69,6 +69,11 @@ class Decider:
         self._status_of = status_of
         self.configure(config, router)
 
+    @property
+    def router(self) -> Router:
+        """The routes of the current config."""
+        return self._router
+
     def configure(self, config: AlertingConfig, router: Router) -> None:
         self._config = config
         self._router = router

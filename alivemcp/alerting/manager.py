@@ -231,6 +231,24 @@ class AlertManager:
         del previous
         yield from dropping(doomed)
 
+    def change_checks(
+        self,
+        added: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
+        removed: Sequence[str],
+        reason: str,
+    ) -> None:
+        """Add or replace some checks and remove others under the current config (a
+        discovery refresh), leaving the rest alone. A removed check's open incidents are
+        resolved with ``reason``; a replaced one keeps its state."""
+        previous = self._catalog.checks
+        self._catalog.change(self._decider.router, added, removed)
+        now = self._clock()
+        for name in removed:
+            gone = previous.get(name)
+            if name in self._ledger.states or name in self._ledger.attention:
+                self._decider.resolve_removed(name, gone.info if gone else None, now, reason)
+        self._ledger.bump()
+
     # -- cluster mode --------------------------------------------------------------------------
 
     def attach(self, sink: RecordSink, shard_of: Callable[[str], int], replica: str) -> None:

@@ -29,14 +29,11 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, ValidationError
 
+from alivemcp.alerting.bounds import Labels, Name, Text, Timestamp
 from alivemcp.alerting.model import Notification
 from alivemcp.alerting.policy import CheckState
 from alivemcp.alerting.saved import (
     DamagedEntry,
-    Labels,
-    Name,
-    Text,
-    Timestamp,
     _Record,
     check_from_json,
     describe,

@@ -15,8 +15,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from alivemcp.alerting.bounds import (
+    MAX_ID,
+    Count,
+    Labels,
+    Name,
+    Observations,
+    Text,
+    Timestamp,
+)
 from alivemcp.alerting.model import AlertKind, Event, Notification, dedup_key
-from alivemcp.alerting.policy import AlertState, CheckState
+from alivemcp.alerting.policy import ALERT_FIELDS, SAVED_SCALARS, CheckState
 
 __all__ = [
     "MAX_ID",
@@ -29,26 +38,7 @@ __all__ = [
     "notification_from_json",
 ]
 
-#: Ids, streaks and counters: far beyond anything a daemon reaches, small enough to stay exact
-#: as a JSON number.
-MAX_ID = 2**53
-#: Unix times up to the year 3000: messages render them as dates, and Python's datetime
-#: stops at the year 9999.
-_MAX_TIMESTAMP = 32_503_680_000.0
-#: Texts (reasons, names, labels): results are capped at 1,000 characters on the way in.
-_MAX_TEXT = 10_000
-#: State changes kept for flap detection: one per run inside the flap window.
-_MAX_CHANGES = 100_000
-_MAX_ITEMS = 1_000  # labels or observations of one check
-
-Count = Annotated[int, Field(ge=0, le=MAX_ID)]
-Timestamp = Annotated[float, Field(ge=0, le=_MAX_TIMESTAMP)]
-Text = Annotated[str, Field(max_length=_MAX_TEXT)]
-Name = Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]
-Labels = Annotated[dict[Text, Text], Field(max_length=_MAX_ITEMS)]
-SeverityOrNone = Literal["", "critical", "error", "warning", "info"]
 Severity = Literal["critical", "error", "warning", "info"]
-StatusOrNone = Literal["", "up", "degraded", "down", "unknown"]
 Status = Literal["up", "degraded", "down", "unknown"]
 Kind = Literal["target", "probe_broken", "flapping"]
 #: A test notification is sent directly, never queued.
@@ -64,37 +54,16 @@ class _Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
 
-class _SavedAlert(_Record):
-    active: bool
-    severity: SeverityOrNone
-    since: Timestamp
-    reason: Text
-    status: StatusOrNone
-    notified: bool
-    notified_severity: SeverityOrNone
-    last_notified_at: Timestamp
-    reminders_sent: Count
-
-
-class _SavedCheckState(_Record):
-    fail_streak: Count
-    ok_streak: Count
-    unknown_streak: Count
-    known_streak: Count
-    fail_since: Timestamp
-    unknown_since: Timestamp
-    last_status: StatusOrNone
-    last_reason: Text
-    last_up: bool | None
-    changes: Annotated[list[Timestamp], Field(max_length=_MAX_CHANGES)]
-    alerts: dict[Kind, _SavedAlert]
-
-
 class SavedCheck(_Record):
     """One check's entry: its policy state, and what is needed to resolve its open alerts
     should the check have left the configuration."""
 
-    state: _SavedCheckState
+    # Not strict as a model: strict, pydantic takes only a CheckState instance for ``state``.
+    # Every field of it is strict by its type (alivemcp.alerting.bounds).
+    model_config = ConfigDict(strict=False, extra="ignore", allow_inf_nan=False)
+
+    #: Validated against the policy's own dataclass: its field types carry the bounds.
+    state: CheckState
     probe_type: Text = ""
     labels: Labels = Field(default_factory=dict)
 
@@ -112,9 +81,7 @@ class _SavedNotification(_Record):
     created_at: Timestamp
     dedup_key: Annotated[str, Field(min_length=1, max_length=255)]
     labels: Labels = Field(default_factory=dict)
-    observations: Annotated[dict[Text, float], Field(max_length=_MAX_ITEMS)] = Field(
-        default_factory=dict
-    )
+    observations: Observations = Field(default_factory=dict)
     note: Text = ""
     enqueued_at: Timestamp = 0.0
 
@@ -134,25 +101,37 @@ class SavedFile(_Record):
 
 def check_from_json(raw: Any) -> tuple[CheckState, str, dict[str, str]]:
     """A saved check entry as (state, probe type, labels); raises :class:`DamagedEntry`."""
+    missing = _missing_field(raw)
+    if missing is not None:
+        raise DamagedEntry(f"{missing}: Field required")
     try:
         entry = SavedCheck.model_validate(raw)
     except ValidationError as exc:
         raise DamagedEntry(describe(exc)) from None
-    saved = entry.state
-    state = CheckState(
-        fail_streak=saved.fail_streak,
-        ok_streak=saved.ok_streak,
-        unknown_streak=saved.unknown_streak,
-        known_streak=saved.known_streak,
-        fail_since=saved.fail_since,
-        unknown_since=saved.unknown_since,
-        last_status=saved.last_status,
-        last_reason=saved.last_reason,
-        last_up=saved.last_up,
-        changes=sorted(saved.changes),  # flap ageing reads the oldest first
-        alerts={kind: AlertState(**alert.model_dump()) for kind, alert in saved.alerts.items()},
-    )
+    state = entry.state
+    state.observations = {}  # never saved: the next result brings fresh ones
+    state.changes.sort()  # flap ageing reads the oldest first
     return state, entry.probe_type, dict(entry.labels)
+
+
+def _missing_field(raw: Any) -> str | None:
+    """The first saved field absent from an entry (the dataclasses have defaults, a saved
+    entry has every field: one without is damaged, not a fresh state), or None. Shapes other
+    than dicts are left to the validation to name."""
+    state = raw.get("state") if isinstance(raw, dict) else None
+    if not isinstance(state, dict):
+        return None
+    for name in (*SAVED_SCALARS, "changes", "alerts"):
+        if name not in state:
+            return f"state.{name}"
+    alerts = state["alerts"]
+    if isinstance(alerts, dict):
+        for kind, alert in alerts.items():
+            if isinstance(alert, dict):
+                for name in ALERT_FIELDS:
+                    if name not in alert:
+                        return f"state.alerts.{_short(str(kind))}.{name}"
+    return None
 
 
 def notification_from_json(raw: Any) -> Notification:

@@ -51,10 +51,10 @@ from alivemcp.config import (
     LoadedConfig,
     ResolvedCheck,
     SharedValues,
-    collector_paused,
     load_config,
     sharing,
 )
+from alivemcp.hygiene.collector import collector_paused
 from alivemcp.hygiene.redact import register_secret
 
 __all__ = ["CHECKS_PER_FRAME", "LoaderFailedError", "load_in_child"]

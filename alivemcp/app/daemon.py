@@ -15,11 +15,11 @@ directory exits 2 with one line saying who holds it.
 
 Cluster mode (``cluster:`` set; docs/cluster.md): the replica probes only the checks of the
 shards its consumer group hands it (:class:`~alivemcp.cluster.node.ClusterNode` drives
-:class:`~alivemcp.cluster.probing.ProbingListener`); its results go to the results stream
-before status and alerting, and the view of the results topic feeds status (other replicas'
-checks) and history (every check). Kafka is joined in the background after the HTTP server is
-up; cluster topics whose layout cannot serve the config stop the daemon with exit code 2 and
-one line.
+:class:`~alivemcp.cluster.probing.ProbingListener`); its results take the route declared in
+:mod:`alivemcp.app.route` (admission, status, the results stream, alerting), and the view of
+the results topic feeds status (other replicas' checks) and history (every check). Kafka is
+joined in the background after the HTTP server is up; cluster topics whose layout cannot serve
+the config stop the daemon with exit code 2 and one line.
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ import structlog
 from alivemcp.alerting.manager import AlertManager
 from alivemcp.app.configload import load_in_child
 from alivemcp.app.datadir import DataDirInUseError, DataDirLock
+from alivemcp.app.discovered import DiscoveredChecks, DiscoveryParts
+from alivemcp.app.instruments import ConfigMetrics
 from alivemcp.app.lifecycle import STOP_SIGNALS, take_held_signals
+from alivemcp.app.route import Admission, result_route
 from alivemcp.cluster._kafka import ClusterKafka
 from alivemcp.cluster.alert_state import AlertStateLog
 from alivemcp.cluster.config import ClusterConfig
@@ -55,20 +58,22 @@ from alivemcp.config import (
     ConfigError,
     LoadedConfig,
     ResolvedCheck,
-    collector_paused,
     load_config,
     split_listen,
 )
+from alivemcp.discovery.manager import DiscoveryManager
 from alivemcp.engine.checks import build_handle, check_info
-from alivemcp.engine.pipeline import ResultConsumer, ResultPipeline
-from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.instruments import SchedulerMetrics
+from alivemcp.engine.results import CheckInfo
 from alivemcp.engine.runner import ProbeHandle
 from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
-from alivemcp.history import HistoryStore
+from alivemcp.history.store import HistoryStore
+from alivemcp.hygiene.collector import collector_paused
 from alivemcp.hygiene.heap import dropping, settle_heap, tune_allocator
 from alivemcp.hygiene.logging import configure_logging
 from alivemcp.plumbing import Plumbing
+from alivemcp.web.discovery import DiscoveryCollector
 from alivemcp.web.metrics import Metrics
 from alivemcp.web.server import HttpServer
 
@@ -110,6 +115,7 @@ class Daemon:
         cluster = loaded.config.cluster
         self.store = StatusStore(replica=cluster.replica_id if cluster is not None else "")
         self.metrics = Metrics(self.store)
+        self.config_metrics = ConfigMetrics(self.metrics.registry)
         self.plumbing = Plumbing()
         #: The checks' infos as the last applied config made them: status, history, probe
         #: handles and alerting share one each (at 100,000 checks a second set was 13 MB).
@@ -134,26 +140,48 @@ class Daemon:
         )
         if self.history is not None:
             self.metrics.checks.set_uptime_source(history.metrics_window, self.history.live_uptime)
-        consumers: list[ResultConsumer] = [self.store, self.alerts]
-        if cluster is None:
-            if self.history is not None:
-                consumers.append(self.history)
-        else:
-            # The stream first: it reads the store's previous status for status changes.
-            # History is fed by the view (every replica's results, one source).
+        stream: ResultsStream | None = None
+        if cluster is not None:
             kafka = ClusterKafka(cluster.kafka, self.plumbing)
-            stream = ResultsStream(cluster, kafka, self.store, self.metrics.registry)
-            consumers.insert(0, stream)
-        self.pipeline = ResultPipeline(consumers, self.metrics.registry)
+            stream = ResultsStream(cluster, kafka, self.metrics.registry)
+        self.pipeline = result_route(
+            store=self.store,
+            alerts=self.alerts,
+            history=self.history,
+            registry=self.metrics.registry,
+            stream=stream,
+            admission=Admission(self._admit) if cluster is not None else None,
+        )
         self.scheduler = Scheduler(
-            self.store,
-            self.metrics,
-            self.pipeline if cluster is None else self._publish_owned,
+            self.store.mark_in_flight,
+            SchedulerMetrics(self.metrics.registry),
+            self.pipeline,
             loaded.config.scheduler,
         )
         self.cluster: _ClusterParts | None = None
         if cluster is not None:
+            assert stream is not None
             self.cluster = self._cluster_parts(cluster, kafka, stream)
+        self.discovered = DiscoveredChecks(
+            DiscoveryParts(
+                scheduler=self.scheduler,
+                store=self.store,
+                alerts=self.alerts,
+                history=self.history,
+                build_handle=self._build_discovered_handle,
+                retire=self._retire,
+                probed=self._probed,
+                configured=lambda: self._configured_names,
+                counted=self._count_configured,
+            )
+        )
+        self._configured_names = frozenset(c.name for c in loaded.checks)
+        self.discovery = DiscoveryManager(
+            loaded,
+            self.plumbing.http,
+            self.discovered.apply,
+            base_dir=config_path.parent if config_path is not None else Path.cwd(),
+        )
         self.server = HttpServer(
             self.store,
             self.metrics,
@@ -161,7 +189,9 @@ class Daemon:
             lambda: self._loaded is not None,
             self.alerts.firing_alerts,
             self.history,
+            self.discovery.snapshot,
         )
+        self.metrics.registry.register(DiscoveryCollector(self.discovery.snapshot))
         self._data_dir_lock = DataDirLock(loaded.config.data_dir)
         self._stop = asyncio.Event()
         self._reload_lock = asyncio.Lock()
@@ -171,6 +201,7 @@ class Daemon:
         self._stopping = False
         self._exit_code = 0
         self._cluster_starter: asyncio.Task[None] | None = None
+        self._hand_written_counts: Counter[str] = Counter(c.probe_type for c in loaded.checks)
 
     # -- cluster mode ------------------------------------------------------------------------
 
@@ -208,15 +239,19 @@ class Daemon:
         state = self.store.get(name)
         return state.last.started_at if state is not None and state.last is not None else None
 
-    def _publish_owned(self, result: CheckResult) -> None:
+    def _admit(self, name: str) -> bool:
         """Cluster mode: a result goes on only while its shard is held and the lease is live
         (a replica frozen past its lease may start a run as it thaws; the result is dropped)."""
-        assert self.cluster is not None
-        if self.cluster.node.admit(result.check.name):
-            self.pipeline(result)
+        return self.cluster is not None and self.cluster.node.admit(name)
 
     def _configured_checks(self) -> Sequence[ResolvedCheck]:
-        return self._loaded.checks
+        return [*self._loaded.checks, *self.discovered.checks()]
+
+    def _build_discovered_handle(self, check: ResolvedCheck, info: CheckInfo) -> ProbeHandle:
+        return build_handle(check, self.plumbing, results=self.store, info=info)
+
+    def _count_configured(self, discovered: Counter[str]) -> None:
+        self.config_metrics.set_configured(self._hand_written_counts + discovered)
 
     def _build_handle(self, check: ResolvedCheck) -> ProbeHandle:
         return build_handle(check, self.plumbing, results=self.store)
@@ -334,9 +369,10 @@ class Daemon:
         if self._stop.is_set():
             return
         await self._apply(self._loaded, self._probed, self._applied_infos)
-        self.metrics.config_loaded(True)
+        self.config_metrics.config_loaded(True)
         settle_heap()
         self.scheduler.start()
+        await self.discovery.start()
         self._reloader = asyncio.create_task(self._reload_on_request(), name="alivemcp-reload")
         if self.cluster is not None:
             self._cluster_starter = asyncio.create_task(
@@ -357,6 +393,7 @@ class Daemon:
         grace = self._loaded.config.scheduler.shutdown_grace
         log.info("stopping", grace_seconds=grace)
         await self._cancel_reload()
+        await self.discovery.aclose()
         await self.scheduler.stop(grace)
         handles = [entry.handle for entry in self.scheduler.checks.values()]
         if self.cluster is not None:
@@ -387,7 +424,7 @@ class Daemon:
             try:
                 await self.reload()
             except Exception:  # the next SIGHUP must still be heard
-                self.metrics.config_loaded(False)
+                self.config_metrics.config_loaded(False)
                 log.exception("config reload failed; keeping the running config")
 
     async def _cancel_reload(self) -> None:
@@ -407,7 +444,7 @@ class Daemon:
             try:
                 loaded = await _load_in_background(self._config_path, self._loaded.checks)
             except ConfigError as exc:
-                self.metrics.config_loaded(False)
+                self.config_metrics.config_loaded(False)
                 log.error(
                     "config reload refused; keeping the running config",
                     errors=exc.shown(),
@@ -430,6 +467,8 @@ class Daemon:
                     loaded.config.history.metrics_window, self.history.live_uptime
                 )
             loaded, infos = await self._keeping_unchanged(loaded)
+            self._configured_names = frozenset(c.name for c in loaded.checks)
+            self.discovered.yield_names(self._configured_names)
             old_teardowns = await self._apply(loaded, self._probed, infos)
             if self.cluster is not None:
                 self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
@@ -439,8 +478,11 @@ class Daemon:
                 for _ in self.alerts.reconfiguring(
                     loaded.config.alerting,
                     [
-                        (info, c.alert)
-                        for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+                        *(
+                            (info, c.alert)
+                            for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+                        ),
+                        *self.discovered.alert_entries(),
                     ],
                 ):
                     await slices.step()
@@ -448,7 +490,8 @@ class Daemon:
                 # every object made while it was off (a quarter of a second at 100,000).
                 gc.freeze()
             replaced, self._loaded = self._loaded, loaded
-            self.metrics.config_loaded(True)
+            self.config_metrics.config_loaded(True)
+            await self.discovery.reconfigure(loaded)
             # Logged when the new config takes effect: what follows (teardowns, freeing the
             # replaced checks) is clean-up a stop may cut short, and the reload stands anyway.
             log.info(
@@ -559,7 +602,9 @@ class Daemon:
             for name in list(running):
                 entry = running.get(name)
                 configured = wanted.get(name)
-                if entry is not None and (
+                if entry is not None and configured is None and self.discovered.owns(name):
+                    pass  # a discovered check: changed by its source, not by the config
+                elif entry is not None and (
                     configured is None
                     or configured.fingerprint() != entry.fingerprint
                     or (probed is not None and not probed(name))
@@ -568,10 +613,11 @@ class Daemon:
                     if entry.handle.needs_teardown:
                         retired.append(entry.handle)
                 await slices.step()
-            for _ in self.store.align(infos):
+            everything = [*infos, *self.discovered.infos()]
+            for _ in self.store.align(everything):
                 await slices.step()
             if self.history is not None:
-                self.history.set_checks(infos)
+                self.history.set_checks(everything)
             with self.scheduler.batch():  # one start window for all the new first runs
                 for check, info in zip(loaded.checks, infos, strict=True):
                     name = check.name
@@ -584,7 +630,8 @@ class Daemon:
                             )
                         self.scheduler.add(*built)
                     await slices.step()
-            self.metrics.set_configured(Counter(c.probe_type for c in loaded.checks))
+            self._hand_written_counts = Counter(c.probe_type for c in loaded.checks)
+            self._count_configured(self.discovered.counts())
             self._applied_infos = infos
             gc.freeze()
         if slices.cancelled:  # (a stop: the replaced instances are torn down with its own)

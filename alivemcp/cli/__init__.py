@@ -87,6 +87,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(func=_cmd_validate)
 
+    discover = sub.add_parser(
+        "discover",
+        help="read each discovery source once and print the checks it would yield",
+    )
+    discover.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
+    discover.add_argument("--json", action="store_true", help="one JSON document")
+    discover.set_defaults(func=_cmd_discover)
+
     probes = sub.add_parser("probes", help="list probe types and their parameters")
     probes.add_argument(
         "--schema", action="store_true", help="print the JSON schema of the whole config file"
@@ -323,7 +331,36 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"{path}: ok ({len(loaded.checks)} checks: {kinds})")
     if loaded.config.cluster is not None:
         print(_cluster_summary(loaded.config.cluster, [c.name for c in loaded.checks]))
+    if loaded.config.discovery:
+        sources = ", ".join(f"{s.name} ({s.kind})" for s in loaded.config.discovery)
+        print(
+            f"discovery: {len(loaded.config.discovery)} source(s): {sources}; "
+            f"`alivemcp discover -c {path}` reads them"
+        )
     return EXIT_OK
+
+
+def _cmd_discover(args: argparse.Namespace) -> int:
+    """Read every discovery source once, as the daemon would, and print what each yields;
+    exit 1 when one failed."""
+    loaded = _load(args.config)
+    configure_logging("error", loaded.config.logging.format)
+    from alivemcp.discovery.survey import as_json, render_table, survey
+    from alivemcp.plumbing.http import HttpClients
+
+    async def go() -> int:
+        http = HttpClients()
+        try:
+            surveys = await survey(loaded, args.config.parent, http)
+        finally:
+            await http.aclose()
+        if args.json:
+            print(json.dumps({"sources": as_json(surveys)}, indent=2))
+        else:
+            print(render_table(surveys), end="")
+        return EXIT_OK if all(s.ok for s in surveys) else EXIT_NOT_UP
+
+    return _run_async(go)
 
 
 def _cluster_summary(cluster: ClusterConfig, names: list[str]) -> str:

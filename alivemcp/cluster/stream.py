@@ -12,10 +12,12 @@ records of one check reach the topic in the order they were produced, and one sl
 (its leader moving) does not hold up the others. A batch that fails with a retriable error, or
 cannot be handed to the producer, goes back to the front of its lane.
 
-Status changes: a result whose status differs from the check's previous result as the status
-store knows it (this replica's runs, and through the view the other replicas' runs) is also a
-record in the status-changes topic. The first result known of a check is not a change: there
-is no "from" (a replica restarted with an empty store would otherwise announce every check).
+Status changes: the status store tells the stream of every result of this replica whose status
+differs from the check's previous result as the store knows it (this replica's runs, and
+through the view the other replicas' runs); each is also a record in the status-changes topic
+(:meth:`ResultsStream.status_changed`, watching the store). The first result known of a check
+is not a change: there is no "from" (a replica restarted with an empty store would otherwise
+announce every check).
 
 When Kafka cannot be reached (the producer cannot start, a batch cannot be handed over, or a
 batch waits longer than the connection's request timeout) one warning says so; one line says
@@ -41,7 +43,7 @@ from alivemcp.cluster._kafka import AIOKafkaProducer, ClusterKafka, KafkaError
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import ShardMap
 from alivemcp.engine.results import CheckResult
-from alivemcp.engine.status import StatusStore
+from alivemcp.engine.status import StatusChange
 from alivemcp.plumbing.kafka_partitions import close_quietly
 
 __all__ = ["FLUSH_ON_REVOKE_SECONDS", "ResultsStream", "change_record", "result_record"]
@@ -143,14 +145,12 @@ class ResultsStream:
         self,
         config: ClusterConfig,
         kafka: ClusterKafka,
-        store: StatusStore,
         registry: CollectorRegistry,
         *,
         flush_on_revoke: float = FLUSH_ON_REVOKE_SECONDS,
     ) -> None:
         self.config = config
         self.kafka = kafka
-        self.store = store
         self.flush_on_revoke = flush_on_revoke
         self.topics = (config.topics.results, config.topics.status_changes)
         self.limit = config.produce_buffer
@@ -223,27 +223,22 @@ class ResultsStream:
     # -- the pipeline's side ------------------------------------------------------------------
 
     def consume(self, result: CheckResult) -> None:
-        name = result.check.name
-        shard = self._shard_of(name)
         replica = result.replica or self._replica
-        key = name.encode()
+        self._enqueue_for(RESULTS, result, result_record(result, replica))
+
+    def status_changed(self, change: StatusChange) -> None:
+        """A watcher of the status store: the change goes to the status-changes topic."""
+        result = change.result
+        replica = result.replica or self._replica
+        self._enqueue_for(CHANGES, result, change_record(result, change.before.value, replica))
+
+    def _enqueue_for(self, kind: int, result: CheckResult, value: bytes) -> None:
+        name = result.check.name
         stamp = int(result.finished_at * 1000) if math.isfinite(result.finished_at) else None
         timestamp_ms = stamp if stamp is not None and stamp >= 0 else int(time.time() * 1000)
         self._enqueue(
-            RESULTS, shard, key, result_record(result, replica), timestamp_ms, result.finished_at
+            kind, self._shard_of(name), name.encode(), value, timestamp_ms, result.finished_at
         )
-        # The stream is the pipeline's first consumer: the store still holds the previous run.
-        previous = self.store.get(name)
-        before = previous.last.status if previous is not None and previous.last else None
-        if before is not None and before is not result.status:
-            self._enqueue(
-                CHANGES,
-                shard,
-                key,
-                change_record(result, before.value, replica),
-                timestamp_ms,
-                result.finished_at,
-            )
 
     def _enqueue(
         self, kind: int, shard: int, key: bytes, value: bytes, timestamp_ms: int, finished_at: float

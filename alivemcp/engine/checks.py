@@ -65,6 +65,7 @@ def check_info(check: ResolvedCheck) -> CheckInfo:
         probe_type=check.probe_type,
         labels=check.labels,
         depends_on=check.depends_on,
+        discovered=check.discovered,
     )
 
 

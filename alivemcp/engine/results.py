@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alivemcp.probe import LabeledObservation, Status
+
+if TYPE_CHECKING:
+    from alivemcp.config.checks import DiscoveredOrigin
 
 __all__ = ["CheckInfo", "CheckResult"]
 
@@ -23,6 +26,8 @@ class CheckInfo:
     probe_type: str
     labels: Mapping[str, str] = field(default_factory=dict)
     depends_on: Sequence[str] = ()
+    #: Where a discovered check came from (None: written in the config file).
+    discovered: DiscoveredOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)

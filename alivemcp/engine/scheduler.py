@@ -33,12 +33,10 @@ they are coalesced into the latest; one more than half an interval (at least 1 s
 run at all (``reason="missed"``). A run is one task and one timer (:meth:`ProbeHandle.start`):
 no job objects, no coroutine of the scheduler's own around it, no per-run dates.
 
-Garbage collection: while a scheduler runs, full collections come every
-:data:`FULL_COLLECTION_SECONDS` from a timer, not from CPython's growth rule (which, at 100,000
-checks, paused the loop 150-350 ms every quarter interval to walk every check's latest result;
-see :class:`_CollectorPolicy`), and the young generations are collected every
-:data:`YOUNG_COLLECTION_SECONDS` (CPython's own rule let them grow unexamined, then walked a
-hundred thousand objects at once).
+Garbage collection: while a scheduler runs, it keeps a
+:class:`~alivemcp.hygiene.collector.CollectorPolicy` started (full collections from a timer,
+not from CPython's growth rule; young ones every few tens of milliseconds), and settles what a
+batch of first runs made; the rules and their measurements are in that module.
 
 Shutdown: runs still waiting for a slot are dropped, runs already probing get the shutdown grace
 to finish and record their result, and whatever is left at the end of the grace is cancelled.
@@ -49,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import hashlib
 import heapq
 import itertools
@@ -58,14 +55,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import structlog
 
 from alivemcp.config import SchedulerConfig
+from alivemcp.engine.instruments import SchedulerMetrics
 from alivemcp.engine.results import CheckResult
 from alivemcp.engine.runner import ProbeHandle, ProbeRun
-from alivemcp.engine.status import StatusStore
+from alivemcp.hygiene.collector import CollectorPolicy, settle_young_objects
 
 __all__ = [
     "FIRST_RUNS_PER_SECOND",
@@ -136,6 +133,9 @@ class ScheduledCheck:
     waiter: asyncio.Task[None] | None = field(default=None, repr=False)
     #: The limits whose slots the run in flight holds (released when it ends).
     slots: tuple[_Slots, ...] = field(default=(), repr=False)
+    #: The host this check's runs count against, and how many runs at once it allows (a
+    #: discovered check: thousands of registry entries share a few hosting providers).
+    host: tuple[str, int] | None = None
 
     def grid_at_or_after(self, moment: float) -> float:
         """The check's first grid point at or after ``moment``."""
@@ -190,52 +190,17 @@ def plan_first_runs(
     return plan
 
 
-class _Observes(Protocol):
-    def observe(self, amount: float) -> None: ...
-
-
-class _Counts(Protocol):
-    def inc(self, amount: float = 1) -> None: ...
-
-
-class _CountsByLabel(Protocol):
-    def labels(self, *values: str, **labels: str) -> _Counts: ...
-
-
-class _Reads(Protocol):
-    def set_function(self, f: Callable[[], float]) -> None: ...
-
-
-class SchedulerInstruments(Protocol):
-    """What the scheduler reports, by what it does with each (the daemon's ``Metrics``
-    registers them; the engine names no exposition)."""
-
-    @property
-    def lateness(self) -> _Observes:
-        """Seconds each run started after it was due."""
-        ...
-
-    @property
-    def skipped(self) -> _CountsByLabel:
-        """Runs skipped, by ``reason`` (missed, overlap)."""
-        ...
-
-    @property
-    def in_flight(self) -> _Reads:
-        """Runs probing right now (read when scraped)."""
-        ...
-
-
 class Scheduler:
     def __init__(
         self,
-        store: StatusStore,
-        metrics: SchedulerInstruments,
+        on_start: Callable[[str], None],
+        metrics: SchedulerMetrics,
         on_result: Callable[[CheckResult], None],
         config: SchedulerConfig,
     ) -> None:
-        self._store = store
-        self._metrics = metrics
+        #: Told the name of each check whose run begins (the status store's in-flight mark).
+        self._on_start = on_start
+        self.metrics = metrics
         self._on_result = on_result
         self._checks: dict[str, ScheduledCheck] = {}
         #: (planned time, key): the next run of every check, earliest first; ``_keyed`` gives
@@ -248,9 +213,9 @@ class Scheduler:
         self._keyed: dict[int, ScheduledCheck] = {}
         self._stale = 0  # heap entries known to be skipped when they come up
         self._sequence = itertools.count()
-        self._collector: _CollectorPolicy | None = None
+        self._collector: CollectorPolicy | None = None
         #: The pending freeze of what the last batch's first runs made (see
-        #: _settle_young_objects); cancelled when the scheduler stops, so a stopped scheduler
+        #: settle_young_objects); cancelled when the scheduler stops, so a stopped scheduler
         #: never freezes the process's objects later.
         self._settle: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -261,6 +226,9 @@ class Scheduler:
         self._probing = 0  # runs past their slots, probing
         self._global = _Slots(config.max_concurrency)
         self._per_type: dict[str, _Slots | None] = {}
+        #: Per (host, limit) (see ScheduledCheck.host): made on the host's first run and kept
+        #: (a few dozen bytes a host). Keyed with the limit too, so a changed limit takes effect.
+        self._per_host: dict[tuple[str, int], _Slots] = {}
         self._type_limits: dict[str, int] = dict(config.per_probe_type)
         self._stopping = False
         self._started = False
@@ -278,7 +246,7 @@ class Scheduler:
     def start(self) -> None:
         self._started = True
         if self._collector is None:
-            self._collector = _CollectorPolicy()
+            self._collector = CollectorPolicy()
             self._collector.start(asyncio.get_running_loop())
         self._plan_arrivals()
 
@@ -291,16 +259,28 @@ class Scheduler:
         self._type_limits = dict(config.per_probe_type)
         self._per_type.clear()
 
-    def add(self, handle: ProbeHandle, fingerprint: object, *, run_soon: bool = True) -> None:
+    def add(
+        self,
+        handle: ProbeHandle,
+        fingerprint: object,
+        *,
+        run_soon: bool = True,
+        host: tuple[str, int] | None = None,
+    ) -> None:
         """Schedule a check. Its first run is planned with the others added at the same time:
         at start(), or, once started, as soon as the caller yields to the event loop (a reload
         adds all its checks in one go, so they share one start window). ``run_soon=False``: no
         early first run, the first run is the check's next grid point (a check that ran less
-        than an interval ago, e.g. handed straight back after a rebalance)."""
+        than an interval ago, e.g. handed straight back after a rebalance). ``host``: (host,
+        limit): at most ``limit`` runs at once of the checks that name this host (a discovered
+        check's own, from its source's ``max_per_host``, when not given)."""
         name = handle.info.name
         interval = handle.context.interval
         if name in self._checks:  # replaced in place: the old schedule goes first
             self.remove(name)
+        origin = handle.info.discovered
+        if host is None and origin is not None and origin.max_per_host is not None:
+            host = (origin.host, origin.max_per_host)
         entry = ScheduledCheck(
             name,
             handle,
@@ -308,6 +288,7 @@ class Scheduler:
             stable_offset(name, interval),
             fingerprint,
             key=next(self._sequence),
+            host=host,
         )
         self._checks[name] = entry
         self._arrivals.append(entry)
@@ -410,7 +391,7 @@ class Scheduler:
             if self._settle is not None:
                 self._settle.cancel()
             self._settle = loop.call_later(
-                latest - now + SETTLE_AFTER_FIRST_RUNS, _settle_young_objects
+                latest - now + SETTLE_AFTER_FIRST_RUNS, settle_young_objects
             )
 
     def _arm(self) -> None:
@@ -447,9 +428,9 @@ class Scheduler:
             entry.due = next_run = entry.next_after(planned)
             heapq.heappush(heap, (next_run, key))
             if now - planned > max(MIN_MISFIRE_GRACE, entry.interval / 2):
-                self._metrics.skipped.labels(reason="missed").inc()
+                self.metrics.skipped.labels(reason="missed").inc()
             elif entry.name in self._busy:
-                self._metrics.skipped.labels(reason="overlap").inc()
+                self.metrics.skipped.labels(reason="overlap").inc()
             else:
                 self._launch(entry, planned)
                 started += 1
@@ -464,35 +445,54 @@ class Scheduler:
         self._busy[entry.name] = entry
         per_type = self._type_slots(entry)
         global_slots = self._global
-        if (
-            (per_type is None or per_type.free > 0)
-            and global_slots.free > 0
-            and not (global_slots.waiters or (per_type is not None and per_type.waiters))
-        ):
-            # The common case: slots free, taken at once, no task to wait in.
-            if per_type is None:
-                global_slots.free -= 1
-                entry.slots = (global_slots,)
-            else:
-                per_type.free -= 1
-                global_slots.free -= 1
-                entry.slots = (per_type, global_slots)
-            self._begin(entry, planned)
-            return
+        if entry.host is None:
+            if (
+                (per_type is None or per_type.free > 0)
+                and global_slots.free > 0
+                and not (global_slots.waiters or (per_type is not None and per_type.waiters))
+            ):
+                # The common case: slots free, taken at once, no task to wait in.
+                if per_type is None:
+                    global_slots.free -= 1
+                    entry.slots = (global_slots,)
+                else:
+                    per_type.free -= 1
+                    global_slots.free -= 1
+                    entry.slots = (per_type, global_slots)
+                self._begin(entry, planned)
+                return
+            limits: tuple[_Slots, ...] = (
+                (global_slots,) if per_type is None else (per_type, global_slots)
+            )
+        else:
+            # The host's limit first: a run waiting for its host holds no global slot.
+            host = self._host_slots(entry.host)
+            limits = (host, global_slots) if per_type is None else (host, per_type, global_slots)
+            if all(limit.free > 0 and not limit.waiters for limit in limits):
+                for limit in limits:
+                    limit.free -= 1
+                entry.slots = limits
+                self._begin(entry, planned)
+                return
         entry.waiter = asyncio.get_running_loop().create_task(
-            self._wait_for_slots(entry, planned, per_type, global_slots),
+            self._wait_for_slots(entry, planned, limits),
             name=f"alivemcp-slot:{entry.name}",
         )
 
+    def _host_slots(self, host: tuple[str, int]) -> _Slots:
+        slots = self._per_host.get(host)
+        if slots is None:
+            slots = self._per_host[host] = _Slots(host[1])
+        return slots
+
     async def _wait_for_slots(
-        self, entry: ScheduledCheck, planned: float, per_type: _Slots | None, global_slots: _Slots
+        self, entry: ScheduledCheck, planned: float, limits: tuple[_Slots, ...]
     ) -> None:
         taken: list[_Slots] = []
         try:
-            for slots in (per_type, global_slots):
-                if slots is not None:
-                    await slots.take()
-                    taken.append(slots)
+            for slots in limits:
+                await slots.take()
+                taken.append(slots)
         except asyncio.CancelledError:
             # Stopping (or cancel_runs): a run still waiting for a slot is dropped.
             for slots in taken:
@@ -510,8 +510,8 @@ class Scheduler:
     def _begin(self, entry: ScheduledCheck, planned: float) -> None:
         name = entry.name
         try:
-            self._store.mark_in_flight(name)
-            self._metrics.lateness.observe(max(0.0, time.time() - planned))
+            self._on_start(name)
+            self.metrics.lateness.observe(max(0.0, time.time() - planned))
             self._probing += 1
             # Bound per run, not kept on the entry: an entry holding a callable that holds the
             # entry is a reference cycle, and the daemon freezes its objects out of the
@@ -622,94 +622,6 @@ class Scheduler:
             for entry in list(self._busy.values()):
                 self._cancel(entry)
             await self._until_idle(None, 2)
-
-
-def _settle_young_objects() -> None:
-    """After a batch's first runs: what they created to last (each check's first result, the
-    alerting and history state made on it) leaves the collector's reach, as the checks
-    themselves did at start-up (the daemon's gc.freeze): at 100,000 checks a full collection
-    walking them paused the loop for a second. The young garbage is cleared first; a full
-    collection first would itself be such a pause."""
-    gc.collect(1)
-    gc.freeze()
-
-
-#: Seconds between the full collections the scheduler makes itself (see _CollectorPolicy).
-FULL_COLLECTION_SECONDS = 300.0
-#: Seconds between the young collections it makes itself (see _CollectorPolicy).
-YOUNG_COLLECTION_SECONDS = 0.05
-#: A generation-2 threshold never reached: no full collection starts by itself.
-_NEVER = 2**31 - 1
-
-
-class _CollectorPolicy:
-    """Full garbage collections every :data:`FULL_COLLECTION_SECONDS` instead of whenever the
-    old generation grew by a quarter, and the young generations collected every
-    :data:`YOUNG_COLLECTION_SECONDS` besides CPython's own rule.
-
-    Every check's latest result (and its status entry) lives one interval, long enough to reach
-    the old generation, so at 100,000 checks that generation holds a few hundred thousand live
-    objects, and CPython's own rule started a full collection of all of them about every
-    quarter interval: 150-350 ms with the loop held (measured with
-    ``benchmarks/lateness_trace.py``), the cause of most runs started over 50 ms late. A full
-    collection finds nothing in that steady state (replaced results are freed by their
-    reference counts; the collector only matters for cycles), so it is made on a timer: the
-    same pause, a few times an hour. The process-wide thresholds are put back when the last
-    started scheduler stops.
-
-    The young collections: CPython starts one only once allocations exceed deallocations by
-    700, and here nearly every allocation that lasts is matched by freeing an old object (a new
-    result replaces the last one, a scrape's new exposition entry for a check the entry it
-    made last time). So the youngest generation grew unexamined, 16,000 objects in 20 s of
-    steady state and 110,000 in a scrape after every check had run, and the collection that
-    finally came walked them all with the interpreter lock held: loop stalls of 60-280 ms in
-    those scrapes (seen through the collector's callbacks, with the size of each generation
-    at each collection). On a timer, each collection examines what 50 ms made, about a
-    millisecond's work, and moves it straight to the old generation: each object is examined
-    about once, as before, in small pieces."""
-
-    _users = 0
-    _saved: tuple[int, int, int] = (0, 0, 0)
-
-    def __init__(self) -> None:
-        self._timer: asyncio.TimerHandle | None = None
-        self._young_timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        cls = type(self)
-        if cls._users == 0:
-            cls._saved = gc.get_threshold()
-            young, middle, _ = cls._saved
-            gc.set_threshold(young, middle, _NEVER)
-        cls._users += 1
-        self._loop = loop
-        self._timer = loop.call_later(FULL_COLLECTION_SECONDS, self._collect)
-        self._young_timer = loop.call_later(YOUNG_COLLECTION_SECONDS, self._collect_young)
-
-    def _collect(self) -> None:
-        gc.collect()
-        assert self._loop is not None
-        self._timer = self._loop.call_later(FULL_COLLECTION_SECONDS, self._collect)
-
-    def _collect_young(self) -> None:
-        if gc.isenabled():  # (a config load pauses the collector: its objects all live)
-            gc.collect(1)
-        assert self._loop is not None
-        self._young_timer = self._loop.call_later(YOUNG_COLLECTION_SECONDS, self._collect_young)
-
-    def stop(self) -> None:
-        if self._timer is None:
-            return
-        self._timer.cancel()
-        self._timer = None
-        if self._young_timer is not None:
-            self._young_timer.cancel()
-            self._young_timer = None
-        cls = type(self)
-        cls._users -= 1
-        if cls._users == 0:
-            gc.set_threshold(*cls._saved)
 
 
 class _Slots:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ import structlog
 from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.probe import Status
 
-__all__ = ["CheckState", "StatusStore"]
+__all__ = ["CheckState", "StatusChange", "StatusStore"]
 
 log = structlog.get_logger("alivemcp.app.daemon")
 
@@ -63,7 +63,20 @@ class CheckState:
         return self.last.replica if self.last is not None else ""
 
 
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A result of this process whose status differs from the check's previous one."""
+
+    result: CheckResult
+    #: The previous status, as the store knew it (this process's runs and, in cluster mode,
+    #: other replicas' through the view).
+    before: Status
+
+
 class StatusStore:
+    """The latest state of every check. As the pipeline's status stage it also tells its
+    watchers of each change of status (:meth:`watch`): they never read the store "before"."""
+
     #: As a consumer of the results pipeline.
     name = "status"
 
@@ -72,6 +85,13 @@ class StatusStore:
         self.replica = replica
         self._states: dict[str, CheckState] = {}
         self._history: dict[str, _History] = {}
+        self._watchers: list[Callable[[StatusChange], None]] = []
+
+    def watch(self, watcher: Callable[[StatusChange], None]) -> None:
+        """Call ``watcher`` for every status change of a result taken by :meth:`consume` (the
+        pipeline's results, not the cluster view's :meth:`record`). The first result of a
+        check is no change: there is nothing to change from."""
+        self._watchers.append(watcher)
 
     def set_checks(self, infos: Iterable[CheckInfo]) -> None:
         """Align the store with the configured checks, keeping state of checks that stay."""
@@ -95,6 +115,19 @@ class StatusStore:
             elif old.info is not info and old.info != info:
                 self._states[info.name] = CheckState(info, old.last, old.since, old.runs)
             yield
+
+    def change(self, added: Iterable[CheckInfo], removed: Iterable[str]) -> None:
+        """Add (or replace the info of) some checks and drop others, leaving the rest alone:
+        a discovery refresh that changes a few of 100,000 checks costs a few entries."""
+        for name in removed:
+            self._states.pop(name, None)
+            self._history.pop(name, None)
+        for info in added:
+            old = self._states.get(info.name)
+            if old is None:
+                self._states[info.name] = CheckState(info, None, None, _NO_RUNS)
+            elif old.info is not info and old.info != info:
+                self._states[info.name] = CheckState(info, old.last, old.since, old.runs)
 
     def mark_in_flight(self, name: str) -> None:
         """Note that a check without a result yet has its first run in flight (readiness
@@ -139,15 +172,23 @@ class StatusStore:
     def consume(self, result: CheckResult) -> None:
         previous = self._states.get(result.check.name)
         before = previous.last.status if previous and previous.last else None
-        if self._record(result, previous) is not None and before is not result.status:
-            log.info(
-                "check status changed",
-                check=result.check.name,
-                probe=result.check.probe_type,
-                status=result.status.value,
-                previous=before.value if before else None,
-                reason=result.reason,
-            )
+        if self._record(result, previous) is None or before is result.status:
+            return
+        log.info(
+            "check status changed",
+            check=result.check.name,
+            probe=result.check.probe_type,
+            status=result.status.value,
+            previous=before.value if before else None,
+            reason=result.reason,
+        )
+        if before is not None and self._watchers:
+            change = StatusChange(result, before)
+            for watcher in self._watchers:
+                try:
+                    watcher(change)
+                except Exception:  # one watcher failing never keeps the change from the others
+                    log.exception("status change watcher failed", check=result.check.name)
 
     def states(self) -> list[CheckState]:
         # list() of a dict's values is one C-level call: safe against concurrent replacement
@@ -192,6 +233,9 @@ class StatusStore:
             }
             if self.replica:
                 row["owner"] = (last.replica or self.replica) if last else None
+            origin = state.info.discovered
+            if origin is not None:
+                row["discovered"] = origin.as_json()
             if brief:
                 checks.append(row)
                 continue

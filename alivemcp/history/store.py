@@ -58,6 +58,11 @@ class HistoryStore:
     def set_checks(self, infos: Iterable[CheckInfo]) -> None:
         self.writer.set_configured(i.name for i in infos)
 
+    def change_checks(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        """Some checks joined, others left (a discovery refresh): a check that left keeps its
+        history for the retention, and one that returns continues it."""
+        self.writer.change_configured(added, removed)
+
     def reconfigure(self, config: HistoryConfig) -> None:
         self.config = config
         self.writer.set_retention(config.retention)

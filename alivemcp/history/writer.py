@@ -183,6 +183,11 @@ class HistoryWriter:
     def set_configured(self, names: Iterable[str]) -> None:
         self._configured = frozenset(names)
 
+    def change_configured(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        # Replaced whole: the writer thread reads the set while pruning.
+        configured = self._configured if self._configured is not None else frozenset()
+        self._configured = configured.difference(removed).union(added)
+
     def set_retention(self, retention: Retention) -> None:
         """A changed retention is applied at the next batch, not in up to 10 minutes."""
         self.retention = retention

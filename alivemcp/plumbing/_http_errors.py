@@ -31,6 +31,7 @@ __all__ = [
     "DnsError",
     "HttpError",
     "InvalidRequest",
+    "PrivateAddressRefused",
     "ProtocolError",
     "ProxyError",
     "RequestTimeout",
@@ -118,3 +119,20 @@ class BodyTooLarge(HttpError):
 class ClientConfigError(HttpError):
     """The client's own settings are unusable (a CA, certificate or key file that cannot be
     loaded, a proxy URL that is not ``http://host:port``): the prober cannot decide."""
+
+
+class PrivateAddressRefused(ClientConfigError):
+    """A connection the prober's own rule forbids: the target's host is, or resolves to, an
+    address that is not public (loopback, link-local, private...) and the session was made
+    with ``allow_private_addresses=False``. Raised before a single byte reaches that address.
+
+    A :class:`ClientConfigError` (kind ``other``, so the verdict is ``unknown``): it is the
+    prober's policy that stopped the run, not the target that failed, and code that already
+    sets the prober's own problems apart (``except ClientConfigError``) does so for this too.
+    """
+
+    def __init__(self, message: str, *, address: str, reason: str) -> None:
+        super().__init__(message)
+        #: The address refused, and the range it is in ("loopback", "link-local"...).
+        self.address = address
+        self.reason = reason

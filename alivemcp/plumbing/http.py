@@ -55,6 +55,13 @@ Getting to the server:
   (SNI and certificate checks are the origin's). With a proxy, :class:`ConnectionTimings`
   DNS and connect times are those of the proxy (connect includes the CONNECT exchange); TLS is
   the origin's handshake. A refused CONNECT is a :class:`ProxyError` quoting the proxy's answer.
+* Private addresses (:mod:`._http_private`): a session made with
+  ``allow_private_addresses=False`` (a target from a public list) connects only to public
+  addresses. The rule is applied to the resolved addresses just before the connect, so a name
+  that resolves inward (DNS rebinding), an IP literal and every redirect followed in the
+  session are held to it alike; a refusal is a :class:`PrivateAddressRefused` and nothing is
+  sent. Through a proxy the target's name is looked up here too and refused when any of its
+  addresses is not public (the proxy's own lookup is its business).
 * TLS: contexts are shared per (verify, CA file, client certificate, key) and rebuilt when one
   of those files changes; a client certificate (mTLS) is offered when the server asks. Files
   that cannot be loaded raise :class:`ClientConfigError` (the prober's problem, not the
@@ -70,7 +77,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -92,11 +99,13 @@ from alivemcp.plumbing._http_errors import (
     DnsError,
     HttpError,
     InvalidRequest,
+    PrivateAddressRefused,
     ProtocolError,
     ProxyError,
     RequestTimeout,
     TlsError,
 )
+from alivemcp.plumbing._http_private import non_public_reason, private_address_message
 from alivemcp.plumbing._http_proxy import Proxy, ProxySettings, open_tunnel
 
 if TYPE_CHECKING:
@@ -119,6 +128,7 @@ __all__ = [
     "HttpError",
     "HttpResponse",
     "InvalidRequest",
+    "PrivateAddressRefused",
     "ProbeSession",
     "ProtocolError",
     "ProxyError",
@@ -127,6 +137,8 @@ __all__ = [
     "TlsError",
     "TlsSessions",
     "idna_host",
+    "non_public_reason",
+    "public_only",
     "read_capped",
 ]
 
@@ -806,6 +818,7 @@ class ProbeSession:
 
     __slots__ = (
         "_all",
+        "_allow_private",
         "_idle",
         "_loop",
         "_proxies",
@@ -826,8 +839,11 @@ class ProbeSession:
         resolver: Resolver | None = None,
         proxies: ProxySettings | None = None,
         tls_sessions: TlsSessions | None = None,
+        allow_private_addresses: bool = True,
     ) -> None:
         self.timings = ConnectionTimings()
+        #: False: connect only to public addresses (see :mod:`._http_private`).
+        self._allow_private = allow_private_addresses
         self.max_body_bytes = max_body_bytes
         self._ssl = ssl_context
         #: Sessions of ``ssl_context`` to resume (None: every handshake is a full one).
@@ -979,6 +995,11 @@ class ProbeSession:
             addresses = with_port(found, hop.port)
             if first:
                 timings.dns_seconds = time.perf_counter() - started
+        if not self._allow_private:
+            if proxy is None:
+                addresses = public_only(addresses, target.host)
+            else:
+                await self._check_through_proxy(target, deadline)
         resolved = time.perf_counter()
         offered = None
         if target.https and self._tls_sessions is not None:
@@ -1032,6 +1053,21 @@ class ProbeSession:
                 if peercert and "notAfter" in peercert:
                     timings.cert_not_after = float(ssl.cert_time_to_seconds(peercert["notAfter"]))
         return conn
+
+    async def _check_through_proxy(self, target: _Target, deadline: float) -> None:
+        """Refuse a target reached through a proxy when any address of its host is not public
+        (the proxy connects by name, so whichever it picks must be public). A name that does
+        not resolve here is left to the proxy: behind an egress proxy only it may know it."""
+        addresses: Sequence[Address] | None = target.addresses
+        if addresses is None:
+            try:
+                addresses = await self._resolver.resolve(target.host, deadline)
+            except DnsError:
+                return
+        for _, sockaddr in addresses:
+            reason = non_public_reason(sockaddr[0])
+            if reason is not None:
+                raise _refusal(target.host, sockaddr[0], reason)
 
     async def _through(
         self, proxy: Proxy, addresses: list[Address], target: _Target
@@ -1096,6 +1132,23 @@ class ProbeSession:
             conn.close()
         self._all.clear()
         self._idle.clear()
+
+
+def public_only(addresses: Sequence[Address], host: str) -> list[Address]:
+    """The public ones among ``addresses`` (to connect to only those); raises
+    :class:`PrivateAddressRefused` naming ``host``, the first address and its range when none
+    is public."""
+    public = [a for a in addresses if non_public_reason(a[1][0]) is None]
+    if public or not addresses:
+        return public
+    address = str(addresses[0][1][0])
+    raise _refusal(host, address, non_public_reason(address) or "not public")
+
+
+def _refusal(host: str, address: str, reason: str) -> PrivateAddressRefused:
+    return PrivateAddressRefused(
+        private_address_message(host, address, reason), address=address, reason=reason
+    )
 
 
 def _authority(target: _Target) -> str:
@@ -1308,6 +1361,7 @@ class HttpClients:
         key_file: str | None = None,
         proxy: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        allow_private_addresses: bool = True,
     ) -> ProbeSession:
         """A :class:`ProbeSession` for one probe run.
 
@@ -1315,6 +1369,9 @@ class HttpClients:
         (mTLS); ``proxy`` is ``None`` (the environment's HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/
         NO_PROXY), ``"direct"`` or ``http://[user:password@]host:port``. Raises
         :class:`ClientConfigError` when these settings are unusable.
+        ``allow_private_addresses=False`` (a target from a public list): every connection of
+        the session goes to public addresses only, checked on the resolved address at connect
+        time; anything else raises :class:`PrivateAddressRefused` before a byte is sent.
         """
         tls = self._tls_files(verify, ca_file, cert_file, key_file)
         return ProbeSession(
@@ -1324,6 +1381,7 @@ class HttpClients:
             resolver=self.resolver,
             proxies=self.proxy_settings(proxy),
             tls_sessions=tls.sessions if verify and self._tls_resume_seconds > 0 else None,
+            allow_private_addresses=allow_private_addresses,
         )
 
     async def fetch(
@@ -1338,6 +1396,7 @@ class HttpClients:
         verify: bool = True,
         ca_file: str | None = None,
         proxy: str | None = None,
+        allow_private_addresses: bool = True,
     ) -> Fetched:
         """One request on a connection of its own, its body read whole, the connection closed.
 
@@ -1346,9 +1405,14 @@ class HttpClients:
         :class:`HttpError` (a :class:`~alivemcp.errors.ProbeError` carrying its kind), a body
         over ``max_body_bytes`` a :class:`BodyTooLarge`. ``timeout`` (seconds) covers the
         lookup, connect, TLS and the whole body; no redirect is followed.
+        ``allow_private_addresses``: as for :meth:`probe_session`.
         """
         session = self.probe_session(
-            verify=verify, ca_file=ca_file, proxy=proxy, max_body_bytes=max_body_bytes
+            verify=verify,
+            ca_file=ca_file,
+            proxy=proxy,
+            max_body_bytes=max_body_bytes,
+            allow_private_addresses=allow_private_addresses,
         )
         started = time.perf_counter()
         try:
@@ -1365,6 +1429,28 @@ class HttpClients:
             )
         finally:
             await session.aclose()
+
+    async def address_problem(self, url: str, *, timeout: float) -> PrivateAddressRefused | None:
+        """What a session with ``allow_private_addresses=False`` would refuse about ``url``'s
+        host as it resolves now (no connection is made), or None: every address is public, or
+        nothing can be told yet (not an http(s) URL, a lookup that fails: the run will say).
+        For a list of targets, to leave out those aimed inward before they are ever run."""
+        try:
+            target = _Target(url)
+        except InvalidRequest:
+            return None
+        addresses: Sequence[Address] | None = target.addresses
+        if addresses is None:
+            deadline = asyncio.get_running_loop().time() + timeout
+            try:
+                addresses = await self.resolver.resolve(target.host, deadline)
+            except DnsError:
+                return None
+        try:
+            public_only(addresses, target.host)
+        except PrivateAddressRefused as exc:
+            return exc
+        return None
 
     @property
     def httpx(self) -> httpx.AsyncClient:

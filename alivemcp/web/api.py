@@ -5,7 +5,7 @@ too, ``{"error": "..."}``, with ``parameter`` and ``allowed`` when a query param
 wrong. Check names in paths are percent-encoded; an encoded ``/`` (``%2F``) and a literal one
 both work, because the last path segment always names the view (``uptime``, ``status.svg``...).
 
-Nothing here writes: history answers come from :class:`~alivemcp.history.HistoryStore`
+Nothing here writes: history answers come from :class:`~alivemcp.history.store.HistoryStore`
 (flushed first, so a result recorded before the request is in the answer), the check list
 from the status store plus the history's in-memory 24h/7d/30d counts.
 """
@@ -15,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 
+from alivemcp.discovery.manager import SourceSnapshot
 from alivemcp.durations import parse_instant
 from alivemcp.engine.results import CheckInfo
 from alivemcp.engine.status import StatusStore
-from alivemcp.history import HistoryStore, HistoryUnavailable
 from alivemcp.history.live import LIVE_WINDOWS
 from alivemcp.history.queries import WINDOWS
+from alivemcp.history.store import HistoryStore, HistoryUnavailable
 from alivemcp.web import badges
+from alivemcp.web.discovery import discovery_json
 
 __all__ = [
     "DEFAULT_INCIDENTS_SINCE",
@@ -374,9 +376,22 @@ def _only_api(handler: Handler) -> Handler:
     return wrapped
 
 
-def add_api_routes(app: web.Application, store: StatusStore, history: HistoryStore | None) -> None:
+def add_api_routes(
+    app: web.Application,
+    store: StatusStore,
+    history: HistoryStore | None,
+    discovery: Callable[[], Sequence[SourceSnapshot]] | None = None,
+) -> None:
+    """The JSON API and the badges; ``discovery``: the discovery sources' snapshots."""
     api = _Api(store, history)
     router = app.router
+    if discovery is not None:
+        sources = discovery
+
+        async def discovery_sources(request: web.Request) -> web.Response:
+            return _json(discovery_json(sources()))
+
+        router.add_get("/api/v1/discovery", _only_api(discovery_sources))
     # ``{name:.+}`` (not the default one-segment pattern): a name may hold literal slashes
     # when a client does not encode them; the view is always the last segment.
     router.add_get("/api/v1/checks", _only_api(api.checks))

@@ -19,10 +19,8 @@ from collections.abc import Callable, Mapping
 import prometheus_client
 from prometheus_client import (
     CollectorRegistry,
-    Counter,
     Gauge,
     GCCollector,
-    Histogram,
     Info,
     PlatformCollector,
     ProcessCollector,
@@ -477,7 +475,9 @@ def _family_header(name: str, kind: str, doc: str, openmetrics: bool) -> str:
 
 
 class Metrics:
-    """The daemon's registry and its engine-wide metrics."""
+    """The daemon's registry, the checks' families and the render's own gauge. Engine and
+    app instruments are declared beside their owners and registered into :attr:`registry`
+    (see :mod:`alivemcp.engine.instruments`)."""
 
     def __init__(self, store: StatusStore) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -488,49 +488,8 @@ class Metrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
-        self.lateness = Histogram(
-            "alivemcp_scheduler_lateness_seconds",
-            "Actual start of a run minus its planned start.",
-            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=r,
-        )
-        self.in_flight = Gauge(
-            "alivemcp_scheduler_runs_in_flight", "Probe runs currently executing.", registry=r
-        )
-        self.skipped = Counter(
-            "alivemcp_scheduler_skipped_runs",
-            "Planned runs not started (previous run still going, or missed).",
-            ["reason"],
-            registry=r,
-        )
-        for reason in ("overlap", "missed"):  # present at zero, so rate() works from the start
-            self.skipped.labels(reason=reason)
-        Gauge(
-            "alivemcp_scheduler_abandoned_probes",
-            "Timed-out probe runs that ignored cancellation and still hold resources.",
-            registry=r,
-        ).set_function(_abandoned)
-        self.checks_configured = Gauge(
-            "alivemcp_checks_configured",
-            "Configured checks by probe type.",
-            ["probe"],
-            registry=r,
-        )
         Info("alivemcp_build", "Build information.", registry=r).info(
             {"version": __version__, "python": platform.python_version()}
-        )
-        self.reload_ok = Gauge(
-            "alivemcp_config_last_reload_successful",
-            "1 if the last configuration load or reload succeeded.",
-            registry=r,
-        )
-        self.reload_ts = Gauge(
-            "alivemcp_config_last_reload_success_timestamp_seconds",
-            "Unix time of the last successful configuration load.",
-            registry=r,
-        )
-        self.reloads = Counter(
-            "alivemcp_config_reloads", "Configuration reloads by result.", ["result"], registry=r
         )
         self.render_seconds = Gauge(
             "alivemcp_metrics_render_seconds", "Time the last /metrics render took.", registry=r
@@ -538,17 +497,6 @@ class Metrics:
         self._render: asyncio.Future[tuple[list[bytes], str]] | None = None
         self._render_accept: str | None = None
         self._rendering = asyncio.Lock()  # one render thread at a time
-
-    def set_configured(self, counts: Mapping[str, int]) -> None:
-        self.checks_configured.clear()
-        for probe, count in counts.items():
-            self.checks_configured.labels(probe=probe).set(count)
-
-    def config_loaded(self, ok: bool) -> None:
-        self.reloads.labels(result="success" if ok else "failure").inc()
-        self.reload_ok.set(1 if ok else 0)
-        if ok:
-            self.reload_ts.set(time.time())
 
     async def render(self, accept: str | None) -> tuple[bytes, str]:
         """The whole body, joined off the loop (the HTTP server streams the parts instead)."""
@@ -585,9 +533,3 @@ class Metrics:
             parts.append(encoder(self.registry))
             self.render_seconds.set(time.perf_counter() - started)
             return parts, content_type
-
-
-def _abandoned() -> float:
-    from alivemcp.engine.runner import abandoned_probes
-
-    return float(abandoned_probes())

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
 
+from alivemcp.discovery.manager import SourceSnapshot
 from alivemcp.engine.status import StatusStore
-from alivemcp.history import HistoryStore
+from alivemcp.history.store import HistoryStore
 from alivemcp.web.api import add_api_routes
 from alivemcp.web.metrics import Metrics
 from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
@@ -36,6 +37,7 @@ class HttpServer:
         config_loaded: Callable[[], bool],
         firing_alerts: Callable[[], list[dict[str, Any]]] | None = None,
         history: HistoryStore | None = None,
+        discovery: Callable[[], Sequence[SourceSnapshot]] | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -52,7 +54,7 @@ class HttpServer:
         app.router.add_get("/status", self._status)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        add_api_routes(app, store, history)
+        add_api_routes(app, store, history, discovery)
         app.on_response_prepare.append(_no_sniffing)
         self._app = app
 

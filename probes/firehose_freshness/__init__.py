@@ -2,9 +2,10 @@
 
 The probe (``probe``) reads the stream's state, CloudWatch freshness, the error output and an
 end-to-end canary; where Firehose puts a record is in ``prefixes`` (the destination, prefix
-expansion, dynamic partitioning keys), what a delivered object says about the canary in
-``delivery`` (JSON lines and the transformation trap, Parquet/ORC magic bytes). Its params are
-in ``params``.
+expansion, dynamic partitioning keys), the canary record and the verdict on it once found in
+``canary``, how it is looked for in S3 in ``search``, what a delivered object says about the
+canary in ``delivery`` (JSON lines and the transformation trap, Parquet/ORC magic bytes). Its
+params are in ``params``.
 """
 
 from probes.firehose_freshness.delivery import (

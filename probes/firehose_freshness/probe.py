@@ -52,36 +52,37 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.errors import ProbeError, describe_failure
 from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.aws import within_aws_check_deadline
 from alivemcp.plumbing.canary import check_slug
-from alivemcp.plumbing.cloudwatch import MetricQuery, aligned_window, read_metrics
+from alivemcp.plumbing.cloudwatch import MetricQuery
 from alivemcp.probe import Observable, Probe, ProbeResult, Status
 from alivemcp.verdict import Findings
-from probes.firehose_freshness.delivery import (
-    DeliveryCheck,
-    columnar_problem,
-    scan_delivery,
+from probes._aws_common import REJECTED_IS_DOWN, read_metric_window
+from probes.firehose_freshness.canary import (
+    Canary,
+    CanaryVerdict,
+    canary_record,
+    canary_skipped,
+    not_delivered,
+    partition_values,
+    resolve,
 )
 from probes.firehose_freshness.params import FirehoseFreshnessParams
 from probes.firehose_freshness.prefixes import (
     ERROR_TYPES,
     Destination,
-    ExpandedPrefix,
     UnresolvedKey,
     error_listing_prefixes,
     expected_prefixes,
-    jq_partition_keys,
-    partition_expressions,
     s3_destination,
-    static_part,
 )
+from probes.firehose_freshness.search import list_objects, search_elsewhere, search_expected
 
 __all__ = ["FirehoseFreshnessProbe"]
 
@@ -89,48 +90,6 @@ __all__ = ["FirehoseFreshnessProbe"]
 SEED_DOWN_SECONDS = 900.0
 #: Where Firehose publishes a stream's metrics (dimension ``DeliveryStreamName``).
 _NAMESPACE = "AWS/Firehose"
-_CHUNK = 256 * 1024
-#: A request the stream or bucket refuses as invalid blames the delivery path (as a 5xx does).
-_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
-_FORMAT_NAME = {"parquet": "Parquet", "orc": "ORC"}
-
-
-@dataclass
-class _Canary:
-    record_id: str
-    put_at: datetime
-    #: Where the record was put, for reasons: "Kinesis stream X (partition key K)"...
-    put_into: str
-    expected: list[ExpandedPrefix]
-    scanned: set[str] = field(default_factory=set)
-    saw_binary: bool = False
-
-    @property
-    def expected_shown(self) -> str:
-        # The put-time expansion (the list holds a moment either side for hour boundaries).
-        return self.expected[min(1, len(self.expected) - 1)].shown
-
-
-@dataclass
-class _CanaryVerdict:
-    record_id: str
-    status: Status
-    reason: str
-    freshness: float | None = None
-    key: str | None = None
-    #: What "delivered" meant for this canary, for the all-well reason.
-    summary: str | None = None
-    verified: str | None = None
-
-
-@dataclass
-class _Hit:
-    key: str
-    modified: datetime
-    check: DeliveryCheck
-    #: "expected", "elsewhere" (another prefix of the stream) or "error" (the error output).
-    place: str = "expected"
-    size: int = 0
 
 
 class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
@@ -152,8 +111,8 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: _Canary | None = None
-        self._last_canary: _CanaryVerdict | None = None
+        self._pending: Canary | None = None
+        self._last_canary: CanaryVerdict | None = None
         self._error_watermark: datetime | None = None
         self._error_seen_at_watermark: set[str] = set()
 
@@ -166,7 +125,10 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         try:
             described = await firehose.describe_delivery_stream(DeliveryStreamName=p.stream_name)
         except ProbeError as err:
-            findings.add_error(err, _OVERRIDES, reason=_describe_failure(err.kind, p.stream_name))
+            reason = describe_failure(
+                err.kind, f"delivery stream {p.stream_name}", action="describe"
+            )
+            findings.add_error(err, REJECTED_IS_DOWN, reason=reason)
             return findings.result()
         desc = described.get("DeliveryStreamDescription") or {}
         status = desc.get("DeliveryStreamStatus")
@@ -220,23 +182,17 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         self, cloudwatch: Any, degraded_above: float, down_above: float, findings: Findings
     ) -> None:
         p = self.params
-        window = aligned_window(p.metric_period, p.metric_periods)
         stream = {"DeliveryStreamName": p.stream_name}
         queries = [
             MetricQuery("freshness", _NAMESPACE, "DeliveryToS3.DataFreshness", stream),
             MetricQuery("success", _NAMESPACE, "DeliveryToS3.Success", stream, "Average"),
         ]
-        try:
-            series = await read_metrics(
-                cloudwatch, queries, window.start, window.end, window.period
-            )
-        except ProbeError as err:
-            # The metrics are the prober's view of the stream, not the stream itself.
-            findings.add(
-                Status.UNKNOWN, f"cannot read CloudWatch metrics: {err.operation}: {err.detail}"
-            )
+        read = await read_metric_window(
+            cloudwatch, queries, p.metric_period, p.metric_periods, findings
+        )
+        if read is None:
             return
-        findings.details["metric_window"] = window.as_json()
+        _, series = read
         freshness = [value for _, value in series["freshness"]]
         if freshness:
             worst = max(freshness)
@@ -282,10 +238,12 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         listed: list[dict[str, Any]] = []
         try:
             for prefix in prefixes:
-                listed += await _list(s3, dest.bucket, prefix, p.max_list_pages)
+                listed += await list_objects(s3, dest.bucket, prefix, p.max_list_pages)
         except ProbeError as err:
             findings.add_error(
-                err, _OVERRIDES, reason=f"listing error prefixes in {dest.bucket}: {err.operation}"
+                err,
+                REJECTED_IS_DOWN,
+                reason=f"listing error prefixes in {dest.bucket}: {err.operation}",
             )
             return
         seen = self._error_seen_at_watermark
@@ -329,7 +287,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         p = self.params
         stream_type = desc.get("DeliveryStreamType") or "DirectPut"
         source_arn = _kinesis_source(desc) if stream_type == "KinesisStreamAsSource" else None
-        skipped = _canary_skipped(dest, stream_type, source_arn)
+        skipped = canary_skipped(dest, stream_type, source_arn)
         if skipped is not None:
             findings.details["canary"] = f"skipped: {skipped}"
             return
@@ -350,36 +308,6 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                         await asyncio.sleep(0.5)
         self._canary_findings(degraded_above, down_above, findings)
 
-    def _canary_record(self, record_id: str, put_at: datetime) -> dict[str, Any]:
-        p = self.params
-        record: dict[str, Any] = {"sent_at": put_at.isoformat(), "check": self.context.name}
-        record.update(p.canary_fields)
-        record[p.canary_id_field] = record_id  # last: no canary field can overwrite the id
-        return record
-
-    def _partition_values(self, dest: Destination, record: Mapping[str, Any]) -> dict[str, str]:
-        """Values for the partition expressions of the expected prefix (and the query keys of
-        the stream's own prefix, which Firehose will compute); raises UnresolvedKey."""
-        p = self.params
-        computed = jq_partition_keys(dest.metadata_query, record) if dest.metadata_query else None
-        values: dict[str, str] = {}
-        expected = partition_expressions(p.expected_prefix or dest.prefix)
-        for expr in dict.fromkeys([*expected, *partition_expressions(dest.prefix)]):
-            kind, _, key = expr.partition(":")
-            value = p.partition_keys.get(key)
-            if value is None and kind == "partitionKeyFromQuery":
-                if computed is not None:
-                    value = computed.get(key)
-                elif _scalar(p.canary_fields.get(key)):
-                    value = _key_text(p.canary_fields[key])
-            if value is not None:
-                values[expr] = value
-            elif expr in expected or computed is not None:
-                # Firehose itself would fail to partition this canary (the query finds no
-                # value): it would only add an object under partitioning-failed/.
-                raise UnresolvedKey(f"!{{{expr}}}")
-        return values
-
     async def _put_canary(
         self, firehose: Any, dest: Destination, source_arn: str | None, findings: Findings
     ) -> bool:
@@ -394,17 +322,12 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                     "kinesis", p.aws, region=_arn_region(source_arn) or p.aws.region
                 )
             except ProbeError as err:
-                findings.add_error(
-                    err,
-                    _OVERRIDES,
-                    reason=_kinesis_put_failure(err.kind, source_arn.split("/", 1)[-1]),
-                )
-                return False
+                return _put_failed(err, _source_stream(source_arn), findings)
         record_id = uuid.uuid4().hex
         put_at = datetime.now(UTC)
-        record = self._canary_record(record_id, put_at)
+        record = canary_record(p, self.context.name, record_id, put_at)
         try:
-            values = self._partition_values(dest, record)
+            values = partition_values(p, dest, record)
         except UnresolvedKey as missing:
             query = f" (the stream's query is {dest.metadata_query})" if dest.metadata_query else ""
             findings.add(
@@ -427,14 +350,7 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
             try:
                 await firehose.put_record(DeliveryStreamName=p.stream_name, Record={"Data": data})
             except ProbeError as err:
-                findings.add_error(
-                    err,
-                    _OVERRIDES,
-                    reason="prober credentials"
-                    if err.kind is ErrorKind.AUTH
-                    else "PutRecord of the canary failed",
-                )
-                return False
+                return _put_failed(err, put_into, findings)
         else:
             name = source_arn.split("/", 1)[-1]
             partition_key = p.partition_key or f"alivemcp-canary-{check_slug(self.context.name)}"
@@ -444,9 +360,8 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                     StreamARN=source_arn, Data=data, PartitionKey=partition_key
                 )
             except ProbeError as err:
-                findings.add_error(err, _OVERRIDES, reason=_kinesis_put_failure(err.kind, name))
-                return False
-        self._pending = _Canary(record_id, put_at, put_into, expected)
+                return _put_failed(err, _source_stream(source_arn), findings)
+        self._pending = Canary(record_id, put_at, put_into, expected)
         return True
 
     async def _verify_pending(
@@ -463,33 +378,24 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
         assert canary is not None
         age = (datetime.now(UTC) - canary.put_at).total_seconds()
         try:
-            hit = await self._search(s3, dest, canary)
+            hit = await search_expected(s3, dest, canary, self.params)
             if hit is None and age > degraded_above:
                 # Overdue: it may have landed, just not where it should.
-                hit = await self._search_elsewhere(s3, dest, canary)
+                errors = self._error_prefixes(dest)
+                hit = await search_elsewhere(s3, dest, canary, self.params, errors)
         except ProbeError as err:
             findings.add_error(
-                err, _OVERRIDES, reason=f"looking for the canary in {dest.bucket}: {err.operation}"
+                err,
+                REJECTED_IS_DOWN,
+                reason=f"looking for the canary in {dest.bucket}: {err.operation}",
             )
             return False
         if hit is not None:
-            self._last_canary = _resolve(canary, dest, hit)
+            self._last_canary = resolve(canary, dest, hit)
             self._pending = None
             return True
         if age > down_above:
-            self._last_canary = _CanaryVerdict(
-                canary.record_id,
-                Status.DOWN,
-                f"canary record {canary.record_id} put into {canary.put_into} not found under "
-                f"s3://{dest.bucket}/{canary.expected_shown} after {age:.0f}s "
-                f"(limit {down_above:.0f}s): records are not being delivered"
-                + (
-                    " (objects delivered since hold undecodable bytes: a transformation Lambda "
-                    "returning plain text where base64 was due garbles records this way)"
-                    if canary.saw_binary
-                    else ""
-                ),
-            )
+            self._last_canary = not_delivered(canary, dest, age, down_above)
             self._pending = None
         return True
 
@@ -539,197 +445,6 @@ class FirehoseFreshnessProbe(Probe[FirehoseFreshnessParams]):
                     f"under {pending.expected_shown} after {age:.0f}s",
                 )
 
-    def _since(self, canary: _Canary) -> datetime:
-        # The object holding the canary is written after the put; LastModified has whole
-        # seconds, and the prober's clock may be a little off S3's.
-        return canary.put_at.replace(microsecond=0) - timedelta(seconds=5)
-
-    async def _search(self, s3: Any, dest: Destination, canary: _Canary) -> _Hit | None:
-        """The canary under its expected prefix (for Parquet/ORC: the first object there
-        since the put)."""
-        p = self.params
-        since = self._since(canary)
-        candidates: dict[str, dict[str, Any]] = {}
-        for listing in dict.fromkeys(e.listing for e in canary.expected):
-            for obj in await _list(s3, dest.bucket, listing, p.max_list_pages):
-                key = obj["Key"]
-                if (
-                    obj["LastModified"] >= since
-                    and key not in canary.scanned
-                    and any(e.holds(key) for e in canary.expected)
-                ):
-                    candidates[key] = obj
-        oldest_first = sorted(candidates.values(), key=lambda o: o["LastModified"])
-        for obj in oldest_first[: p.canary_max_objects]:
-            if dest.columnar:
-                return await self._columnar_hit(s3, dest, obj)
-            check = await self._scan(s3, dest, obj["Key"])
-            canary.scanned.add(obj["Key"])
-            canary.saw_binary = canary.saw_binary or check.binary
-            if check.found:
-                return _Hit(obj["Key"], obj["LastModified"], check)
-        return None
-
-    async def _search_elsewhere(self, s3: Any, dest: Destination, canary: _Canary) -> _Hit | None:
-        """The overdue canary anywhere else the stream writes: other partitions of its prefix
-        (JSON deliveries only: Parquet/ORC rows are not decoded) and the error output."""
-        p = self.params
-        since = self._since(canary)
-        errors = self._error_prefixes(dest)
-        # Error prefixes first: an error prefix inside the destination prefix counts as errors.
-        listings = list(errors) if dest.columnar else [*errors, static_part(dest.prefix)]
-        candidates: dict[str, tuple[dict[str, Any], bool]] = {}
-        for listing in dict.fromkeys(listings):
-            in_errors = listing in errors
-            for obj in await _list(s3, dest.bucket, listing, p.max_list_pages):
-                key = obj["Key"]
-                if (
-                    obj["LastModified"] >= since
-                    and key not in canary.scanned
-                    and not any(e.holds(key) for e in canary.expected)
-                ):
-                    candidates.setdefault(key, (obj, in_errors))
-        oldest_first = sorted(candidates.values(), key=lambda c: c[0]["LastModified"])
-        for obj, in_errors in oldest_first[: p.canary_max_objects]:
-            check = await self._scan(s3, dest, obj["Key"])
-            canary.scanned.add(obj["Key"])
-            if check.found:
-                return _Hit(
-                    obj["Key"],
-                    obj["LastModified"],
-                    check,
-                    place="error" if in_errors else "elsewhere",
-                )
-        return None
-
-    async def _scan(self, s3: Any, dest: Destination, key: str) -> DeliveryCheck:
-        p = self.params
-        canary = self._pending
-        assert canary is not None
-        resp = await s3.get_object(Bucket=dest.bucket, Key=key)
-        async with resp["Body"] as stream:
-            return await scan_delivery(
-                _chunks(stream),
-                canary.record_id,
-                transformed=dest.transformed,
-                max_bytes=p.canary_max_object_bytes,
-                newline_hint=_newline_hint(dest),
-            )
-
-    async def _columnar_hit(self, s3: Any, dest: Destination, obj: Mapping[str, Any]) -> _Hit:
-        """A Parquet/ORC object: its first and last four bytes (two ranged GETs), not its
-        rows."""
-        fmt = dest.columnar or "parquet"
-        size = int(obj.get("Size", 0))
-        head = tail = b""
-        if size >= 8:
-            head = await _read_range(s3, dest.bucket, obj["Key"], "bytes=0-3")
-            tail = await _read_range(s3, dest.bucket, obj["Key"], "bytes=-4")
-        problem = columnar_problem(fmt, head, tail, size)
-        if problem is not None:
-            problem = f"{_FORMAT_NAME[fmt]} object {obj['Key']} {problem}"
-        return _Hit(obj["Key"], obj["LastModified"], DeliveryCheck(True, problem), size=size)
-
-
-def _resolve(canary: _Canary, dest: Destination, hit: _Hit) -> _CanaryVerdict:
-    """The verdict on a canary that was found."""
-    freshness = max(0.0, (hit.modified - canary.put_at).total_seconds())
-    rid = canary.record_id
-    if hit.place == "error":
-        kind = next((k for k in ERROR_TYPES if k in hit.key), "error output")
-        return _CanaryVerdict(
-            rid,
-            Status.DOWN,
-            (
-                f"canary record {rid} put into {canary.put_into} was written to the error output "
-                f"s3://{dest.bucket}/{hit.key} ({kind}) instead of "
-                f"s3://{dest.bucket}/{canary.expected_shown}{_ERROR_HINT.get(kind, '')}"
-            ),
-            freshness,
-            hit.key,
-        )
-    if hit.place == "elsewhere":
-        found = hit.key.rsplit("/", 1)[0] + "/" if "/" in hit.key else ""
-        garbled = f"; also {hit.check.problem}" if hit.check.problem else ""
-        return _CanaryVerdict(
-            rid,
-            Status.DOWN,
-            (
-                f"canary record {rid} put into {canary.put_into} landed under "
-                f"s3://{dest.bucket}/{found}, not under the expected "
-                f"s3://{dest.bucket}/{canary.expected_shown}: the stream's prefix or partition "
-                f"keys (stream prefix {dest.prefix!r}) route it elsewhere than expected{garbled}"
-            ),
-            freshness,
-            hit.key,
-        )
-    if hit.check.problem:
-        return _CanaryVerdict(rid, Status.DOWN, hit.check.problem, freshness, hit.key)
-    if dest.columnar:
-        name = _FORMAT_NAME[dest.columnar]
-        verified = (
-            f"a complete {name} file ({hit.size} bytes, magic bytes at both ends) appeared "
-            f"under s3://{dest.bucket}/{canary.expected_shown} {freshness:.0f}s after the "
-            f"canary was put into {canary.put_into}; its rows are not decoded, so that it "
-            "holds the canary is not verified"
-        )
-        return _CanaryVerdict(
-            rid,
-            Status.UP,
-            "delivered",
-            freshness,
-            hit.key,
-            summary=f"{name} object under the canary's prefix in "
-            f"{freshness:.0f}s (magic bytes checked, rows not "
-            "decoded)",
-            verified=verified,
-        )
-    return _CanaryVerdict(
-        rid,
-        Status.UP,
-        "delivered",
-        freshness,
-        hit.key,
-        summary=f"canary delivered in {freshness:.0f}s",
-        verified=f"canary's JSON line intact under s3://{dest.bucket}/{canary.expected_shown}",
-    )
-
-
-_ERROR_HINT = {
-    "partitioning-failed": ": dynamic partitioning could not compute its partition keys "
-    "(the query or Lambda found no value)",
-    "format-conversion-failed": ": the record could not be converted to the table's format "
-    "(not JSON the schema accepts: a transformation Lambda "
-    "returning base64 or plain text does this)",
-    "processing-failed": ": the transformation Lambda failed or returned ProcessingFailed",
-    "delivery-failed": ": S3 refused the delivery (bucket policy, KMS key, bucket gone)",
-}
-
-
-async def _chunks(stream: Any) -> AsyncIterator[bytes]:
-    while chunk := await stream.read(_CHUNK):
-        yield chunk
-
-
-async def _read_range(s3: Any, bucket: str, key: str, byte_range: str) -> bytes:
-    resp = await s3.get_object(Bucket=bucket, Key=key, Range=byte_range)
-    async with resp["Body"] as stream:
-        return bytes(await stream.read())
-
-
-async def _list(s3: Any, bucket: str, prefix: str, max_pages: int) -> list[dict[str, Any]]:
-    """The objects under ``prefix``, at most ``max_pages`` ListObjectsV2 pages of them."""
-    objects: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-    for _ in range(max_pages):
-        resp = await s3.list_objects_v2(**kwargs)
-        objects += resp.get("Contents", [])
-        token = resp.get("NextContinuationToken")
-        if not resp.get("IsTruncated") or not token:
-            break
-        kwargs["ContinuationToken"] = token
-    return objects
-
 
 def _kinesis_source(desc: Mapping[str, Any]) -> str | None:
     source = (desc.get("Source") or {}).get("KinesisStreamSourceDescription") or {}
@@ -737,57 +452,23 @@ def _kinesis_source(desc: Mapping[str, Any]) -> str | None:
     return str(arn) if arn else None
 
 
+def _source_stream(arn: str) -> str:
+    return f"source Kinesis stream {arn.split('/', 1)[-1]}"
+
+
+def _put_failed(err: ProbeError, into: str, findings: Findings) -> bool:
+    """Say why the canary could not be put ``into`` a stream; False, for the put."""
+    reason = describe_failure(err.kind, into, action="put the canary into")
+    findings.add_error(err, REJECTED_IS_DOWN, reason=reason)
+    return False
+
+
 def _arn_region(arn: str) -> str | None:
     parts = arn.split(":")
     return (parts[3] or None) if len(parts) > 3 else None
 
 
-def _scalar(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool)
-
-
-def _key_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _newline_hint(dest: Destination) -> str:
-    if dest.dynamic_partitioning and not dest.appends_newline:
-        return ", or enable the AppendDelimiterToRecord processor"
-    return ""
-
-
-def _canary_skipped(dest: Destination, stream_type: str, source_arn: str | None) -> str | None:
-    """Why no canary can be put or found for this stream (None: it can)."""
-    if stream_type == "KinesisStreamAsSource" and source_arn is None:
-        return "the stream reads from Kinesis but names no source stream"
-    if stream_type not in ("DirectPut", "KinesisStreamAsSource"):
-        return f"the stream's source is {stream_type} (only direct PUT and Kinesis are written)"
-    if not dest.columnar and dest.compression not in ("UNCOMPRESSED", "GZIP"):
-        return f"cannot read {dest.compression} objects"
-    return None
-
-
-def _describe_failure(kind: ErrorKind, stream: str) -> str:
-    if kind is ErrorKind.AUTH:
-        return "prober credentials"
-    if kind is ErrorKind.NOT_FOUND:
-        return f"delivery stream {stream} not found"
-    if kind is ErrorKind.PERMISSION:
-        return f"not allowed to describe {stream}"
-    return "DescribeDeliveryStream failed"
-
-
-def _kinesis_put_failure(kind: ErrorKind, stream: str) -> str:
-    if kind is ErrorKind.AUTH:
-        return "prober credentials"
-    if kind is ErrorKind.NOT_FOUND:
-        return f"source Kinesis stream {stream} not found"
-    if kind is ErrorKind.PERMISSION:
-        return f"not allowed to put the canary into Kinesis stream {stream}"
-    return f"PutRecord of the canary into Kinesis stream {stream} failed"
-
-
-def _all_well(findings: Findings, last: _CanaryVerdict | None) -> str:
+def _all_well(findings: Findings, last: CanaryVerdict | None) -> str:
     """The reason when nothing is wrong: what was checked and how fresh it was."""
     parts = ["stream ACTIVE"]
     metric = findings.observations.get("data_freshness_seconds")

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from alivemcp.alerting.state import STATE_FILE
-from tests.alerting.daemon_support import file_check, log_events, per_key, set_state, write_config
-from tests.alerting.stand_ins import HANG, Answer, StandIn, rate_limited
 from tests.support import REPO, DaemonProcess
+from tests.support.alerting_daemon import file_check, log_events, per_key, set_state, write_config
+from tests.support.alerting_receivers import HANG, Answer, StandIn, rate_limited
 
 
 @pytest.fixture
@@ -115,8 +115,15 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
         set_state(state, "up")
         pd.wait_for(lambda: len(pd.accepted) >= 2, what="resolve after restart")
         slack.wait_for(lambda: len(slack.accepted) >= 2, what="slack resolve")
-        time.sleep(1.5)
-        _, metrics = d.get("/metrics")
+        # The daemon has the answers too (the stand-ins count a request when they answer it).
+        delivered = [
+            f'alivemcp_notifications_total{{outcome="delivered",receiver="{r}"}} 1.0'
+            for r in ("pd", "slack")
+        ]
+        metrics = d.wait_for(
+            lambda: metrics_with(d, *delivered),
+            what="the resolve's deliveries counted",
+        )
         assert_rules_use_exported_metrics(metrics)
         assert 'alivemcp_notifications_total{outcome="delivered",receiver="pd"} 1.0' in metrics
         assert 'alivemcp_alerts_firing{severity="critical"} 0.0' in metrics
@@ -131,6 +138,12 @@ def test_kill_and_restart_mid_incident(tmp_path: Path, slack: StandIn, pd: Stand
     assert f":{slack.port}/" not in logs  # not even redacted request lines from httpx
     for secret in ("XXXXsecretXXXX", pd.routing_key):
         assert secret not in logs and secret not in (tmp_path / "data" / STATE_FILE).read_text()
+
+
+def metrics_with(d: DaemonProcess, *lines: str) -> str:
+    """The daemon's /metrics once it holds every one of ``lines`` ("" until then)."""
+    text = d.get("/metrics")[1]
+    return text if all(line in text for line in lines) else ""
 
 
 def test_outage_across_a_kill_is_delivered_once(tmp_path: Path, pd: StandIn) -> None:
@@ -223,8 +236,12 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
         maint_down_at = time.time()
         set_state(path["prober"], "unknown", "AccessDenied on our own role")
         for i in range(14):  # the flapping check changes state faster than anyone can act
-            set_state(path["wobbly"], "down" if i % 2 == 0 else "up")
-            time.sleep(0.6)
+            state = "down" if i % 2 == 0 else "up"
+            set_state(path["wobbly"], state)
+            d.wait_for(
+                lambda state=state: status_of(d, "wobbly").get("status") == state,
+                what=f"wobbly's run to see it {state} (change {i + 1})",
+            )
         hook.wait_for(lambda: len(events("reminded")) >= 3, what="reminders")
         hook.wait_for(lambda: events("prober"), what="probe broken")
         # Maintenance: held while the window is open, the true state once it closes.
@@ -240,7 +257,17 @@ def test_policy_scenarios_in_the_daemon(tmp_path: Path, hook: StandIn) -> None:
         # ... and pages once the cluster has recovered but it has not.
         set_state(path["cluster"], "up")
         hook.wait_for(lambda: events("canary"), what="canary after cluster recovery")
-        time.sleep(2.5)  # past the reminder cap: no more reminders
+        # why: a negative check (past the reminder cap: no more reminders), anchored on the
+        # last reminder: another would come a repeat_interval (1 s) after it; 2.5 s is past.
+        last_reminder = max(
+            r.at
+            for r in hook.accepted
+            if any(
+                n["check"] == "reminded"
+                for n in r.body.get("notifications") or r.body.get("alerts") or []
+            )
+        )
+        time.sleep(max(0.0, last_reminder + 2.5 - time.time()))
         assert d.stop() == 0
     assert events("reminded") == [
         ("target", "firing"),
@@ -306,8 +333,17 @@ def test_storm_of_500_checks_and_a_revoked_webhook(
                 )
 
             slack.wait_for(lambda: in_slack() >= 500, timeout=60, what="500 in slack")
-            time.sleep(3)
-            _, metrics = d.get("/metrics")
+            # Every queue empty (the storm's PagerDuty messages included): nothing more can
+            # be sent, so the counts below are final.
+            empty = [
+                f'alivemcp_notification_queue_depth{{receiver="{r}"}} 0.0'
+                for r in ("slack", "pd", "revoked")
+            ]
+            metrics = d.wait_for(
+                lambda: metrics_with(d, *empty),
+                timeout=60,
+                what="every notification queue empty",
+            )
             assert d.stop() == 0
         # A bounded number of messages, not 500.
         assert in_slack() == 500

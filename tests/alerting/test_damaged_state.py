@@ -23,10 +23,10 @@ import pytest
 
 import tests.support
 from alivemcp.alerting.state import MAX_STATE_BYTES, STATE_FILE
-from tests.alerting.daemon_support import file_check, log_events, per_key, set_state, write_config
-from tests.alerting.engine_support import check, running
-from tests.alerting.stand_ins import Answer, StandIn
 from tests.support import DaemonProcess
+from tests.support.alerting_daemon import file_check, log_events, per_key, set_state, write_config
+from tests.support.alerting_engine import check, running
+from tests.support.alerting_receivers import Answer, StandIn
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import structlog
 from alivemcp.alerting.config import AlertingConfig
 from alivemcp.alerting.manager import send_test_notification
 from alivemcp.alerting.receivers.webhook import signature
-from tests.alerting.daemon_support import per_key
-from tests.alerting.engine_support import check, fast, running
-from tests.alerting.stand_ins import HANG, Answer, StandIn, rate_limited
 from tests.support import cli
+from tests.support.alerting_daemon import per_key
+from tests.support.alerting_engine import check, fast, running
+from tests.support.alerting_receivers import HANG, Answer, StandIn, rate_limited
 
 
 async def test_slack_rate_limit_errors_and_hang_then_recovery(tmp_path: Path) -> None:
@@ -65,7 +65,8 @@ async def test_pagerduty_outage_then_recovery_exactly_once_in_order(tmp_path: Pa
         async with running(doc, [check(n) for n in names], tmp_path) as h:
             for n in names:
                 h.feed(n, "down")
-            await asyncio.sleep(0.2)  # mid-outage: more notifications queue behind
+            # Mid-outage (the first attempt refused): more notifications queue behind.
+            await pd.await_for(lambda: pd.requests, what="the first refused attempt")
             for n in names:
                 h.feed(n, "up")
                 h.feed(n, "degraded")
@@ -92,7 +93,7 @@ async def test_webhook_batches_survive_failures_without_loss_or_duplicates(tmp_p
             for round_ in range(3):
                 for n in names:
                     h.feed(n, "down" if round_ % 2 == 0 else "up")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # why: the rounds' pace (they arrive over the outage)
             await h.delivered(30)
         ids = [n["id"] for n in hook.events()]
         assert len(ids) == 30 and len(set(ids)) == 30 and ids == sorted(ids)
@@ -127,8 +128,11 @@ async def test_permanent_errors_are_surfaced_and_not_retried(tmp_path: Path) -> 
                 for n in ("x", "y", "z"):
                     h.feed(n, "down")
                 await h.delivered()
-                await asyncio.sleep(1.0)  # nothing is retried later either
                 metrics = h.metrics()
+        # Nothing is retried later either: a rejected notification left its queue (a retry
+        # would need it there; a transient failure keeps it queued).
+        assert 'alivemcp_notification_queue_depth{receiver="slack"} 0.0' in metrics
+        assert 'alivemcp_notification_queue_depth{receiver="pd"} 0.0' in metrics
         assert [r.status for r in slack.requests] == [404, 410, 403]
         assert [r.status for r in pd.requests] == [400, 400, 400]
         assert 'alivemcp_notification_permanent_failures_total{receiver="slack"} 3.0' in metrics
@@ -246,7 +250,7 @@ async def test_a_storm_that_keeps_growing_is_summarised_every_group_interval(
             for wave in range(6):
                 for n in names[wave * 10 : (wave + 1) * 10]:
                     h.feed(n, "down")
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # why: the waves' pace (the storm spreads over time)
             # Stopping flushes what is held back (a shutdown does not wait out the interval).
         counted = sum(int(re.match(r"(\d+) alert", t).group(1)) for t in slack.texts())
         assert counted == 60

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from alivemcp.alerting.config import AlertingConfig
 from alivemcp.config import ConfigError, load_config_text
-from tests.alerting.engine_support import check, fast, running
-from tests.alerting.stand_ins import StandIn
+from tests.support.alerting_engine import check, fast, running
+from tests.support.alerting_receivers import StandIn
 
 RUNBOOK = "https://runbooks.example/kafka"
 

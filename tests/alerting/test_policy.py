@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.alerting.engine_support import FakeClock, check, fast, running
-from tests.alerting.stand_ins import StandIn
+from tests.support.alerting_engine import FakeClock, check, fast, running
+from tests.support.alerting_receivers import StandIn
 
 
 @pytest.fixture

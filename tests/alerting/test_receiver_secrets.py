@@ -14,9 +14,9 @@ from pathlib import Path
 
 from alivemcp.alerting.secrets import looks_secret, secret_parts_of_url
 from alivemcp.alerting.state import STATE_FILE
-from tests.alerting.daemon_support import file_check, log_events, write_config
-from tests.alerting.stand_ins import Answer, StandIn
 from tests.support import DaemonProcess, cli
+from tests.support.alerting_daemon import file_check, log_events, write_config
+from tests.support.alerting_receivers import Answer, StandIn
 
 SLACK_TOKEN = "XXXXsecretXXXX"  # the stand-in's webhook path: /services/T000/B000/<this>
 PATH_TOKEN = "s3cr3t-path-token"  # the webhook stand-in's path: /hook/<this>

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 from alivemcp.alerting.state import STATE_FILE
-from tests.alerting.daemon_support import per_key
-from tests.alerting.engine_support import check, fast, running
-from tests.alerting.stand_ins import Answer, StandIn
+from tests.support.alerting_daemon import per_key
+from tests.support.alerting_engine import check, fast, running
+from tests.support.alerting_receivers import Answer, StandIn
 
 
 def pd_config(pd: StandIn) -> dict:
@@ -124,7 +124,10 @@ async def test_unwritable_data_dir_still_pages_and_says_so_once(tmp_path: Path) 
         async with running(pd_config(pd), [check("a")], blocked / "data") as h:
             h.feed("a", "down", "down")
             await h.delivered()
-            await asyncio.sleep(2.5)  # the flusher keeps failing quietly
+            # The flusher keeps failing quietly: what it does every second, done here (each
+            # attempt writes again, the state being unsaved).
+            for _ in range(3):
+                await h.manager.persist()
     assert per_key(pd.events()) == {"alivemcp/a": ["trigger"]}
     errors = [e for e in logs if e["event"].startswith("cannot persist alert state")]
     assert len(errors) == 1, errors
@@ -137,7 +140,7 @@ async def test_stop_returns_while_a_worker_waits_to_group(tmp_path: Path) -> Non
 
     from alivemcp.alerting.config import AlertingConfig
     from alivemcp.alerting.manager import AlertManager
-    from tests.alerting.engine_support import result
+    from tests.support.alerting_engine import result
 
     config = AlertingConfig.model_validate(
         {
@@ -153,7 +156,9 @@ async def test_stop_returns_while_a_worker_waits_to_group(tmp_path: Path) -> Non
         await manager.start()
         for info, _ in infos:
             manager.observe(result(info, "down"))
-        await asyncio.sleep(0.05)
+        # The worker, woken by the first notification, runs into its group wait on the
+        # loop's next turn.
+        await asyncio.sleep(0)
         async with asyncio.timeout(10):
             await manager.stop(grace=0.0)
         await asyncio.sleep(0)

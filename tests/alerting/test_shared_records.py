@@ -24,8 +24,8 @@ from alivemcp.alerting.records import (
     decode_record,
     encode_record,
 )
-from tests.alerting.stand_ins import HANG, Answer, StandIn
 from tests.support import free_port
+from tests.support.alerting_receivers import HANG, Answer, StandIn
 
 
 def notification(check: str, id: int, event: Event = Event.FIRING) -> Notification:

@@ -1,5 +1,5 @@
 """Fixtures of the cluster tests: one real three-broker Kafka per test process (session
-scope), with gated listeners (tests/cluster/cluster_support.py). Tests that pause brokers or
+scope), with gated listeners (tests/support/cluster.py). Tests that pause brokers or
 cut the gates resume and heal before they finish."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.cluster.cluster_support import GatedKafkaCluster
+from tests.support.cluster import GatedKafkaCluster
 
 
 @pytest.fixture(scope="session")

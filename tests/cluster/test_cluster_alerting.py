@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,17 @@ from alivemcp.alerting.config import AlertingConfig
 from alivemcp.alerting.manager import AlertManager
 from alivemcp.alerting.policy import AlertState, CheckState
 from alivemcp.alerting.records import encode_record
+from alivemcp.alerting.shared import RECORD_INTERVAL
+from alivemcp.alerting.shared_journal import RECORD_ACK_SECONDS
 from alivemcp.cluster.alert_state import AlertStateLog
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import shard_of
-from tests.alerting.daemon_support import file_check, per_key, set_state
-from tests.alerting.engine_support import FakeClock, check, result
-from tests.alerting.stand_ins import HANG, Answer, StandIn
-from tests.cluster.cluster_support import GatedKafkaCluster, cluster_section, unique_prefix
-from tests.cluster.stream_support import (
+from tests.support import DaemonProcess, poll_until, run_until
+from tests.support.alerting_daemon import file_check, per_key, set_state
+from tests.support.alerting_engine import FakeClock, check, result
+from tests.support.alerting_receivers import HANG, Answer, StandIn
+from tests.support.cluster import GatedKafkaCluster, cluster_section, unique_prefix
+from tests.support.results_stream import (
     Parts,
     cluster_config,
     metric,
@@ -43,7 +46,6 @@ from tests.cluster.stream_support import (
     unique,
     wait_for,
 )
-from tests.support import DaemonProcess
 
 SHARDS = 6
 ALL = frozenset(range(SHARDS))
@@ -118,6 +120,24 @@ async def alert_topic(bootstrap: str, config: ClusterConfig) -> None:
         await admin.close()
 
 
+async def until(
+    read: Callable[[], Any], done: Callable[[Any], bool], what: str, within: float
+) -> Any:
+    """:func:`run_until` for a replica's own state (read without I/O, so polled often): at
+    the deadline it fails with the last value read."""
+
+    async def value() -> Any:
+        return read()
+
+    return await run_until(value, done, what, within, pause=0.02)
+
+
+def outbox_phases(latest: dict[str, dict[str, Any] | None], name: str) -> dict[str, str]:
+    """Receiver -> phase of the notifications in the check's latest record."""
+    record = latest.get(name)
+    return {e["receiver"]: e["phase"] for e in record["outbox"]} if record else {}
+
+
 class Replica:
     """One replica's alerting: the manager in cluster mode and its alert-state log."""
 
@@ -161,8 +181,18 @@ class Replica:
     async def settled(self) -> None:
         """Every queue delivered and every record acknowledged."""
         assert await self.manager.wait_delivered(20), self.manager.queue_depths()
-        await asyncio.sleep(0.5)  # the record loop writes what delivery changed
-        assert await self.log.wait_written(20)
+        # What else changed (a streak, a tombstone) the record loop hands to the log every
+        # RECORD_INTERVAL: until it has taken it all, then until the brokers acknowledged it.
+        ledger = self.manager._ledger
+        await until(
+            lambda: set(ledger.changed),
+            lambda changed: not changed,
+            "the record loop to take the changed checks",
+            50 * RECORD_INTERVAL,
+        )
+        assert await self.log.wait_written(20), self.metric(
+            "alivemcp_cluster_alert_records_pending"
+        )
 
     def metric(self, name: str, **labels: str) -> float:
         return metric(self.parts.registry, name, labels)
@@ -321,13 +351,18 @@ async def test_records_say_sending_before_the_receiver_is_called_and_queued_afte
     a.feed("api", "down", "down")
     await pd.await_for(lambda: pd.requests, what="the held request")
     await slack.await_for(lambda: slack.requests, what="a refused attempt")
-    await asyncio.sleep(0.6)  # the refusal's record (the retry waits 2 s or more)
-    record = (await rig.records())["api"]
-    assert record is not None
-    phases = {e["receiver"]: e["phase"] for e in record["outbox"]}
     # PagerDuty's request is out: its record said so (acknowledged) before it was sent.
-    # Slack answered 500: not delivered, so its notification is back to queued.
-    assert phases == {"pd": "sending", "slack": "queued"}
+    # Slack answered 500: not delivered, so its notification is back to queued (the record
+    # written right after the refusal; the retry waits 2 s or more).
+    latest = await run_until(
+        rig.records,
+        lambda latest: outbox_phases(latest, "api") == {"pd": "sending", "slack": "queued"},
+        "the record of the refusal",
+        within=20,
+        pause=0.1,
+    )
+    record = latest["api"]
+    assert record is not None
     assert {e["notification"]["event"] for e in record["outbox"]} == {"firing"}
     assert record["state"]["alerts"]["target"]["notified"] is True
     assert len(slack.requests) == 1
@@ -392,7 +427,15 @@ async def test_lost_owner_queued_notifications_are_sent_by_the_new_owner(
     a.feed("db-check", "down", "down")
     for s in (pd, slack, hook):
         await s.await_for(lambda s=s: s.requests, what="a refused attempt")
-    await asyncio.sleep(0.5)
+    # Lost once the refusals are recorded: every notification queued again, acknowledged.
+    queued = {"pd": "queued", "slack": "queued", "hook": "queued"}
+    await run_until(
+        rig.records,
+        lambda latest: all(outbox_phases(latest, c) == queued for c in ("api-check", "db-check")),
+        "the records of the refusals",
+        within=20,
+        pause=0.1,
+    )
     await a.crash()
     for s in (pd, slack, hook):
         s.script.clear()
@@ -429,7 +472,9 @@ async def test_revoke_hands_queued_notifications_to_the_next_owner(
     assert a.manager.queue_depths() == {"pd": 0, "slack": 0}
     assert a.metric("alivemcp_notifications_total", receiver="slack", outcome="handed_over") == 1
     requests_before = len(slack.requests) + len(pd.requests)
-    await asyncio.sleep(1.0)
+    # why: a negative check (A sends nothing more), bounded by what A would have done: its
+    # retry comes within backoff_max (0.5 s, see alerting()); twice that has passed here.
+    await asyncio.sleep(2 * 0.5)
     assert len(slack.requests) + len(pd.requests) == requests_before  # A sends nothing more
     pd.script.clear()
     slack.script.clear()
@@ -450,7 +495,15 @@ async def test_a_send_that_outlasts_the_release_is_not_made_again_when_the_shard
     await slack.await_for(lambda: slack.requests, what="the held request")
     await a.log.on_revoked(ALL)  # gives up waiting for the call: its record says sending
     await a.log.on_assigned(ALL)  # the shard comes straight back, as rebalances often do
-    await asyncio.sleep(4.5)  # the held request times out here; its retry must not go out
+    # The held request times out (Slack's timeout, 4 s): counted as a failure to retry...
+    await until(
+        lambda: a.metric("alivemcp_notifications_total", receiver="slack", outcome="retried"),
+        lambda retried: retried >= 1,
+        "the held Slack request to time out",
+        4.0 + 20,
+    )
+    # ...but its retry must not go out: settled waits for the queue to empty (the copy
+    # dropped, or sent: the requests below tell).
     await a.settled()
     # Slack may have the page: the replica that took the check back treats it like any new
     # owner (not sent again), and the worker does not retry the copy it still had.
@@ -478,7 +531,14 @@ async def test_a_page_another_replica_was_sending_is_not_repeated_by_its_former_
     await slack.await_for(lambda: len(slack.requests) == 2, what="B's held request")
     await b.log.on_revoked(ALL)  # B's record: sending (Slack may have it)
     await a.log.on_assigned(ALL)
-    await asyncio.sleep(4.5)
+    # B's held request times out (4 s) and B drops its copy instead of retrying it.
+    await until(
+        lambda: b.metric("alivemcp_notifications_total", receiver="slack", outcome="retried"),
+        lambda retried: retried >= 1,
+        "B's held Slack request to time out",
+        4.0 + 20,
+    )
+    assert await b.manager.wait_delivered(20), b.manager.queue_depths()
     await a.settled()
     # "Sending" in a record B wrote is B's send, not a late record of A's put-off one.
     assert [r.status for r in slack.requests] == [500, 0]
@@ -500,9 +560,13 @@ async def test_a_check_handed_over_during_the_group_wait_leaves_no_empty_message
     b = await rig.replica("replica-b", alerting(pd, slack), checks)
     await a.log.on_assigned(ALL)
     a.feed("api", "down", "down")
-    await asyncio.sleep(0.5)  # the workers are in their group wait
+    assert a.manager.queue_depths() == {"pd": 1, "slack": 1}
+    # why: not a wait for an event: the revoke must come inside the group wait (the subject
+    # of this test), a third of the way in.
+    await asyncio.sleep(waiting["group_wait"] / 3)
     await a.log.on_revoked(ALL)  # the queues lose the page
-    await asyncio.sleep(2.5)  # the wait ends with nothing left to send
+    # The wait ends with nothing left to send: the workers go idle (without a send).
+    assert await a.manager.wait_delivered(20), a.manager.queue_depths()
     assert slack.requests == [] and pd.requests == []
     await b.log.on_assigned(ALL)
     await b.settled()
@@ -632,7 +696,9 @@ async def test_alerts_wait_until_the_shard_state_is_read(
     assert a.log.unread() == ALL
     assert a.metric("alivemcp_cluster_alert_shards_unread") == SHARDS
     a.feed("api", "down", "down", "down")
-    await asyncio.sleep(1.0)
+    # Decisions are made as results are observed, and a page is queued there and then: none
+    # decided, none queued, so none can go out later (no wait needed to see it).
+    assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {"pd": 0, "slack": 0}
     assert pd.requests == [] and slack.requests == []
     await alert_topic(rig.kafka.bootstrap, rig.config("setup"))
     await wait_for(lambda: not a.log.unread(), 60, "the background read")
@@ -679,7 +745,8 @@ async def test_a_dependency_owned_elsewhere_still_holds_back_its_dependants_page
     await a.log.on_assigned(frozenset({shard_of(api, SHARDS)}))  # db is another replica's
     a.feed(api, "down", "down", "down")
     a.manager.tick()
-    await asyncio.sleep(0.5)
+    # Decided as observed (and ticked): held, nothing queued, so nothing can go out later.
+    assert a.manager.queue_depths() == {"pd": 0, "slack": 0}
     assert pd.requests == [] and slack.requests == []  # held: its dependency is down
     assert [(f["check"], f["notified"]) for f in a.manager.firing_alerts()] == [(api, False)]
     latest["db"] = "up"
@@ -700,9 +767,13 @@ async def test_nothing_is_sent_while_its_record_cannot_be_acknowledged(
         rig.kafka.pause(node.node_id)
     try:
         a.feed("api", "down")  # fires: the page waits for its record
-        await asyncio.sleep(3.0)
+        # why: a negative check (nothing sent meanwhile), bounded inside the time a send waits
+        # for its record's acknowledgement (RECORD_ACK_SECONDS, 10 s); at its end the record
+        # is still unacknowledged, so the whole window was one of waiting for it.
+        await asyncio.sleep(RECORD_ACK_SECONDS / 3)
         assert pd.requests == [] and slack.requests == []
         assert a.manager.queue_depths() == {"pd": 1, "slack": 1}
+        assert a.metric("alivemcp_cluster_alert_records_pending") >= 1
     finally:
         for node in rig.kafka.nodes:
             rig.kafka.resume(node.node_id)
@@ -728,10 +799,17 @@ async def test_kafka_down_fenced_then_back_pages_nothing_twice_and_loses_no_reso
         rig.kafka.pause(node.node_id)
     try:
         a.feed("api", "up", "up")  # the resolve is decided; its record cannot be written
-        await asyncio.sleep(0.5)
+        await until(
+            lambda: a.metric("alivemcp_cluster_alert_records_pending"),
+            lambda pending: pending >= 1,
+            "the resolve's record waiting for the frozen brokers",
+            20,
+        )
         started = time.monotonic()
         await a.log.on_revoked(ALL)
-        assert time.monotonic() - started < 15  # bounded: the node's fence must finish
+        # Bounded: the node's fence must finish. The release gets 0.4 of the session timeout,
+        # dropping the producer a second or two more; two session timeouts is far beyond.
+        assert time.monotonic() - started < 2 * float(a.config.session_timeout)
         assert a.manager.firing_alerts() == [] and a.manager.queue_depths() == {"pd": 0, "slack": 0}
         assert pd.requests == [] or per_key(pd.events()) == {"alivemcp/api": ["trigger"]}
     finally:
@@ -769,7 +847,12 @@ async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved
     rig.kafka.cut()
     try:
         a.feed("api", "up", "up")  # the resolve is decided; its record cannot be written
-        await asyncio.sleep(0.5)
+        await until(
+            lambda: a.metric("alivemcp_cluster_alert_records_pending"),
+            lambda pending: pending >= 1,
+            "the resolve's record waiting for the cut-off brokers",
+            20,
+        )
         await a.log.on_revoked(ALL)  # the node's fence
         await b.log.on_assigned(ALL)  # the group gave the shards to B
         assert [(f["check"], f["notified"]) for f in b.manager.firing_alerts()] == [("api", True)]
@@ -777,7 +860,13 @@ async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved
         await b.settled()
     finally:
         rig.kafka.heal()
-    await asyncio.sleep(4.0)  # A's connections come back (a producer would retry now)
+    # A's connections come back: the gated path carries again (read through it)...
+    topic = a.config.topics.alert_state
+    await read_topic(rig.kafka.gated_bootstrap, topic, SHARDS)
+    # why: a negative check (nothing of A's lands later): a produce request A sent during
+    # the cut times out within the request timeout and an idempotent producer would retry
+    # it then, over the healed path; past that bound nothing of A's can still come.
+    await asyncio.sleep(float(a.config.kafka.request_timeout) + 1.0)
     latest = await rig.records()
     assert latest["api"] is not None and latest["api"]["replica"] == "replica-b"
     assert per_key(pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
@@ -787,6 +876,8 @@ async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved
 # -- real daemons ------------------------------------------------------------------------------
 
 DAEMON_SHARDS = 6
+DAEMON_INTERVAL = 0.5
+DAEMON_SESSION_TIMEOUT = 6.0
 REPLICAS = ("r0", "r1", "r2")
 
 
@@ -808,7 +899,7 @@ class Trio:
             doc = {
                 "logging": {"format": "json"},
                 "data_dir": str(root / f"data-{replica}"),
-                "defaults": {"interval": 0.5},
+                "defaults": {"interval": DAEMON_INTERVAL},
                 "checks": checks,
                 "alerting": {
                     "group_wait": 0,
@@ -827,7 +918,7 @@ class Trio:
                     prefix,
                     replica=replica,
                     shards=DAEMON_SHARDS,
-                    session_timeout=6.0,
+                    session_timeout=DAEMON_SESSION_TIMEOUT,
                     heartbeat_interval=1.0,
                 ),
             }
@@ -867,6 +958,16 @@ class Trio:
         """Who produced the check's latest result, as any running replica sees it."""
         return str(self.running()[0].status_of(name).get("owner") or "")
 
+    def metric(self, daemon: DaemonProcess, name: str, **labels: str) -> float:
+        """A sample of the replica's /metrics (0 when it has none)."""
+        for line in daemon.get("/metrics")[1].splitlines():
+            sample, _, value = line.rpartition(" ")
+            head, _, rest = sample.partition("{")
+            pairs = [p.split("=", 1) for p in rest.rstrip("}").split(",") if p]
+            if head == name and {k: v.strip('"') for k, v in pairs} == labels:
+                return float(value)
+        return 0.0
+
     def pages(self) -> dict[str, int]:
         return pages(self.pd.events())
 
@@ -889,6 +990,31 @@ class Trio:
             lambda: self.slack_count(f"RESOLVED [critical] {name}"),
             timeout,
             f"{name} resolved on Slack",
+        )
+
+    def wait_more_results(self, *names: str, count: int = 3) -> None:
+        """Until each of ``names`` has ``count`` results newer than its latest one now, as any
+        running replica sees them. A negative check ("paged once") waits for these: a page
+        or resolve its owner decided on the runs before them has been sent by then."""
+        daemon = self.running()[0]
+
+        def runs(name: str) -> list[float]:  # start times of the check's recent runs
+            return [row[0] for row in daemon.status_of(name).get("history") or []]
+
+        since = {name: max(runs(name), default=0.0) for name in names}
+        seen: dict[str, int] = {}
+
+        def enough() -> bool:
+            for name in names:
+                seen[name] = sum(1 for started in runs(name) if started > since[name])
+            return min(seen.values()) >= count
+
+        poll_until(
+            enough,
+            40 * count * DAEMON_INTERVAL,  # a takeover or a rejoin may come in between
+            f"{count} more results of {', '.join(names)}",
+            every=0.1,
+            context=lambda: f"newer results seen: {seen}\n{daemon.logs()[-3000:]}",
         )
 
     def assert_once(self, name: str, resolved: bool) -> None:
@@ -921,19 +1047,32 @@ def test_daemons_kill_the_owner_mid_incident_one_page_and_one_resolve(daemons: T
     trio = daemons
     trio.set("api", "down")
     trio.wait_paged("api")
-    time.sleep(0.5)  # delivered, and its record says so (a kill in between: see above)
     victim = trio.owner("api")
     assert victim in REPLICAS
+    # Delivered, and its record says so (a kill in between would repeat the page: see the
+    # receivers above): the owner counted both deliveries, and no record of it is pending.
+    owner = trio.daemons[victim]
+    owner.wait_for(
+        lambda: (
+            all(
+                trio.metric(owner, "alivemcp_notifications_total", receiver=r, outcome="delivered")
+                for r in ("pd", "slack")
+            )
+            and trio.metric(owner, "alivemcp_cluster_alert_records_pending") == 0
+        ),
+        30,
+        "the owner's record of the delivered page acknowledged",
+    )
     trio.daemons[victim].kill()  # kill -9: nothing written on the way out
     survivor = trio.running()[0]
     survivor.wait_for(
         lambda: trio.owner("api") not in ("", victim), 60, "another replica probing api"
     )
-    time.sleep(3.0)  # the new owner sees api fail several times more
+    trio.wait_more_results("api")  # the new owner sees api fail several times more
     trio.assert_once("api", resolved=False)
     trio.set("api", "up")
     trio.wait_resolved("api")
-    time.sleep(2.0)
+    trio.wait_more_results("api")
     trio.assert_once("api", resolved=True)
     assert per_key(trio.pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
 
@@ -952,12 +1091,12 @@ def test_daemons_rolling_restart_repages_nothing_and_loses_no_resolve(daemons: T
         daemon.start()
         trio.wait_settled()
     trio.wait_resolved("db")
-    time.sleep(2.0)
+    trio.wait_more_results("api", "db")
     trio.assert_once("api", resolved=False)
     trio.assert_once("db", resolved=True)
     trio.set("api", "up")
     trio.wait_resolved("api")
-    time.sleep(2.0)
+    trio.wait_more_results("api")
     trio.assert_once("api", resolved=True)
     assert "alivemcp/calm" not in per_key(trio.pd.events())
 
@@ -967,17 +1106,26 @@ def test_daemons_kafka_down_then_back_no_duplicate_pages(daemons: Trio) -> None:
     trio.set("api", "down")
     trio.wait_paged("api")
     with trio.kafka.all_paused():
-        time.sleep(10.0)  # beyond the session timeout: every replica fences
+        down_at = time.monotonic()
+        # Cut off, every replica fences (its lease runs out): none holds a shard.
+        trio.running()[0].wait_for(
+            lambda: all(trio.shards_held(d) == 0 for d in trio.running()),
+            10 * DAEMON_SESSION_TIMEOUT,
+            "every replica fenced",
+        )
+        # why: not a wait for an event: Kafka stays down beyond the session timeout (the
+        # subject), so the group rebalances when it is back, not merely lets the leases resume.
+        time.sleep(max(0.0, down_at + DAEMON_SESSION_TIMEOUT + 4.0 - time.monotonic()))
         trio.set("db", "down")  # fails while no replica may evaluate it
     trio.wait_settled(120)
     trio.wait_paged("db")
-    time.sleep(3.0)
+    trio.wait_more_results("api", "db")
     trio.assert_once("api", resolved=False)
     trio.assert_once("db", resolved=False)
     trio.set("api", "up")
     trio.set("db", "up")
     trio.wait_resolved("api")
     trio.wait_resolved("db")
-    time.sleep(2.0)
+    trio.wait_more_results("api", "db")
     trio.assert_once("api", resolved=True)
     trio.assert_once("db", resolved=True)

@@ -36,9 +36,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from alivemcp.cluster.shards import shard_of
 from alivemcp.engine.scheduler import stable_offset
-from tests.cluster.cluster_support import GatedKafkaCluster, cluster_section, unique_prefix
-from tests.ship.metric_names import promql_metric_names, sample_names_from_exposition
-from tests.support import REPO, DaemonProcess
+from tests.support import REPO, DaemonProcess, poll_until, run_until
+from tests.support.cluster import GatedKafkaCluster, cluster_section, unique_prefix
+from tests.support.metric_names import promql_metric_names, sample_names_from_exposition
 
 CHECKS = 240
 INTERVAL = 2.0
@@ -223,16 +223,73 @@ def probed_again(trio: Trio, after: float) -> bool:
     return all(times for times in trio.runs(after).values())
 
 
+def wait_rows_fresh(trio: Trio, since: float) -> None:
+    """Until every row of r0's /status comes from a run started after ``since``: each row's
+    owner is the replica probing the check now (after the last rebalance)."""
+    stale: list[str] = []
+
+    def fresh() -> bool:
+        rows = trio.daemons["r0"].get_json("/status")["checks"]
+        stale[:] = [row["check"] for row in rows if (row["last_run"] or 0.0) < since]
+        return not stale
+
+    poll_until(
+        fresh,
+        10 * INTERVAL,
+        "every row of r0's /status from a run after the last rebalance",
+        every=0.2,
+        context=lambda: f"{len(stale)} rows older: {stale[:10]}",
+    )
+
+
+async def wait_results_in_topic(
+    trio: Trio, since: float, names: list[str], points: int = 1
+) -> None:
+    """Until the results topic holds, for every check of ``names``, results at ``points``
+    grid points started at or after ``since``. Each check's results come from one producer,
+    in order: its earlier ones are in the topic by then too."""
+
+    async def missing() -> list[str]:
+        seen: dict[str, set[int]] = defaultdict(set)
+        for record in await read_results(trio, since):
+            seen[record["check"]].add(grid_index(record["check"], record["started_at"]))
+        return [name for name in names if len(seen[name]) < points]
+
+    await run_until(
+        missing,
+        lambda names_missing: not names_missing,
+        f"results at {points} grid points of every check in the topic",
+        within=(points + 10) * INTERVAL,
+        pause=0.5,
+    )
+
+
 async def test_each_check_is_probed_by_exactly_one_replica_per_interval(
     whole_and_one_prober: Trio,
 ) -> None:
     trio = whole_and_one_prober
-    await asyncio.sleep(1)
+    # Past the first runs of the last rebalance (extra runs off the grid): every check
+    # probed since the replicas settled.
+    settled_at = time.time()
+    trio.daemons["r0"].wait_for(
+        lambda: probed_again(trio, settled_at), 10 * INTERVAL, "every check probed once settled"
+    )
     since = time.time()
+    # why: not a wait for an event: the steady state is watched over four intervals.
     await asyncio.sleep(4 * INTERVAL)
-    until = time.time() - INTERVAL / 2
-    await asyncio.sleep(1.5)  # let the last results reach the topic
-    records = [r for r in await read_results(trio, since) if r["started_at"] < until]
+    until = time.time()
+
+    def last_point(name: str) -> int:  # the last grid point of the check before ``until``
+        return math.floor((until - stable_offset(name, INTERVAL)) / INTERVAL)
+
+    # The results of the window's grid points in the topic: a result of a point after them
+    # is there (however late a loaded machine ran or published them).
+    await wait_results_in_topic(trio, until, trio.names)
+    records = [
+        r
+        for r in await read_results(trio, since)
+        if grid_index(r["check"], r["started_at"]) <= last_point(r["check"])
+    ]
     per_check: dict[str, Counter[int]] = defaultdict(Counter)
     replicas_of: dict[str, set[str]] = defaultdict(set)
     for record in records:
@@ -241,10 +298,9 @@ async def test_each_check_is_probed_by_exactly_one_replica_per_interval(
     assert set(per_check) == set(trio.names)
     for name, counts in per_check.items():
         assert set(counts.values()) == {1}, (name, counts)  # one result per grid point
-        # Every grid point well inside the window (a run starts a little after its point).
-        offset = stable_offset(name, INTERVAL)
-        first = math.ceil((since + 0.3 - offset) / INTERVAL)
-        last = math.floor((until - 0.3 - offset) / INTERVAL)
+        # Every grid point of the window (a run starts after its point: at or after since).
+        first = math.ceil((since - stable_offset(name, INTERVAL)) / INTERVAL)
+        last = last_point(name)
         missing = set(range(first, last + 1)) - set(counts)
         assert not missing, (name, sorted(counts), first, last)
     assert all(len(r) == 1 for r in replicas_of.values())
@@ -286,7 +342,7 @@ async def test_a_killed_replicas_checks_resume_elsewhere_within_the_session_time
     victim = trio.daemons["r2"]
     # Settled means the shards are held; run alone (first), this test could start before
     # r2's results had reached r0, and checks r0 did not yet see as r2's counted as others.
-    await asyncio.sleep(INTERVAL + 1)  # every row's owner up to date after the last rebalance
+    wait_rows_fresh(trio, time.time())  # every row's owner up to date after the last rebalance
     held = trio.metric("r2", "alivemcp_cluster_shards_held")
     theirs = {
         row["check"]
@@ -333,7 +389,7 @@ async def test_a_killed_replicas_checks_resume_elsewhere_within_the_session_time
 
 async def test_a_rolling_restart_keeps_every_check_probed(whole_and_one_prober: Trio) -> None:
     trio = whole_and_one_prober
-    await asyncio.sleep(INTERVAL + 1)  # every row's owner up to date after the last rebalance
+    wait_rows_fresh(trio, time.time())  # every row's owner up to date after the last rebalance
     began = time.time()
     owners_before = owners(trio)
     longest_stop = 0.0
@@ -351,7 +407,7 @@ async def test_a_rolling_restart_keeps_every_check_probed(whole_and_one_prober: 
     trio.wait_settled()
     runs = trio.runs(began - INTERVAL)
     worst = longest_gap(runs)
-    await asyncio.sleep(INTERVAL + 1)
+    wait_rows_fresh(trio, time.time())
     moved = sum(owners_before[n] != owner for n, owner in owners(trio).items())
     print(
         f"\nrolling restart: replicas down up to {longest_stop:.1f}s each; longest gap between "
@@ -378,8 +434,10 @@ async def test_reload_schedules_added_checks_on_their_owner_only(
     trio.daemons["r0"].wait_for(
         lambda: all(trio.runs(reloaded)[n] for n in added), 30, "added checks probed"
     )
-    await asyncio.sleep(2 * INTERVAL)
     since = reloaded + INTERVAL
+    # Two grid points of every check in the topic: a check scheduled on two replicas, or a
+    # removed one still scheduled, would have results there too by then.
+    await wait_results_in_topic(trio, since, names, points=2)
     records = await read_results(trio, since)
     owners: dict[str, set[str]] = defaultdict(set)
     for record in records:
@@ -401,12 +459,14 @@ async def test_one_broker_of_three_stopped_and_probing_goes_on(whole_and_one_pro
         # The replicas lose their lease while the coordinator moves (a replica cannot tell a
         # dead coordinator from a partition that hides a live one), then go on with two
         # brokers: every check probed again, its results in the topic (RF 3, min ISR 2).
+        # why: not a wait for an event (a lease may run out, or the coordinator move first):
+        # past a session timeout every lease has run out or been renewed by the new one.
         await asyncio.sleep(SESSION)
         after = time.time()
         trio.daemons["r0"].wait_for(
             lambda: probed_again(trio, after), 30, "every check probed with one broker stopped"
         )
-        await asyncio.sleep(INTERVAL + 1.5)
+        await wait_results_in_topic(trio, after, trio.names)
         records = await read_results(trio, after)
         assert {r["check"] for r in records} == set(trio.names)
         assert sorted(trio.shares().values()) == [4, 4, 4]
@@ -429,10 +489,19 @@ async def test_kafka_fully_down_stops_probing_and_recovery_resumes_it(
     fenced_before = {r: trio.metric(r, "alivemcp_cluster_fenced_total") for r in REPLICAS}
     with trio.cluster.all_paused():
         down_at = time.time()
-        await asyncio.sleep(SESSION + 2 * INTERVAL)
-        # Cut off from the coordinator, every replica fenced itself within its lease: after
+        # Cut off from the coordinator, every replica fences itself within its lease: after
         # that (and a run already started), nothing is probed anywhere.
+        trio.daemons["r0"].wait_for(
+            lambda: all(
+                trio.metric(r, "alivemcp_cluster_fenced_total") > fenced_before[r] for r in REPLICAS
+            ),
+            SESSION + 30,
+            "every replica fenced",
+        )
         quiet_from = down_at + LEASE + HEARTBEAT + INTERVAL
+        # why: a negative check (nothing probed), anchored on the fences just seen: the quiet
+        # looked at lasts a interval and a half from when the last fence was due.
+        await asyncio.sleep(max(0.0, quiet_from + 1.5 * INTERVAL - time.time()))
         assert not any(trio.runs(quiet_from).values()), "probing went on without Kafka"
         for replica in REPLICAS:
             assert trio.metric(replica, "alivemcp_cluster_member") == 0.0

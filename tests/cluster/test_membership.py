@@ -24,7 +24,7 @@ from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.node import ClusterNode
 from alivemcp.cluster.topics import ClusterTopicsError, ensure_topics
 from alivemcp.plumbing import Plumbing
-from tests.cluster.cluster_support import GatedKafkaCluster, cluster_section, unique_prefix
+from tests.support.cluster import GatedKafkaCluster, cluster_section, unique_prefix
 
 SHARDS = 12
 

@@ -9,17 +9,18 @@ import time
 from pathlib import Path
 
 import yaml
+from prometheus_client import CollectorRegistry
 
 from alivemcp.cluster.probing import ProbingListener
 from alivemcp.cluster.shards import ShardMap
 from alivemcp.config import load_config_text
 from alivemcp.engine.checks import build_handle
+from alivemcp.engine.instruments import SchedulerMetrics
 from alivemcp.engine.results import CheckResult
 from alivemcp.engine.runner import ProbeHandle
 from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
-from alivemcp.web.metrics import Metrics
 
 SHARDS = 4
 
@@ -50,7 +51,12 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
     store = StatusStore()
     store.set_checks([])
     results: list[CheckResult] = []
-    scheduler = Scheduler(store, Metrics(store), results.append, loaded.config.scheduler)
+    scheduler = Scheduler(
+        store.mark_in_flight,
+        SchedulerMetrics(CollectorRegistry()),
+        results.append,
+        loaded.config.scheduler,
+    )
     shard_of = ShardMap(SHARDS)
     plumbing = Plumbing()
     retired: list[ProbeHandle] = []
@@ -81,7 +87,13 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
         assert not lost & set(scheduler.checks)
         assert await scheduler.cancel_runs(lost, 0) == 0
         assert not probing.owns(next(iter(lost)))
-        await asyncio.sleep(1.5)
+        # Every other check has since run a whole run (same interval, 0.5 s): a check of
+        # shard 0 still scheduled would have started one meanwhile too.
+        others = names - lost
+        deadline = time.monotonic() + 20 * 0.5
+        while not others <= {r.check.name for r in results if r.started_at >= returned_at}:
+            assert time.monotonic() < deadline, "the other shards' checks did not run again"
+            await asyncio.sleep(0.01)
         started_later = [
             n
             for n in lost
@@ -113,7 +125,12 @@ async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignm
     loaded = load_config_text(yaml.safe_dump({"checks": checks}))
     store = StatusStore()
     store.set_checks([])
-    scheduler = Scheduler(store, Metrics(store), lambda result: None, loaded.config.scheduler)
+    scheduler = Scheduler(
+        store.mark_in_flight,
+        SchedulerMetrics(CollectorRegistry()),
+        lambda result: None,
+        loaded.config.scheduler,
+    )
     plumbing = Plumbing()
     now = time.time()
     # Half the checks ran 5 s ago (their shard came straight back), the rest long ago or never.

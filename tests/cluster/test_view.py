@@ -4,7 +4,6 @@ position), garbage in the topic dropped and counted, and a bounded replay on fir
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -25,10 +24,12 @@ from alivemcp.history.config import HistoryConfig
 from alivemcp.history.store import HistoryStore
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.cluster.cluster_support import cluster_section, unique_prefix
-from tests.cluster.stream_support import (
+from tests.support import DaemonProcess, write_daemon_config
+from tests.support.cluster import cluster_section, unique_prefix
+from tests.support.results_stream import (
     Parts,
     cluster_config,
+    cluster_route,
     create_topics,
     info,
     metric,
@@ -38,7 +39,6 @@ from tests.cluster.stream_support import (
     unique,
     wait_for,
 )
-from tests.support import DaemonProcess, write_daemon_config
 
 INFOS = [info(f"mcp/server-{i}") for i in range(24)]
 
@@ -64,7 +64,8 @@ class Replica:
         if self.history is not None:
             self.history.set_checks(infos)
             self.history.start()
-        self.stream = ResultsStream(config, self.parts.kafka, self.store, self.parts.registry)
+        self.stream = ResultsStream(config, self.parts.kafka, self.parts.registry)
+        self.route = cluster_route(self.store, self.stream)
         self.view = ResultsView(
             config,
             self.parts.kafka,
@@ -93,7 +94,7 @@ class Replica:
 
     def run(self, check: CheckInfo, status: Status = Status.UP, **kw: Any) -> None:
         """A run of this replica, through the cluster pipeline (stream, then store)."""
-        pipeline_feed(self.stream, self.store, [result(check, status, **kw)])
+        pipeline_feed(self.route, [result(check, status, **kw)])
 
     def row(self, name: str) -> dict[str, Any]:
         doc = self.store.snapshot(only=[name])
@@ -205,8 +206,8 @@ async def test_history_has_every_result_once_across_a_restart(
         # The replay refilled the status of every check, its own earlier runs included...
         assert a.row(mine.name)["status"] == "up" and a.row(mine.name)["owner"] == "replica-a"
         assert a.row(theirs.name)["status"] == "up" and a.row(theirs.name)["owner"] == "replica-b"
-        # ...and history got only what the earlier process had not read.
-        await asyncio.sleep(0.2)
+        # ...and history got only what the earlier process had not read. (Caught up: every
+        # record to the end went to history; a history query first waits for its writes.)
         assert await a.runs(mine.name) == {"up": 3, "degraded": 0, "down": 0, "unknown": 0}
         assert await a.runs(theirs.name) == {"up": 1, "degraded": 0, "down": 3, "unknown": 0}
         a.run(mine, Status.DEGRADED)  # a run of the new process: after its view started

@@ -255,3 +255,34 @@ def test_a_fingerprint_changes_with_anything_the_probe_instance_is_built_from() 
     assert prints["same"] == fingerprint()
     assert len(set(prints.values())) == len(prints), prints
     assert all(isinstance(p, bytes) and len(p) == 16 for p in prints.values())
+
+
+def test_discovery_errors_are_listed_with_the_checks_errors_in_one_pass() -> None:
+    errs = errors_of(
+        """
+defaults: {intervall: 5}
+checks:
+  - {name: a, probe: test_static, params: {reasn: x}}
+discovery:
+  - name: reg
+    mcp_registry: {url: "https://registry.example.com"}
+    template: {probe: mcp_endpoint, params: {auth_gated_okk: true}}
+  - name: files
+    file_sd: {files: ["targets/*.json"]}
+    template: {probe: test_static, labels: {probe: x}}
+"""
+    )
+    assert errs == [
+        "defaults.intervall: unknown field; did you mean 'interval'?",
+        "checks[0].params.reasn: unknown field; did you mean 'reason'?",
+        "discovery[0].template.params.auth_gated_okk: unknown field; did you mean 'auth_gated_ok'?",
+        "discovery[1].template.labels.probe: every alivemcp_check_* series already carries a "
+        "label 'probe' (this check's series would have it twice, and Prometheus rejects the "
+        "whole scrape); rename it",
+    ]
+
+
+def test_an_empty_discovery_section_is_no_sources() -> None:
+    loaded = load_config_text("discovery:\nchecks: [{name: a, probe: test_static}]\n", env={})
+    assert loaded.config.discovery == [] and [c.name for c in loaded.checks] == ["a"]
+    assert loaded.checks[0].discovered is None

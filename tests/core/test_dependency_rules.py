@@ -230,8 +230,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "alivemcp.alerting.matchers",
             "alivemcp.history.config",
             "alivemcp.cluster.config",
+            "alivemcp.discovery.config",
         ),
     ),
+    # Checks made from lists kept elsewhere (registries, service discovery), while running.
+    ("discovery", ("alivemcp.discovery",)),
     ("engine", ("alivemcp.engine",)),
     ("consumers", ("alivemcp.alerting", "alivemcp.history", "alivemcp.cluster")),
     ("web", ("alivemcp.web",)),
@@ -260,12 +263,32 @@ def _alivemcp_targets(imp: Import, known: set[str]) -> list[str]:
     return targets if targets and len(targets) == len(imp.names) else [imp.module, *targets]
 
 
+def _packages_above(targets: list[str], importer: str, known: set[str]) -> list[str]:
+    """The packages whose ``__init__`` an import runs first (importing
+    ``alivemcp.history.config`` runs ``alivemcp/history/__init__.py``), but for the importer's
+    own packages: those are loaded before the importer is."""
+    own = {
+        importer,
+        *(".".join(importer.split(".")[:i]) for i in range(1, importer.count(".") + 1)),
+    }
+    above = {
+        ".".join(parts[:i])
+        for name in targets
+        for parts in [name.split(".")]
+        for i in range(2, len(parts))
+    }
+    return sorted(p for p in above if p in known and p not in own and p not in targets)
+
+
 def module_graph(root: Path = REPO) -> tuple[dict[str, set[str]], list[str]]:
-    """Every alivemcp module's imports of alivemcp modules, and the layer violations."""
+    """Every alivemcp module's imports of alivemcp modules, and the layer violations. An
+    import also loads the packages above the module it names: a package ``__init__`` counts
+    as the highest layer of what it imports itself (one that imports nothing is no layer's)."""
     files = python_files(root, "alivemcp")
     known = {_module_name(p, root) for p in files}
     graph: dict[str, set[str]] = {m: set() for m in known}
     violations: list[str] = []
+    implicit: list[tuple[Import, str, str]] = []  # (import, importer, package above)
     for path in files:
         module = _module_name(path, root)
         own = layer_of(module)
@@ -273,7 +296,8 @@ def module_graph(root: Path = REPO) -> tuple[dict[str, set[str]], list[str]]:
             violations.append(f"{path.relative_to(root)} is in no layer: add it to LAYERS")
             continue
         for imp in imports(path, root):
-            for target in _alivemcp_targets(imp, known):
+            targets = _alivemcp_targets(imp, known)
+            for target in targets:
                 if target not in known:
                     violations.append(
                         f"{imp.show(target, root)}, a module that does not "
@@ -287,6 +311,18 @@ def module_graph(root: Path = REPO) -> tuple[dict[str, set[str]], list[str]]:
                         f"{imp.show(target, root)} ({LAYERS[own][0]} -> "
                         f"{LAYERS[theirs][0]}, a layer above)"
                     )
+            for package in _packages_above([t for t in targets if t in known], module, known):
+                graph[module].add(package)
+                implicit.append((imp, module, package))
+    for imp, module, package in implicit:
+        own = layer_of(module)
+        loads = [layer_of(t) for t in graph[package]]
+        theirs = max((layer for layer in loads if layer is not None), default=None)
+        if own is not None and theirs is not None and theirs > own:
+            violations.append(
+                f"{imp.show(package, root)} (its __init__ loads the {LAYERS[theirs][0]} "
+                f"layer: {LAYERS[own][0]} -> {LAYERS[theirs][0]}, a layer above)"
+            )
     return graph, violations
 
 
@@ -395,3 +431,29 @@ def test_the_old_module_paths_are_the_moved_modules_and_nothing_here_uses_them()
         REPO, ("alivemcp", "probes", "tests", "benchmarks", "scripts"), tuple(MOVED)
     )
     assert not users, "use the new module paths:\n" + "\n".join(users)
+
+
+def test_an_import_runs_the_packages_above_it(tmp_path: Path) -> None:
+    """A config module importing ``alivemcp.history.config`` runs ``alivemcp/history/__init__``
+    first: when that loads the history store (a consumer), the config layer has loaded a
+    layer above it, and a store module that imports the config layer closes a cycle."""
+    pkg = tmp_path / "alivemcp"
+    for sub in ("config", "history"):
+        (pkg / sub).mkdir(parents=True)
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "config" / "__init__.py").write_text(
+        "from alivemcp.history.config import HistoryConfig\n", encoding="utf-8"
+    )
+    (pkg / "history" / "__init__.py").write_text(
+        "from alivemcp.history.store import HistoryStore\n", encoding="utf-8"
+    )
+    (pkg / "history" / "config.py").write_text("HistoryConfig = int\n", encoding="utf-8")
+    (pkg / "history" / "store.py").write_text(
+        "from alivemcp import config\nHistoryStore = int\n", encoding="utf-8"
+    )
+    graph, violations = module_graph(tmp_path)
+    assert violations == [
+        "alivemcp/config/__init__.py:1 imports alivemcp.history (its __init__ loads the "
+        "consumers layer: config -> consumers, a layer above)"
+    ]
+    assert cycles(graph) == [["alivemcp.config", "alivemcp.history", "alivemcp.history.store"]]

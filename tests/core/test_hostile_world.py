@@ -155,7 +155,13 @@ def test_target_strings_cannot_break_metrics_status_or_logs(
         assert len(row["reason"]) <= 1000 and "\u0000" not in row["reason"]
         assert len(body) < 2_000_000
         # Several runs later the daemon is still healthy and scrapes still work.
-        time.sleep(1.5)
+        seen = {name: len(d.status_of(name)["history"]) for name in ("mcp", "hostile")}
+        d.wait_for(
+            lambda: all(
+                len(d.status_of(name)["history"]) >= min(seen[name] + 2, 20) for name in seen
+            ),
+            what=f"two more runs of each check (after {seen})",
+        )
         assert d.get("/healthz")[0] == 200
         _scrape_ok(d)
         assert d.stop() == 0

@@ -16,15 +16,16 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from alivemcp.app.daemon import STOP_OVERHEAD_SECONDS
 from alivemcp.config import SchedulerConfig, load_config_text
 from alivemcp.engine.checks import build_handle
+from alivemcp.engine.instruments import SchedulerMetrics
 from alivemcp.engine.results import CheckResult
 from alivemcp.engine.scheduler import MIN_START_WINDOW, Scheduler, stable_offset, start_fraction
 from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
-from alivemcp.web.metrics import Metrics
 from tests.support import ALIVEMCP, REPO, DaemonProcess, Webhook, free_port, subprocess_env
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -197,8 +198,8 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
     results: list[CheckResult] = []
     # One slot for the type: the second check's run waits while the first one sleeps.
     scheduler = Scheduler(
-        store,
-        Metrics(store),
+        store.mark_in_flight,
+        SchedulerMetrics(CollectorRegistry()),
         results.append,
         SchedulerConfig.model_validate({"per_probe_type": {"test_sleepy": 1}}),
     )
@@ -207,7 +208,8 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
     for check in loaded.checks:
         scheduler.add(build_handle(check, plumbing), check.fingerprint())
     # Start when neither grid point is near: both get an extra first run in the start window,
-    # in the order of their start fractions (see two_close_names).
+    # in the order of their start fractions (see two_close_names). why: not a wait for an
+    # event: the start is placed on the clock, relative to the checks' grids.
     await asyncio.sleep(clear_of_grid_points((first, second), interval, MIN_START_WINDOW + 0.5))
     scheduler.start()
     deadline = time.monotonic() + interval + 2
@@ -216,9 +218,12 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
         await asyncio.sleep(0.02)
     started = marker(tmp_path / first, "started")
     assert started is not None
-    # Past the second check's grid point: its run is launched and waits for the slot.
+    # Past the second check's first run: its run is launched and waits for the slot.
     gap = MIN_START_WINDOW * (start_fraction(second) - start_fraction(first))
-    await asyncio.sleep(max(0.0, started + gap + 0.3 - time.time()))
+    deadline = time.monotonic() + gap + interval
+    while scheduler.checks[second].waiter is None:
+        assert time.monotonic() < deadline, "the second run never waited for the slot"
+        await asyncio.sleep(0.02)
     assert marker(tmp_path / second, "started") is None
     await scheduler.stop(10)
     stopped = time.time()
@@ -229,7 +234,8 @@ async def test_stop_drops_runs_still_waiting_for_a_slot_and_waits_for_the_starte
     assert finished is not None
     assert marker(tmp_path / first, "cancelled") is None
     assert marker(tmp_path / second, "started") is None
-    assert stopped - finished < 1.5  # stop returned when that run ended, not after another
+    # Stop returned when that run ended, not after another (which would sleep its 2.5 s).
+    assert stopped - finished < 2.5
 
 
 # -- item: signals during start-up ------------------------------------------------------------
@@ -308,7 +314,7 @@ def test_sighup_storm_during_start_up_is_survived_and_the_reload_applied_after_s
         fd = open_fifo_writer(config, proc)
         for _ in range(5):
             proc.send_signal(signal.SIGHUP)
-            time.sleep(0.05)
+            time.sleep(0.05)  # why: the storm's pace (signals spread over the load)
         assert proc.poll() is None, log.read_text()
         with os.fdopen(fd, "w") as writer:
             writer.write(first)
@@ -319,7 +325,7 @@ def test_sighup_storm_during_start_up_is_survived_and_the_reload_applied_after_s
             assert proc.poll() is None, f"exited {proc.returncode}:\n{log.read_text()[-3000:]}"
             proc.send_signal(signal.SIGHUP)
             hups += 1
-            time.sleep(0.1)
+            time.sleep(0.1)  # why: the storm's pace, and how often health is polled
         assert hups > 10  # signals kept arriving all through start-up
         # The reload asked for during start-up is applied once the daemon has started.
         wait_until(

@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.support import subprocess_env
 
 CHILD = textwrap.dedent("""
-    import asyncio, collections, gc, json, sys
+    import asyncio, collections, gc, json, sys, time
     from pathlib import Path
     from alivemcp.config import load_config
     from alivemcp.app.daemon import Daemon
@@ -45,13 +45,28 @@ CHILD = textwrap.dedent("""
     async def main():
         configure_logging("warning", "json")
         write("1")
-        daemon = Daemon(load_config(path), path)
+        loaded = load_config(path)
+        # One-off garbage of the first load (the probe types' entry points, schemas made
+        # on first use) is not what a reload leaves: collected before the daemon exists.
+        gc.collect()
+        daemon = Daemon(loaded, path)
+        del loaded
+
+        async def every_check_ran_since(moment):  # and set up its probe
+            deadline = time.monotonic() + 60
+            while not all(s.last is not None and s.last.started_at >= moment
+                          for s in daemon.store.states()):
+                assert time.monotonic() < deadline, "not every check ran"
+                await asyncio.sleep(0.05)
+
+        started = time.time()
         await daemon._start()
-        await asyncio.sleep(3)  # every check has run (and set up its probe)
+        await every_check_ran_since(started)
         for label in ("2", "3"):
             write(label)
+            reloaded = time.time()
             assert await daemon.reload()
-            await asyncio.sleep(3)
+            await every_check_ran_since(reloaded)
         runs = sum(sum(state.runs) for state in daemon.store.states())
         gc.unfreeze()
         gc.set_debug(gc.DEBUG_SAVEALL)

@@ -10,7 +10,8 @@ import yaml
 
 from alivemcp.testbed.moto import MotoServer
 from probes.firehose_freshness import inspect_delivery, scan_delivery
-from tests.firehose.fh_support import (
+from tests.support import check_json, run_check
+from tests.support.firehose import (
     BUCKET,
     base64_twice,
     clients,
@@ -25,7 +26,6 @@ from tests.firehose.fh_support import (
     without_newline,
     write_error_objects,
 )
-from tests.support import check_json, run_check
 
 FRESHNESS = "DeliveryToS3.DataFreshness"
 SUCCESS = "DeliveryToS3.Success"
@@ -80,7 +80,7 @@ async def test_canary_across_runs_then_missing_is_down(moto: MotoServer) -> None
         assert first.status == "up", first.reason
         assert first.details and "canary_pending" in first.details
         assert drop_deliveries(moto) == 1  # the record never reaches the destination
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(2.5)  # why: the canary's age must pass down_above (2 s)
         missing = await handle.run()
         assert missing.status == "down", missing.reason
         assert "not found under s3://mcp-events/tool-events/" in missing.reason
@@ -161,7 +161,8 @@ async def test_new_error_objects_are_down_once(moto: MotoServer) -> None:
 async def test_old_error_objects_do_not_alert(moto: MotoServer) -> None:
     create_stream(moto, "ev")
     write_error_objects(moto, 2)
-    await asyncio.sleep(2.2)  # S3 LastModified has whole seconds
+    # why: the objects' age must pass error_lookback (1 s); S3 LastModified has whole seconds
+    await asyncio.sleep(2.2)
     result = await run_check("firehose_freshness", params(moto, "ev", error_lookback="1s"))
     assert result.status == "up", result.reason
 

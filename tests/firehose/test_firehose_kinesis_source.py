@@ -1,6 +1,6 @@
 """``firehose_freshness`` on the seed's reference stream: Kinesis-sourced, dynamically
 partitioned (JQ inline parsing), optionally converted to Parquet/ORC. moto describes the
-stream over HTTP; :mod:`tests.firehose.kinesis_firehose` delivers from the source stream."""
+stream over HTTP; :mod:`tests.support.kinesis_firehose` delivers from the source stream."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import pytest
 
 from alivemcp.testbed.moto import MotoServer
 from probes.firehose_freshness import columnar_problem, expand_prefix, jq_partition_keys
-from tests.firehose.fh_support import base64_twice, params, stepped_check, without_newline
-from tests.firehose.kinesis_firehose import (
+from tests.support import run_check
+from tests.support.firehose import base64_twice, params, stepped_check, without_newline
+from tests.support.kinesis_firehose import (
     BUCKET,
     CANARY_FIELDS,
     SEED_PREFIX,
@@ -27,7 +28,6 @@ from tests.firehose.kinesis_firehose import (
     orc_file,
     parquet_file,
 )
-from tests.support import run_check
 
 CANARY_PARTITION = "tool-events/tenant=alivemcp-canary/tool=canary/"
 
@@ -86,7 +86,7 @@ async def test_stopped_delivery_is_down_naming_stream_and_prefix(moto: MotoServe
         assert first.details and first.details["canary_pending"]["expected_prefix"].startswith(
             CANARY_PARTITION
         )
-        await asyncio.sleep(2.3)
+        await asyncio.sleep(2.3)  # why: the canary's age must pass down_above (2 s)
         missing = await handle.run()
     assert missing.status == "down", missing.reason
     assert f"put into Kinesis stream {SOURCE} (partition key tenant-7)" in missing.reason
@@ -106,7 +106,7 @@ async def test_partition_prefix_mismatch_is_down_naming_both(moto: MotoServer) -
             first = await handle.run()
             assert first.status == "up", first.reason
             await wait_for(lambda: firehose.written)
-            await asyncio.sleep(1.2)  # overdue: past degraded_above
+            await asyncio.sleep(1.2)  # why: overdue: its age must pass degraded_above (1 s)
             result = await handle.run()
     assert result.status == "down", result.reason
     assert f"landed under s3://{BUCKET}/tool-events/tenant=alivemcp-canary/year=" in result.reason
@@ -173,7 +173,7 @@ async def test_canary_in_the_error_output_is_down(moto: MotoServer) -> None:
         async with stepped_check("firehose_freshness", check) as handle:
             await handle.run()
             await wait_for(lambda: firehose.written)
-            await asyncio.sleep(1.2)
+            await asyncio.sleep(1.2)  # why: overdue: its age must pass degraded_above (1 s)
             result = await handle.run()
     assert result.status == "down", result.reason
     assert "was written to the error output s3://mcp-events/tool-events-errors/" in result.reason

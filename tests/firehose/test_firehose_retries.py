@@ -4,9 +4,9 @@ the check's own timeout with the error they got rather than the engine's "timeou
 from __future__ import annotations
 
 from alivemcp.testbed.moto import MotoServer
-from tests.firehose.fh_support import create_stream, params
-from tests.s3.failing_aws import failing_endpoint
 from tests.support import run_check
+from tests.support.failing_aws import failing_endpoint
+from tests.support.firehose import create_stream, params
 
 
 async def test_failing_s3_listing_is_retried_max_attempts_times_in_all(moto: MotoServer) -> None:
@@ -29,6 +29,6 @@ async def test_retries_stop_by_the_check_timeout_with_the_error(moto: MotoServer
         result = await run_check("firehose_freshness", params(moto, "ev", aws=aws), timeout=3)
     assert result.status == "down", result.reason
     assert "timeout after" not in result.reason, result.reason
-    assert "DescribeDeliveryStream failed" in result.reason
+    assert "cannot describe delivery stream ev" in result.reason
     assert "ServiceUnavailableException" in result.reason and "out of time" in result.reason
     assert 2 <= endpoint.requests < 10

@@ -9,8 +9,9 @@ import pytest
 
 from alivemcp.config import ConfigError, load_config_text
 from alivemcp.testbed.moto import MotoServer
-from tests.firehose.fh_support import stepped_check
-from tests.flink.flink_support import (
+from tests.support import run_check
+from tests.support.firehose import stepped_check
+from tests.support.flink import (
     APP,
     STREAM,
     create_application,
@@ -21,7 +22,6 @@ from tests.flink.flink_support import (
     put_points,
     set_status,
 )
-from tests.support import run_check
 
 # 4 parallelism at 2 per KPU: 2 KPUs for the job and the orchestration KPU.
 KPUS = 3
@@ -136,7 +136,7 @@ async def test_a_transition_is_degraded_then_down_when_stuck(moto: MotoServer) -
         first = await handle.run()
         assert first.status == "degraded", first.reason
         assert f"application {APP} is STARTING" in first.reason
-        await asyncio.sleep(1.2)
+        await asyncio.sleep(1.2)  # why: the transition's age must pass stuck_after (1 s)
         second = await handle.run()
         assert second.status == "down", second.reason
         assert f"application {APP} stuck STARTING for" in second.reason

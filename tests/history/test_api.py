@@ -19,7 +19,8 @@ import pytest
 
 from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.engine.status import StatusStore
-from alivemcp.history import HistoryConfig, HistoryStore
+from alivemcp.history.config import HistoryConfig
+from alivemcp.history.store import HistoryStore
 from alivemcp.probe import Status
 from alivemcp.web.api import ChecksEncoder, checks_document, parse_since
 from tests.support import DaemonProcess, write_daemon_config

@@ -287,5 +287,5 @@ def test_widths_of_wide_and_combining_characters() -> None:
 def test_badge_body_is_stable() -> None:
     """Same badge, same bytes: what makes the ETag useful to caches."""
     one = render(Badge("up", "up", GREEN))
-    time.sleep(0.01)
+    time.sleep(0.01)  # why: the subject is time passing (no clock may leak into the bytes)
     assert render(Badge("up", "up", GREEN)) == one

@@ -14,7 +14,8 @@ from alivemcp.history import queries
 from alivemcp.history.config import Retention
 from alivemcp.history.writer import BATCH_SECONDS, HistoryWriter
 from alivemcp.probe import Status
-from tests.history.history_support import (
+from tests.support import DaemonProcess
+from tests.support.history import (
     RunLog,
     db_counts,
     db_incidents,
@@ -26,7 +27,6 @@ from tests.history.history_support import (
     state_file,
     write_config,
 )
-from tests.support import DaemonProcess
 
 #: (status written in the file, runs to see in that state before the next flip)
 SCHEDULE = [

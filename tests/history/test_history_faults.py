@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.history.history_support import (
+from tests.support import DaemonProcess
+from tests.support.history import (
     RunLog,
     Webhook,
     db_counts,
@@ -27,7 +28,6 @@ from tests.history.history_support import (
     state_file,
     write_config,
 )
-from tests.support import DaemonProcess
 
 CANNOT_WRITE = (
     "history cannot be written; probing and alerting go on, results wait in memory and are retried"

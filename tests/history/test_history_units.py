@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from alivemcp.engine.results import CheckInfo, CheckResult
-from alivemcp.history import HistoryConfig, HistoryStore, latency, queries, schema
-from alivemcp.history.config import Retention
+from alivemcp.history import latency, queries, schema
+from alivemcp.history.config import HistoryConfig, Retention
 from alivemcp.history.live import LiveWindows
+from alivemcp.history.store import HistoryStore
 from alivemcp.history.writer import HistoryWriter
 from alivemcp.probe import Status
 

@@ -28,8 +28,9 @@ import yaml
 from aiohttp import web
 
 from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
-from tests.ship.chromium_cdp import Browser, ChromiumMissingError
 from tests.support import DaemonProcess
+from tests.support.aiohttp_server import serve_app
+from tests.support.chromium_cdp import Browser, ChromiumMissingError
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".cache" / "ship"
@@ -311,16 +312,9 @@ async def serve(standin: StandIn) -> AsyncIterator[StandIn]:
     app.router.add_get("/status", status)
     app.router.add_get("/api/v1/checks", check_list)
     app.router.add_route("GET", r"/api/v1/checks/{rest:.+}", per_check)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    standin.url = f"http://127.0.0.1:{port}/"
-    try:
+    async with serve_app(app) as served:
+        standin.url = f"{served.url}/"
         yield standin
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from alivemcp.engine.results import CheckResult
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.kafka.kafka_support import Check, unique
 from tests.support import check_json, run_check
+from tests.support.kafka import Check, unique
 
 
 class Lab:

@@ -18,8 +18,8 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.kafka.kafka_support import Check, unique
 from tests.support import run_until as until
+from tests.support.kafka import Check, unique
 
 PAUSED = 2
 

@@ -13,8 +13,8 @@ from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.plumbing.kafka_offsets import ConsumerGroupReader
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.kafka.kafka_support import RELAXED, conn
 from tests.support import run_check
+from tests.support.kafka import RELAXED, conn
 
 
 async def test_creates_canary_topic_and_reads_back(kafka_single: KafkaCluster) -> None:

@@ -15,9 +15,9 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.kafka.kafka_support import RELAXED
 from tests.support import run_check
 from tests.support import run_until as until
+from tests.support.kafka import RELAXED
 
 PAUSED = 2
 WAIT = 60.0

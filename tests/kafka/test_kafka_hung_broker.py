@@ -22,8 +22,8 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.plumbing.kafka import KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.kafka.kafka_support import RELAXED, Check, conn, unique
 from tests.support import run_until as until
+from tests.support.kafka import RELAXED, Check, conn, unique
 
 HUNG = 2
 RUNS = 10

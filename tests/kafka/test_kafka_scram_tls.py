@@ -14,8 +14,8 @@ import pytest
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
 from alivemcp.testbed.mcp_servers import make_test_ca
-from tests.kafka.kafka_support import RELAXED
 from tests.support import run_check
+from tests.support.kafka import RELAXED
 
 PASSWORD = "scram-pass-8f2e1c"
 

@@ -26,8 +26,8 @@ from alivemcp.plumbing.kafka import ClusterMetadata, KafkaConnection
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster, SaslSslListener
 from alivemcp.testbed.mcp_servers import make_test_ca
-from tests.kafka.kafka_support import RELAXED, Check, unique
 from tests.support import run_until
+from tests.support.kafka import RELAXED, Check, unique
 
 PASSWORD = "verdict-pass-5b7d02"
 WRONG = "not-the-password-91c3"

@@ -11,7 +11,8 @@ import pytest
 
 from alivemcp.config import ConfigError
 from alivemcp.testbed.moto import MotoServer
-from tests.kinesis.kinesis_support import (
+from tests.support import run_check, run_check_series
+from tests.support.kinesis import (
     THROTTLED,
     Consumer,
     check_handle,
@@ -29,7 +30,6 @@ from tests.kinesis.kinesis_support import (
     split_first_shard,
     stand_in,
 )
-from tests.support import run_check, run_check_series
 
 MARKERS = "consumer-markers"
 TEMPLATE = "processed/{id}.done"

@@ -13,8 +13,8 @@ import pytest
 from alivemcp.config import ConfigError
 from alivemcp.testbed import mcp_servers
 from alivemcp.testbed.mcp_servers import ServerProcess
-from tests.plumbing.proxy_server import LocalProxy
 from tests.support import run_check
+from tests.support.http_proxy import LocalProxy
 
 
 @pytest.mark.parametrize(

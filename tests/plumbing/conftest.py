@@ -12,7 +12,7 @@ import uvloop
 
 from alivemcp.testbed import mcp_servers
 from alivemcp.testbed.mcp_servers import ServerProcess
-from tests.plumbing.stand_ins import Lookups, Run
+from tests.support.http_client_stand_ins import Lookups, Run
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,

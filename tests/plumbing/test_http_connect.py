@@ -25,8 +25,8 @@ from alivemcp.plumbing.http import (
     Resolver,
     read_capped,
 )
-from tests.plumbing.servers import HttpServer
-from tests.plumbing.stand_ins import Lookups, Run
+from tests.support.http_client_stand_ins import Lookups, Run
+from tests.support.http_servers import HttpServer
 
 
 @contextmanager

@@ -10,8 +10,8 @@ import pytest
 
 from alivemcp.plumbing._http_dns import LookupThreads
 from alivemcp.plumbing.http import DnsError, HttpClients, Resolver, read_capped
-from tests.plumbing.servers import HttpServer
-from tests.plumbing.stand_ins import Lookups, Run
+from tests.support.http_client_stand_ins import Lookups, Run
+from tests.support.http_servers import HttpServer
 
 
 async def _get(clients: HttpClients, url: str, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -64,7 +64,10 @@ def test_hung_lookups_do_not_starve_healthy_checks(run: Run, lookups: Lookups) -
                 asyncio.create_task(_get(clients, server.url(host=name), timeout=5))
                 for name in sorted(hung)
             ]
-            await asyncio.sleep(0.3)  # every hung lookup is in flight, the threads are busy
+            # Every hung lookup in flight (the threads busy), well before the DNS deadline.
+            while not hung <= set(lookups.calls):
+                assert loop.time() - started < 2.0, f"hung lookups started: {lookups.calls}"
+                await asyncio.sleep(0.01)
             healthy = []
             for host in ("127.0.0.1", "localhost", "healthy.example.test"):
                 status, _ = await _get(clients, server.url(host=host), timeout=3)
@@ -131,7 +134,7 @@ def test_answers_are_cached_briefly(run: Run, lookups: Lookups) -> None:
 
         async def main() -> list[int]:
             statuses = [(await _get(clients, url))[0], (await _get(clients, url))[0]]
-            await asyncio.sleep(0.6)
+            await asyncio.sleep(0.6)  # why: the subject: the answer's 0.5 s in the cache passes
             statuses.append((await _get(clients, url))[0])
             return statuses
 

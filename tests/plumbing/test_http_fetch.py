@@ -20,8 +20,8 @@ from alivemcp.plumbing.http import (
     RequestTimeout,
 )
 from alivemcp.verdict import Findings
-from tests.plumbing.stand_ins import Run
 from tests.support import free_port, serve_http
+from tests.support.http_client_stand_ins import Run
 
 #: What the server saw of the last POST: (path, content-type, body).
 _seen: list[tuple[str, str | None, bytes]] = []

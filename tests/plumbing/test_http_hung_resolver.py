@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alivemcp.testbed.mcp_servers import ServerProcess
 from tests import support
-from tests.plumbing.servers import HttpServer
+from tests.support.http_servers import HttpServer
 
 SILENT_DNS = "127.53.0.1"
-HERE = Path(__file__).resolve().parent
+#: Run by path in the namespace: the client on uvloop, printing what each GET did.
+HUNG_DNS_CLIENT = support.REPO / "tests" / "support" / "hung_dns_client.py"
 #: No proxy variables: these checks must go direct.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
 
@@ -69,7 +69,7 @@ def test_client_on_uvloop_needs_no_resolver_for_ip_or_localhost(silent_resolv_co
         proc = subprocess.run(
             in_namespace(
                 silent_resolv_conf,
-                [sys.executable, str(HERE / "hung_dns_client.py"), str(server.port)],
+                [sys.executable, str(HUNG_DNS_CLIENT), str(server.port)],
             ),
             capture_output=True,
             text=True,
@@ -135,14 +135,12 @@ def test_daemon_keeps_healthy_checks_up_while_four_resolvers_hang(
     )
     with support.DaemonProcess(config, env={"NO_PROXY": "*"}) as d:
         # Long enough for the hung lookups to pile up: each one takes 30 s.
+        names = ("ip", "localhost", "hung0", "hung1", "hung2", "hung3")
         d.wait_for(
-            lambda: all(
-                sum(_runs(d).get(name, {}).values()) >= 6 for name in ("ip", "localhost", "hung0")
-            ),
+            lambda: all(sum(_runs(d).get(name, {}).values()) >= 6 for name in names),
             timeout=60,
             what="6 runs of each check",
         )
-        time.sleep(0.5)
         runs = _runs(d)
         hung = d.status_of("hung0")
     for name in ("ip", "localhost"):

@@ -10,9 +10,9 @@ import pytest
 
 from alivemcp.plumbing.http import HttpClients, InvalidRequest, ProtocolError, read_capped
 from alivemcp.testbed.mcp_servers import ServerProcess
-from tests.plumbing.servers import Authority, HttpServer
-from tests.plumbing.stand_ins import Run
 from tests.support import run_check
+from tests.support.http_client_stand_ins import Run
+from tests.support.http_servers import Authority, HttpServer
 
 A_LABEL = "xn--bcher-kva.localhost"  # bücher.localhost
 

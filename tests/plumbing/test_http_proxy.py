@@ -18,10 +18,10 @@ from alivemcp.plumbing.http import (
     read_capped,
 )
 from alivemcp.testbed.mcp_servers import ServerProcess
-from tests.plumbing.proxy_server import LocalProxy
-from tests.plumbing.servers import Authority, HttpServer
-from tests.plumbing.stand_ins import Run
 from tests.support import run_check
+from tests.support.http_client_stand_ins import Run
+from tests.support.http_proxy import LocalProxy
+from tests.support.http_servers import Authority, HttpServer
 
 
 async def _get(

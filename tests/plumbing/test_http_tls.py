@@ -18,8 +18,8 @@ from alivemcp.plumbing.http import (
     TlsError,
     read_capped,
 )
-from tests.plumbing.servers import Authority, HttpServer
-from tests.plumbing.stand_ins import Run
+from tests.support.http_client_stand_ins import Run
+from tests.support.http_servers import Authority, HttpServer
 
 
 @pytest.fixture(scope="module")

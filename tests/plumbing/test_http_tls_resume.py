@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from alivemcp.plumbing.http import ConnectionTimings, HttpClients, TlsError, read_capped
-from tests.plumbing.servers import Authority, HttpServer
-from tests.plumbing.stand_ins import Run
+from tests.support.http_client_stand_ins import Run
+from tests.support.http_servers import Authority, HttpServer
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_sessions_expire_into_a_full_handshake(
     ca = trusted.ca_file
     assert _resumed(run, clients, good.url(), ca) is False
     assert _resumed(run, clients, good.url(), ca) is True
-    run(asyncio.sleep(0.35))
+    run(asyncio.sleep(0.35))  # why: the subject: the session's 0.3 s lifetime passes
     # Counted from the full handshake, not from the resumed ones since.
     assert _resumed(run, clients, good.url(), ca) is False
     never = HttpClients(environ={}, tls_resume_seconds=0)

@@ -8,7 +8,7 @@ import pytest
 
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.object_lambda import ObjectLambdaStandIn
-from tests.s3.olap_support import BACKING, s3
+from tests.support.s3_access_points import BACKING, s3
 
 
 @pytest.fixture

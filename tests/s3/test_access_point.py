@@ -8,8 +8,13 @@ from typing import Any
 import yaml
 
 from alivemcp.testbed.moto import MotoServer
-from tests.s3.olap_support import access_point_aws, create_access_point, deny_reads_policy, s3
 from tests.support import check_json, run_check
+from tests.support.s3_access_points import (
+    access_point_aws,
+    create_access_point,
+    deny_reads_policy,
+    s3,
+)
 
 BUCKET = "tenant-data"
 KEY = "data/tenant-a/profile.json"

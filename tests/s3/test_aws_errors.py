@@ -16,8 +16,8 @@ from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.verdict import status_for
-from tests.s3.failing_aws import closed_port, failing_endpoint
-from tests.s3.replication_support import s3_client, without_aws_credentials
+from tests.support.failing_aws import closed_port, failing_endpoint
+from tests.support.s3_replication import s3_client, without_aws_credentials
 
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 

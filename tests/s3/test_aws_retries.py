@@ -17,9 +17,9 @@ from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing.aws import AwsClients, AwsSettings, aws_error_summary
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.object_lambda import ObjectLambdaStandIn, TransformMode
-from tests.s3.failing_aws import closed_port, failing_endpoint
-from tests.s3.olap_support import BACKING, LOOPBACK, object_lambda_aws
 from tests.support import run_check
+from tests.support.failing_aws import closed_port, failing_endpoint
+from tests.support.s3_access_points import BACKING, LOOPBACK, object_lambda_aws
 
 KEY = "canary/object-lambda.txt"
 ACCESS_POINT_ARN = "arn:aws:s3:us-east-1:123456789012:accesspoint/mcp-tenant-a"

@@ -16,8 +16,8 @@ from alivemcp.plumbing.aws import AwsClients, AwsSettings
 from alivemcp.plumbing.canary import CANARY_TAG, check_slug, document
 from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.testbed.moto import MotoServer
-from tests.s3.failing_aws import closed_port
-from tests.s3.replication_support import s3_client
+from tests.support.failing_aws import closed_port
+from tests.support.s3_replication import s3_client
 
 BUCKET = "canaries"
 PREFIX = "alivemcp-canary/test/"
@@ -152,7 +152,8 @@ async def test_sweep_deletes_only_old_canaries_under_the_prefix(
     # Younger than the minimum age: they may belong to a run in flight elsewhere.
     assert await canaries.sweep(s3, BUCKET, PREFIX, 3600, is_canary) == 0
     assert len(_versions(blocking, prefix=PREFIX)) == 4
-    await asyncio.sleep(1.1)  # S3's LastModified has whole seconds
+    # why: the objects' age must pass the 0.5 s minimum; S3's LastModified has whole seconds
+    await asyncio.sleep(1.1)
     assert await canaries.sweep(s3, BUCKET, PREFIX, 0.5, is_canary) == 3
     assert _versions(blocking) == ["alivemcp-canary/test/notes.txt", "elsewhere/3.json"]
 

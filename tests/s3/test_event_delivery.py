@@ -8,7 +8,8 @@ from typing import Any
 
 from alivemcp.testbed.moto import MotoServer
 from probes.s3_event_delivery import diagnose_key, parse_message
-from tests.s3.event_support import (
+from tests.support import run_check
+from tests.support.s3_events import (
     BUCKET,
     PREFIX,
     classic_plus_bug,
@@ -22,8 +23,7 @@ from tests.s3.event_support import (
     notify_via_sns,
     worker,
 )
-from tests.s3.replication_support import without_aws_credentials
-from tests.support import run_check
+from tests.support.s3_replication import without_aws_credentials
 
 
 def params(moto: MotoServer, queue_url: str | None, **extra: Any) -> dict[str, Any]:
@@ -114,7 +114,7 @@ async def test_duplicate_deliveries_are_counted_and_cleared(moto: MotoServer) ->
     # A second copy of every event through SNS into the same queue.
     sns = client(moto, "sns")
     topic = sns.create_topic(Name="dup")["TopicArn"]
-    from tests.s3.event_support import queue_arn
+    from tests.support.s3_events import queue_arn
 
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn(moto, queue))
     s3 = client(moto, "s3")
@@ -217,11 +217,11 @@ async def test_missing_queue_is_down_and_missing_bucket_is_down(moto: MotoServer
     gone = queue.rsplit("/", 1)[0] + "/no-such-queue"
     result = await run_check("s3_event_delivery", params(moto, gone))
     assert result.status == "down", result.reason
-    assert "does not exist" in result.reason
+    assert "canary queue no-such-queue not found" in result.reason
 
     result = await run_check("s3_event_delivery", {**params(moto, queue), "bucket": "nope-nope"})
     assert result.status == "down", result.reason
-    assert "cannot upload" in result.reason
+    assert "bucket nope-nope not found" in result.reason
 
 
 async def test_config_rejects_a_template_without_nonce_and_no_target(moto: MotoServer) -> None:

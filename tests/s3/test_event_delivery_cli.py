@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 
 from alivemcp.testbed.moto import MotoServer
-from tests.s3.event_support import (
+from tests.support import check_json
+from tests.support.s3_events import (
     classic_plus_bug,
     make_bucket,
     make_queue,
@@ -16,7 +17,6 @@ from tests.s3.event_support import (
     notify_via_eventbridge,
     worker,
 )
-from tests.support import check_json
 
 
 async def test_cli_reports_delivery_silence_and_the_plus_bug(

@@ -15,8 +15,8 @@ import yaml
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.object_lambda import ObjectLambdaStandIn, TransformMode
 from probes.s3_object_lambda import DEFAULT_PII_SAMPLES
-from tests.s3.olap_support import BACKING, object_lambda_aws, s3
 from tests.support import check_json, run_check
+from tests.support.s3_access_points import BACKING, object_lambda_aws, s3
 
 KEY = "canary/object-lambda.txt"
 MARKERS = ["[SSN REDACTED]", "[EMAIL REDACTED]", "[PHONE REDACTED]", "[CARD REDACTED]"]

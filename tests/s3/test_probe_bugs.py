@@ -10,9 +10,9 @@ import pytest
 
 from alivemcp.plumbing.s3 import S3Canaries
 from alivemcp.testbed.moto import MotoServer
-from tests.s3.event_support import make_bucket, make_queue, notify_queue_directly
-from tests.s3.replication_support import replication_stand_in
 from tests.support import run_check
+from tests.support.s3_events import make_bucket, make_queue, notify_queue_directly
+from tests.support.s3_replication import replication_stand_in
 
 
 def _break_canary_writes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,8 @@ import yaml
 
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.s3_replicator import deny_head_object
-from tests.s3.replication_support import replication_stand_in, s3_client
 from tests.support import check_json
+from tests.support.s3_replication import replication_stand_in, s3_client
 
 
 async def test_cli_reports_up_degraded_down_failed_and_forbidden(

@@ -20,13 +20,13 @@ from alivemcp.engine.checks import build_handle
 from alivemcp.plumbing import Plumbing
 from alivemcp.testbed.moto import MotoServer
 from alivemcp.testbed.s3_replicator import allow_reads, deny_head_object
-from tests.s3.replication_support import (
+from tests.support import run_check
+from tests.support.s3_replication import (
     PREFIX,
     replication_stand_in,
     s3_client,
     without_aws_credentials,
 )
-from tests.support import run_check
 
 
 async def test_replica_within_sla_is_up_and_canaries_are_cleaned(moto: MotoServer) -> None:
@@ -164,7 +164,14 @@ async def test_setup_sweeps_old_canaries_in_both_buckets(moto: MotoServer) -> No
         for bucket in (stand_in.source, stand_in.destination):
             for n in range(3):
                 client.put_object(Bucket=bucket, Key=f"{PREFIX}crashed/{n}.json", Body=b"{}")
-        await asyncio.sleep(1.5)  # let the replicator copy the source leftovers too
+        # The replicator has copied the source leftovers too (each after its 0.2 s delay).
+        deadline = time.monotonic() + 30
+        while stand_in.replicator.copied < 3:
+            assert time.monotonic() < deadline, (
+                f"the replicator copied {stand_in.replicator.copied} of the 3 leftovers; "
+                f"errors: {stand_in.replicator.errors}"
+            )
+            await asyncio.sleep(0.05)
         result = await run_check("s3_replication_lag", stand_in.params(sweep_min_age="1ms"))
         assert result.status == "up", result.reason
         assert stand_in.leftovers() == {stand_in.source: [], stand_in.destination: []}
@@ -187,7 +194,7 @@ async def test_missing_source_bucket_is_down_and_bad_credentials_unknown(
             "s3_replication_lag", stand_in.params(source_bucket="no-such-bucket-here")
         )
         assert result.status == "down", result.reason
-        assert "cannot write canary" in result.reason
+        assert "source bucket no-such-bucket-here not found" in result.reason
 
 
 async def test_unreachable_destination_is_down_with_the_error(moto: MotoServer) -> None:

@@ -22,15 +22,15 @@ from typing import Any
 
 import pytest
 import yaml
-from metric_names import (
+
+from tests.support import DaemonProcess, free_port
+from tests.support.cluster import cluster_metric_names
+from tests.support.metric_names import (
     observation_metric_names,
     promql_metric_names,
     sample_names_from_exposition,
     unknown_names,
 )
-
-from tests.cluster.cluster_support import cluster_metric_names
-from tests.support import DaemonProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from chromium_cdp import Browser, ChromiumMissingError
 
 from alivemcp.web.statuspage import CONTENT_SECURITY_POLICY, PAGE_HEADERS, PAGE_HTML
 from tests.support import DaemonProcess
+from tests.support.aiohttp_server import serve_app
+from tests.support.chromium_cdp import Browser, ChromiumMissingError
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".cache" / "ship"
@@ -163,16 +164,9 @@ async def status_server() -> AsyncIterator[StatusServer]:
     app = web.Application()
     app.router.add_get("/", page)
     app.router.add_get("/status", status)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.url = f"http://127.0.0.1:{port}/"
-    try:
+    async with serve_app(app) as served:
+        state.url = f"{served.url}/"
         yield state
-    finally:
-        await runner.cleanup()
 
 
 #: Runs before the page's own script: records what the Content-Security-Policy blocked.
@@ -549,16 +543,9 @@ async def hostile_server() -> AsyncIterator[HostileServer]:
 
     app = web.Application()
     app.router.add_get("/status", status)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.url = f"http://127.0.0.1:{port}/status"
-    try:
+    async with serve_app(app) as served:
+        state.url = f"{served.url}/status"
         yield state
-    finally:
-        await runner.cleanup()
 
 
 async def test_page_refuses_a_source_on_another_origin_and_keeps_its_own(

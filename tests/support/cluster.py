@@ -218,7 +218,7 @@ def cluster_metric_names() -> set[str]:
     from alivemcp.cluster.view import ResultsView
     from alivemcp.engine.status import StatusStore
     from alivemcp.plumbing import Plumbing
-    from tests.ship.metric_names import sample_names_from_exposition
+    from tests.support.metric_names import sample_names_from_exposition
 
     config = ClusterConfig.model_validate(
         cluster_section("127.0.0.1:9", "metrics", replica="metrics")
@@ -228,7 +228,7 @@ def cluster_metric_names() -> set[str]:
     store = StatusStore(replica=config.replica_id)
     with TemporaryDirectory() as tmp:
         alerts = AlertManager(AlertingConfig(), [], Path(tmp), CollectorRegistry(), shared=True)
-        ResultsStream(config, kafka, store, registry)
+        ResultsStream(config, kafka, registry)
         ResultsView(config, kafka, store, None, Path(tmp), registry)
         AlertStateLog(config, kafka, alerts, registry)
         ClusterNode(config, kafka, [], registry)

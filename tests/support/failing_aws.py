@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from tests.support.aiohttp_server import serve_app
+
 
 @dataclass
 class FailingEndpoint:
@@ -55,15 +57,9 @@ async def failing_endpoint(
     endpoint = FailingEndpoint(status=status, code=code)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", endpoint.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    endpoint.port = runner.addresses[0][1]
-    try:
+    async with serve_app(app) as served:
+        endpoint.port = served.port
         yield endpoint
-    finally:
-        await runner.cleanup()
 
 
 def closed_port() -> int:

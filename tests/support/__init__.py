@@ -23,7 +23,7 @@ from alivemcp.engine.checks import build_handle
 from alivemcp.engine.results import CheckResult
 from alivemcp.plumbing import Plumbing
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ALIVEMCP = [sys.executable, "-m", "alivemcp"]
 PLUGINS = REPO / "tests" / "plugins"
 

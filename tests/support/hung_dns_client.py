@@ -1,7 +1,8 @@
-"""Run by test_http_hung_resolver.py inside a mount namespace whose resolv.conf names a DNS
-server that never answers: GETs a local server by IP literal, by localhost and by a hung name
-with the probe client on uvloop, while four lookups on the loop's own resolver (what other
-libraries in the daemon do) hang. Prints one JSON object: host -> [status or error, seconds].
+"""Run by tests/plumbing/test_http_hung_resolver.py inside a mount namespace whose resolv.conf
+names a DNS server that never answers: GETs a local server by IP literal, by localhost and by a
+hung name with the probe client on uvloop, while four lookups on the loop's own resolver (what
+other libraries in the daemon do) hang. Prints one JSON object: host -> [status or error,
+seconds].
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from alivemcp.plumbing.http import HttpClients, HttpError, read_capped
 async def main(port: int) -> None:
     loop = asyncio.get_running_loop()
     hogs = [asyncio.ensure_future(loop.getaddrinfo(f"hog{i}.hung.test", 80)) for i in range(4)]
-    await asyncio.sleep(0.3)  # the loop's resolver threads are all stuck now
+    # The loop's resolver threads are all stuck now. why: no event to wait on: the lookups
+    # sit in libuv's thread pool, out of Python's sight; handing four jobs to idle threads
+    # takes far less than this.
+    await asyncio.sleep(0.3)
     clients = HttpClients()
     results: dict[str, list[object]] = {}
     for host in ("127.0.0.1", "localhost", "hung0.hung.test"):

@@ -1,4 +1,4 @@
-"""Helpers shared by the Kafka tests (import as ``tests.kafka.kafka_support``).
+"""Helpers shared by the Kafka tests (import as ``tests.support.kafka``).
 
 General helpers (``run_check``, ``run_until``, ``free_port``...) live in ``tests.support``;
 the real brokers are fixtures in ``tests/kafka/conftest.py``.

@@ -30,100 +30,25 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import Field, model_validator
 
 from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.kafka import (
     ClusterMetadata,
     KafkaClusterClient,
-    KafkaConnection,
     PartitionReader,
     PartitionWriter,
     RunBudget,
     cluster_failure,
-    format_list,
 )
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
-from alivemcp.verdict import Findings
+from alivemcp.probe import Observable, Probe, ProbeResult
+from probes.kafka_canary.params import KafkaCanaryParams
+from probes.kafka_canary.verdict import Failed, Outcome, Produced, verdict
 
-__all__ = ["KafkaCanaryParams", "KafkaCanaryProbe"]
+__all__ = ["KafkaCanaryProbe"]
 
 _UNKNOWN_TOPIC = 3
-
-
-class KafkaCanaryParams(ProbeParams):
-    cluster: KafkaConnection = Field(
-        description="The cluster to write to (bootstrap servers or MSK ARN, security)."
-    )
-    topic: str = Field(
-        "alivemcp-canary", min_length=1, max_length=249, description="The canary topic."
-    )
-    create_topic: bool = Field(
-        True,
-        description="Create the canary topic if it is missing, and add a partition for each new "
-        "broker that leads none (needs CreateTopics/Alter on the topic).",
-    )
-    partitions: int | None = Field(
-        None,
-        ge=1,
-        le=1000,
-        description="Partitions when creating the topic (default: one per live broker).",
-    )
-    replication_factor: int | None = Field(
-        None, ge=1, le=32, description="Replication factor when creating (default min(3, brokers))."
-    )
-    min_insync_replicas: int | None = Field(
-        None, ge=1, description="min.insync.replicas when creating (default 2 where RF >= 3)."
-    )
-    retention: Duration = Field(3600.0, gt=0, description="retention.ms of a created canary topic.")
-    produce_timeout: Duration = Field(
-        10.0, gt=0, description="A produce not acknowledged within this time counts as failed."
-    )
-    produce_latency_threshold: Duration = Field(
-        1.0, gt=0, description="Produce latency above this (any partition) is degraded."
-    )
-    roundtrip_timeout: Duration = Field(
-        5.0, gt=0, description="How long to wait for the messages to be read back."
-    )
-    roundtrip_latency_threshold: Duration = Field(
-        2.0, gt=0, description="Produce-to-read latency above this is degraded."
-    )
-    per_partition_max: int = Field(
-        32,
-        ge=0,
-        le=1000,
-        description="Per-partition latency series only when the topic has at most this many "
-        "partitions (bounded cardinality; 0 disables).",
-    )
-    max_listed: int = Field(10, ge=1, le=200, description="At most this many partitions named.")
-
-    @model_validator(mode="after")
-    def _sane(self) -> KafkaCanaryParams:
-        if (
-            self.min_insync_replicas is not None
-            and self.replication_factor is not None
-            and self.min_insync_replicas > self.replication_factor
-        ):
-            raise ValueError("min_insync_replicas cannot exceed replication_factor")
-        return self
-
-
-@dataclass(slots=True)
-class _Produced:
-    partition: int
-    offset: int
-    latency: float
-
-
-@dataclass(slots=True)
-class _Failed:
-    partition: int
-    leader: int
-    error: str
 
 
 class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
@@ -175,7 +100,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         # metadata refresh: align it with the metadata just read.
         await cluster.refresh_leaders(producer, p.topic, leaders, budget.step(request, share=0.2))
 
-        outcome = _Outcome(partitions)
+        outcome = Outcome(partitions)
         reader: PartitionReader | None = None
         try:
             # Bounded: resolving positions waits on every partition leader, and a hung one
@@ -211,7 +136,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         outcome.unread = {
             x.partition: unread[x.partition] for x in outcome.produced if x.partition in unread
         }
-        return self._verdict(outcome)
+        return verdict(p, outcome)
 
     # -- topic ---------------------------------------------------------------------------------
 
@@ -366,13 +291,13 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         leaders: Mapping[int, int],
         run_id: str,
         timeout: float,
-    ) -> tuple[list[_Produced], list[_Failed]]:
+    ) -> tuple[list[Produced], list[Failed]]:
         """One message to every partition, each with ``timeout`` of its own (in parallel).
         A partition whose leader is a suspect (it hung and has not answered since) is not
         written to: the send could only wait for the timeout."""
         topic = self.params.topic
 
-        async def one(partition: int) -> _Produced | _Failed:
+        async def one(partition: int) -> Produced | Failed:
             # The broker this send goes to, as the producer sees it now (what a hung send
             # is waiting for, even if leadership moves while it waits); else the metadata's.
             leader = producer.leader(topic, partition)
@@ -380,7 +305,7 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                 leader = leaders.get(partition, -1)
             suspicion = cluster.suspect(leader) if leader >= 0 else None
             if suspicion is not None:
-                return _Failed(partition, leader, f"not sent: {suspicion.describe()}")
+                return Failed(partition, leader, f"not sent: {suspicion.describe()}")
             started = time.perf_counter()
             value = json.dumps(
                 {"run": run_id, "partition": partition, "sent_at": time.time()}
@@ -389,21 +314,21 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                 async with asyncio.timeout(timeout):
                     offset = await producer.send(topic, partition, value, key=run_id.encode())
             except TimeoutError:
-                return _Failed(partition, leader, f"timed out after {round(timeout, 1):g}s")
+                return Failed(partition, leader, f"timed out after {round(timeout, 1):g}s")
             except ProbeError as err:
-                return _Failed(partition, leader, err.detail)
-            return _Produced(partition, offset, time.perf_counter() - started)
+                return Failed(partition, leader, err.detail)
+            return Produced(partition, offset, time.perf_counter() - started)
 
         results = await asyncio.gather(*(one(x) for x in partitions))
-        produced = [r for r in results if isinstance(r, _Produced)]
-        failed = [r for r in results if isinstance(r, _Failed)]
+        produced = [r for r in results if isinstance(r, Produced)]
+        failed = [r for r in results if isinstance(r, Failed)]
         return produced, failed
 
     async def _read_back(
         self,
         reader: PartitionReader,
         run_id: str,
-        produced: Sequence[_Produced],
+        produced: Sequence[Produced],
         timeout: float,
     ) -> dict[int, float]:
         """Seconds from send to read for each partition whose message came back in time."""
@@ -429,149 +354,10 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
                     del waiting[partition]
         return seen
 
-    # -- verdict -------------------------------------------------------------------------------
-
-    def _verdict(self, run: _Outcome) -> ProbeResult:
-        """``down`` when a produce failed (naming partitions and leaders); ``degraded`` for
-        slow produces or round trips and messages not read back; else ``up``."""
-        p = self.params
-        found = Findings()
-        self._observe(found, run)
-        found.details.update(self._details(run))
-        if run.failed:
-            found.add(
-                Status.DOWN,
-                f"produce to {p.topic} failed on {len(run.failed)} of {len(run.partitions)} "
-                "partitions: "
-                + format_list([_failure(f) for f in run.failed_in_order()], p.max_listed),
-            )
-        else:
-            for problem in self._read_problems(run):
-                found.add(Status.DEGRADED, problem)
-        n = len(run.partitions)
-        return found.result(
-            f"produced to {'all ' if n > 1 else ''}{n} partition{'s' if n != 1 else ''} of "
-            f"{p.topic} (max {run.produce_max() * 1000:.0f} ms), read back in max "
-            f"{run.roundtrip_max() * 1000:.0f} ms"
-        )
-
-    def _read_problems(self, run: _Outcome) -> list[str]:
-        """What made a run without failed produces less than healthy."""
-        p = self.params
-        problems: list[str] = []
-        slow = sorted(
-            (x for x in run.produced if x.latency > p.produce_latency_threshold),
-            key=lambda x: -x.latency,
-        )
-        if slow:
-            problems.append(
-                f"produce latency above {p.produce_latency_threshold:g}s on "
-                + format_list(
-                    [f"partition {x.partition} ({x.latency:.2f}s)" for x in slow], p.max_listed
-                )
-            )
-        slow_rt = sorted(
-            ((k, v) for k, v in run.roundtrip.items() if v > p.roundtrip_latency_threshold),
-            key=lambda kv: -kv[1],
-        )
-        if slow_rt:
-            problems.append(
-                f"round trip above {p.roundtrip_latency_threshold:g}s on "
-                + format_list([f"partition {k} ({v:.2f}s)" for k, v in slow_rt], p.max_listed)
-            )
-        if run.reader_error:
-            problems.append(f"cannot read the canary back: {run.reader_error}")
-        if run.unread:
-            problems.append(
-                "cannot read back "
-                + format_list(
-                    [f"partition {k} ({v})" for k, v in sorted(run.unread.items())],
-                    p.max_listed,
-                )
-            )
-        lost = run.lost()
-        if lost:
-            problems.append(
-                f"{len(lost)} message(s) not read back within {p.roundtrip_timeout:g}s: "
-                + format_list([f"partition {x}" for x in lost], p.max_listed)
-            )
-        return problems
-
-    def _observe(self, found: Findings, run: _Outcome) -> None:
-        found.observations.update(
-            {
-                "partitions": float(len(run.partitions)),
-                "partitions_failed": float(len(run.failed)),
-                "produce_latency_max_seconds": run.produce_max(),
-                "roundtrip_latency_max_seconds": run.roundtrip_max(),
-                "messages_not_read_back": float(len(run.lost())),
-            }
-        )
-        if len(run.partitions) <= self.params.per_partition_max:
-            for x in run.produced:
-                found.labeled("produce_latency_seconds", x.latency, partition=str(x.partition))
-            for part, seconds in run.roundtrip.items():
-                found.labeled("roundtrip_latency_seconds", seconds, partition=str(part))
-
-    def _details(self, run: _Outcome) -> dict[str, Any]:
-        return {
-            "topic": self.params.topic,
-            "failed": [
-                {"partition": f.partition, "leader": f.leader, "error": f.error}
-                for f in run.failed_in_order()
-            ][:100],
-            "produce_latency_seconds": {
-                str(x.partition): round(x.latency, 4) for x in run.produced
-            },
-            "roundtrip_latency_seconds": {str(k): round(v, 4) for k, v in run.roundtrip.items()},
-            "not_read_back": run.lost()[:100],
-            "reader_error": run.reader_error,
-            "unreadable": {str(k): v for k, v in sorted(run.unread.items())[:100]},
-        }
-
-
-@dataclass(slots=True)
-class _Outcome:
-    """What one run did: the partitions written, failed and read back."""
-
-    partitions: Sequence[int]
-    produced: list[_Produced] = field(default_factory=list)
-    failed: list[_Failed] = field(default_factory=list)
-    #: Seconds from send to read, by partition (messages that came back in time).
-    roundtrip: dict[int, float] = field(default_factory=dict)
-    #: Why nothing could be read back at all.
-    reader_error: str | None = None
-    #: Partitions that could not be read back, with why.
-    unread: dict[int, str] = field(default_factory=dict)
-
-    def lost(self) -> list[int]:
-        """Produced but not read back in time (not counted when reading was impossible)."""
-        if self.reader_error:
-            return []  # nothing was read at all: said once
-        return sorted(
-            x.partition
-            for x in self.produced
-            if x.partition not in self.roundtrip and x.partition not in self.unread
-        )
-
-    def failed_in_order(self) -> list[_Failed]:
-        return sorted(self.failed, key=lambda f: f.partition)
-
-    def produce_max(self) -> float:
-        return max((x.latency for x in self.produced), default=0.0)
-
-    def roundtrip_max(self) -> float:
-        return max(self.roundtrip.values(), default=0.0)
-
-
-def _failure(f: _Failed) -> str:
-    leader = f.leader if f.leader >= 0 else "none"
-    return f"partition {f.partition} (leader broker {leader}): {f.error}"
-
 
 async def _explain_timeouts(
     cluster: KafkaClusterClient,
-    failed: Sequence[_Failed],
+    failed: Sequence[Failed],
     in_sync: Mapping[int, Sequence[int]],
     timeout: float,
 ) -> None:

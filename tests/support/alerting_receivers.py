@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tests.support.aiohttp_server import serve_app
+
 Kind = Literal["slack", "pagerduty", "webhook"]
 
 
@@ -57,7 +59,7 @@ class StandIn:
         self.accepted: list[Received] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
+        self._serving: contextlib.AsyncExitStack | None = None
         self._release: asyncio.Event | None = None
         self.port = 0
 
@@ -105,18 +107,17 @@ class StandIn:
         self._release = asyncio.Event()
         app = web.Application()
         app.router.add_post("/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None and server.sockets
-        self.port = server.sockets[0].getsockname()[1]
+        # Served until _cleanup: started and stopped by two runs of the stand-in's loop.
+        self._serving = contextlib.AsyncExitStack()
+        served = await self._serving.enter_async_context(
+            serve_app(app, access_log=True, shutdown_timeout=0.5)
+        )
+        self.port = served.port
 
     async def _cleanup(self) -> None:
-        assert self._release is not None and self._runner is not None
+        assert self._release is not None and self._serving is not None
         self._release.set()
-        await self._runner.cleanup()
+        await self._serving.aclose()
 
     # -- addresses ---------------------------------------------------------------------------
 

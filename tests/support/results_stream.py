@@ -1,6 +1,6 @@
-"""Helpers for the results stream and view tests (on the shared 3-broker Kafka of conftest.py):
-topics per test, results as the engine makes them, reading a topic back, and the record batches
-as the brokers stored them."""
+"""Helpers for the results stream and view tests (on the shared 3-broker Kafka of
+tests/cluster/conftest.py): topics per test, results as the engine makes them, reading a topic
+back, and the record batches as the brokers stored them."""
 
 from __future__ import annotations
 
@@ -17,9 +17,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from prometheus_client import CollectorRegistry
 
+from alivemcp.app.route import result_route
 from alivemcp.cluster._kafka import ClusterKafka
 from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.stream import ResultsStream
+from alivemcp.engine.pipeline import ResultPipeline
 from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
@@ -215,11 +219,19 @@ async def wait_for(predicate: Any, within: float, what: str, step: float = 0.05)
         await asyncio.sleep(step)
 
 
-def pipeline_feed(stream: Any, store: Any, results: Iterable[CheckResult]) -> None:
-    """Results in the daemon's cluster pipeline order: the stream first, then the store."""
+def cluster_route(store: StatusStore, stream: ResultsStream) -> ResultPipeline:
+    """The daemon's cluster-mode route (:func:`alivemcp.app.route.result_route`) without
+    alerting and admission: the status store, whose changes of status the stream watches,
+    then the stream."""
+    return result_route(
+        store=store, alerts=None, history=None, registry=CollectorRegistry(), stream=stream
+    )
+
+
+def pipeline_feed(route: ResultPipeline, results: Iterable[CheckResult]) -> None:
+    """Results along ``route``, one at a time as the scheduler hands them over."""
     for item in results:
-        stream.consume(item)
-        store.consume(item)
+        route(item)
 
 
 async def not_controller(cluster: KafkaCluster) -> int:

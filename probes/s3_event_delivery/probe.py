@@ -39,247 +39,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import string
 import time
-import unicodedata
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, unquote_plus
+from urllib.parse import unquote_plus
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from alivemcp.errors import ErrorKind, ProbeError
+from alivemcp.errors import ErrorKind, ProbeError, describe_failure
 from alivemcp.plumbing import canary, plumbing_of
-from alivemcp.plumbing.aws import AwsSettings, aws_settings_field, within_aws_check_deadline
+from alivemcp.plumbing.aws import within_aws_check_deadline
 from alivemcp.plumbing.s3 import S3Canaries
-from alivemcp.probe import Duration, Observable, Probe, ProbeParams, ProbeResult, Status
+from alivemcp.probe import Observable, Probe, ProbeResult, Status
 from alivemcp.verdict import Findings
+from probes._aws_common import REJECTED_IS_DOWN
+from probes.s3_event_delivery.events import (
+    S3Event,
+    diagnose_key,
+    parse_message,
+    wrong_marker_keys,
+)
+from probes.s3_event_delivery.params import S3EventDeliveryParams
 
 __all__ = ["S3EventDeliveryProbe"]
 
 #: Seconds a run keeps for the upload and cleanup beyond its waiting limit.
 RUN_OVERHEAD_SECONDS = 10.0
 _NONCE_PATTERN = "[0-9a-f]{12}"
-_KEY_FIELDS = frozenset({"prefix", "check", "nonce", "epoch"})
-_MARKER_FIELDS = frozenset({"key", "nonce", "basename"})
-#: A canary upload refused with any other 4xx (a disabled KMS key, say) blames the bucket.
-_UPLOAD_OVERRIDES = {ErrorKind.REJECTED: Status.DOWN}
-
-
-def _template_fields(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-
-
-class EndToEnd(BaseModel):
-    """Wait for the downstream worker's proof that it processed the canary."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    marker_key_template: str = Field(
-        description="Key of the marker the worker writes, with {key} (the canary key exactly), "
-        "{nonce} or {basename}; e.g. 'processed/{key}.done'."
-    )
-    marker_bucket: str | None = Field(None, description="Bucket of the marker (default: bucket).")
-    limit: Duration = Field(120.0, description="How long to wait for the marker.")
-    delete_marker: bool = Field(True, description="Delete the marker after the run.")
-
-    @field_validator("marker_key_template")
-    @classmethod
-    def _marker_fields(cls, value: str) -> str:
-        fields = _template_fields(value)
-        if unknown := fields - _MARKER_FIELDS:
-            raise ValueError(
-                f"unknown placeholders {sorted(unknown)}; use {sorted(_MARKER_FIELDS)}"
-            )
-        if not fields:
-            raise ValueError("the marker key must depend on the canary: use {key} or {nonce}")
-        return value
-
-
-class S3EventDeliveryParams(ProbeParams):
-    bucket: str = Field(min_length=3, description="Bucket the canary is uploaded to.")
-    queue_url: str | None = Field(
-        None,
-        description="Canary SQS queue receiving the bucket's events (directly, via SNS or via "
-        "EventBridge). Use a dedicated queue: on a shared one, others' messages are made "
-        "visible again at once but each receive still counts towards their redrive "
-        "maxReceiveCount, and a worker may consume the canary's event first. Optional in "
-        "end-to-end mode.",
-    )
-    aws: AwsSettings = aws_settings_field()
-    queue_aws: AwsSettings | None = Field(
-        None, description="Identity/region for the queue (default: aws)."
-    )
-    prefix: str = Field(
-        "alivemcp-canary/events/",
-        min_length=1,
-        description="Key prefix of canaries; must match the notification's prefix filter.",
-    )
-    key_template: str = Field(
-        "{prefix}{check}/{nonce} canary café.json",
-        description="Canary key: {prefix}, {check}, {nonce} (required), {epoch}. Keep a space "
-        "and a non-ASCII character in it: they are what catches key-decoding bugs.",
-    )
-    limit: Duration = Field(
-        120.0,
-        description="How long to wait for the event; the check's timeout must exceed the "
-        "longest wait by 10 s (default timeout 135 s) and its interval the timeout.",
-    )
-    degraded_after: Duration | None = Field(
-        None, description="Delivery slower than this is degraded (default: never)."
-    )
-    receive_visibility: int = Field(
-        5,
-        ge=1,
-        le=60,
-        description="Visibility timeout of received messages: the longest a foreign message "
-        "stays hidden if the prober dies before releasing it.",
-    )
-    tags: dict[str, str] = canary.tags_field("event-delivery")
-    body_fields: dict[str, str] = canary.body_fields_field()
-    cleanup: bool = canary.cleanup_field()
-    sweep_min_age: Duration = canary.sweep_min_age_field()
-    end_to_end: EndToEnd | None = Field(
-        None, description="Also wait for the worker's marker object (see EndToEnd)."
-    )
-
-    @field_validator("key_template")
-    @classmethod
-    def _key_fields(cls, value: str) -> str:
-        fields = _template_fields(value)
-        if unknown := fields - _KEY_FIELDS:
-            raise ValueError(f"unknown placeholders {sorted(unknown)}; use {sorted(_KEY_FIELDS)}")
-        if "nonce" not in fields:
-            raise ValueError("the key template needs {nonce} (every canary key is unique)")
-        return value
-
-    @model_validator(mode="after")
-    def _something_to_wait_for(self) -> S3EventDeliveryParams:
-        if self.queue_url is None and self.end_to_end is None:
-            raise ValueError("set queue_url, end_to_end, or both")
-        return self
-
-    def queue_settings(self) -> AwsSettings:
-        return self.queue_aws or self.aws
-
-
-# -- event parsing ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class S3Event:
-    """One object event found in a queue message, whatever envelope carried it."""
-
-    bucket: str
-    raw_key: str
-    created: bool
-    via: str  # s3 | sns/s3 | eventbridge | sns/eventbridge
-
-    def decoded_keys(self) -> list[str]:
-        """The key as S3 encodes it, decoded: ``+`` is a space. EventBridge events are also
-        accepted unencoded (some emitters send the key as-is)."""
-        decoded = unquote_plus(self.raw_key)
-        if self.via.endswith("eventbridge") and self.raw_key != decoded:
-            return [decoded, self.raw_key]
-        return [decoded]
-
-
-@dataclass(slots=True)
-class ParsedMessage:
-    events: list[S3Event] = field(default_factory=list)
-    test_event: bool = False
-
-
-def parse_message(body: str) -> ParsedMessage:
-    """Every S3 object event in an SQS message body; garbage yields nothing."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, TypeError):
-        return ParsedMessage()
-    parsed = ParsedMessage()
-    _collect(doc, "", parsed, depth=0)
-    return parsed
-
-
-def _collect(doc: Any, wrapper: str, out: ParsedMessage, depth: int) -> None:
-    if not isinstance(doc, dict) or depth > 3:
-        return
-    if doc.get("Type") == "Notification" and isinstance(doc.get("Message"), str):
-        with contextlib.suppress(ValueError, TypeError):
-            _collect(json.loads(doc["Message"]), "sns/", out, depth + 1)
-        return
-    if doc.get("Event") == "s3:TestEvent":
-        out.test_event = True
-        return
-    if doc.get("source") == "aws.s3" and isinstance(doc.get("detail"), dict):
-        detail = doc["detail"]
-        bucket = _dig(detail, "bucket", "name")
-        key = _dig(detail, "object", "key")
-        if isinstance(bucket, str) and isinstance(key, str):
-            created = doc.get("detail-type") == "Object Created"
-            out.events.append(S3Event(bucket, key, created, f"{wrapper}eventbridge"))
-        return
-    records = doc.get("Records")
-    if isinstance(records, list):
-        for record in records:
-            if not isinstance(record, dict):
-                continue
-            bucket = _dig(record, "s3", "bucket", "name")
-            key = _dig(record, "s3", "object", "key")
-            name = record.get("eventName")
-            if isinstance(bucket, str) and isinstance(key, str):
-                created = isinstance(name, str) and name.startswith("ObjectCreated:")
-                out.events.append(S3Event(bucket, key, created, f"{wrapper}s3"))
-
-
-def _dig(doc: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(doc, dict):
-            return None
-        doc = doc.get(part)
-    return doc
-
-
-def diagnose_key(raw_key: str, expected: str) -> str | None:
-    """Why an event's key only matches the canary when decoded wrongly (None: no such way)."""
-    decoded = unquote_plus(raw_key)
-    for description, candidate in _wrong_decodings(raw_key, decoded):
-        if candidate == expected:
-            return description
-    if unicodedata.normalize("NFC", decoded) == unicodedata.normalize("NFC", expected):
-        return "the key's Unicode normalization changed (NFC vs NFD)"
-    return None
-
-
-def _wrong_decodings(raw: str, decoded: str) -> Iterator[tuple[str, str]]:
-    yield (
-        "spaces arrived as '+' (a stage decoded the key with unquote instead of unquote_plus "
-        "and encoded it again)",
-        decoded.replace("+", " "),
-    )
-    yield "the key was URL-encoded twice", unquote_plus(decoded)
-    with contextlib.suppress(UnicodeError):
-        yield (
-            "the non-ASCII character was mangled (UTF-8 bytes read as Latin-1)",
-            decoded.encode("latin-1").decode("utf-8"),
-        )
-    yield "the key was not decoded as S3 encodes it", unquote(raw)
-
-
-def wrong_marker_keys(key: str) -> Iterator[tuple[str, str]]:
-    """The canary key as buggy workers commonly decode it from an event."""
-    encoded = quote_plus(key, safe="/")
-    yield "'+' kept instead of spaces (unquote instead of unquote_plus)", unquote(encoded)
-    yield "the event key used without decoding", encoded
-    yield "the key percent-encoded", quote(key, safe="/")
-    with contextlib.suppress(UnicodeError):
-        yield "UTF-8 read as Latin-1", key.encode("utf-8").decode("latin-1")
-
-
-# -- the probe ----------------------------------------------------------------------------
 
 
 class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
@@ -352,7 +137,9 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
         try:
             await self._canaries.write(s3, p.bucket, key, document, p.tags)
         except ProbeError as err:
-            findings.add_error(err, _UPLOAD_OVERRIDES, reason=_upload_failure(err.kind, p.bucket))
+            where = f"bucket {p.bucket}"
+            reason = describe_failure(err.kind, where, action="upload the canary to")
+            findings.add_error(err, REJECTED_IS_DOWN, reason=reason)
             return findings.result()
         try:
             watchers = []
@@ -396,7 +183,9 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                 )
             except ProbeError as err:
                 if err.kind in _FINAL_QUEUE_ERRORS:  # waiting will not fix these
-                    findings.add_error(err, reason=_queue_failure(err.kind, p.queue_url))
+                    where = f"canary queue {_queue_name(p.queue_url)}"
+                    reason = describe_failure(err.kind, where, action="receive from")
+                    findings.add_error(err, reason=reason)
                     return ""
                 last_error = f"{err.operation}: {err.detail}"
                 await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
@@ -508,9 +297,8 @@ class S3EventDeliveryProbe(Probe[S3EventDeliveryParams]):
                 await s3.head_object(Bucket=bucket, Key=marker)
             except ProbeError as err:
                 if err.kind is ErrorKind.AUTH:
-                    findings.add_error(
-                        err, reason=f"prober's credentials failed reading marker {marker!r}"
-                    )
+                    where = f"marker {marker!r}"
+                    findings.add_error(err, reason=describe_failure(err.kind, where, action="read"))
                     return ""
                 # A 403 is final only if it lasts: S3 answers 403 for a missing key when the
                 # reader lacks s3:ListBucket.
@@ -645,25 +433,6 @@ async def _delete(sqs: Any, queue_url: str, items: list[Any]) -> None:
 _FINAL_QUEUE_ERRORS = frozenset(
     {ErrorKind.NOT_FOUND, ErrorKind.AUTH, ErrorKind.PERMISSION, ErrorKind.REJECTED}
 )
-
-
-def _queue_failure(kind: ErrorKind, queue_url: str) -> str:
-    name = _queue_name(queue_url)
-    if kind is ErrorKind.NOT_FOUND:
-        return f"canary queue {name} does not exist"
-    if kind is ErrorKind.AUTH:
-        return "prober's queue credentials failed"
-    if kind is ErrorKind.PERMISSION:
-        return f"prober may not receive from {name} (its own permissions)"
-    return f"cannot receive from {name}"
-
-
-def _upload_failure(kind: ErrorKind, bucket: str) -> str:
-    if kind is ErrorKind.AUTH:
-        return "prober's credentials failed"
-    if kind is ErrorKind.PERMISSION:
-        return f"cannot upload the canary to {bucket} (the prober's own write permission)"
-    return f"cannot upload the canary to {bucket}"
 
 
 def _queue_name(queue_url: str) -> str:

@@ -35,6 +35,7 @@ from alivemcp.engine.runner import ProbeHandle
 from alivemcp.plumbing import Plumbing
 from alivemcp.testbed.moto import ACCOUNT_ID, REGION, MotoServer
 from tests.support import this_minute
+from tests.support.aiohttp_server import serve_app
 
 CANARY_FIELD = "alivemcp_canary"
 THROTTLED = "ProvisionedThroughputExceededException"
@@ -244,15 +245,9 @@ async def stand_in(moto: MotoServer, **settings: Any) -> AsyncIterator[KinesisSt
     proxy = KinesisStandIn(moto, **settings)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    proxy.port = runner.addresses[0][1]
-    try:
+    async with serve_app(app) as served:
+        proxy.port = served.port
         yield proxy
-    finally:
-        await runner.cleanup()
 
 
 def fail_shard(shard: dict[str, Any], code: str) -> Callable[[dict[str, Any]], str | None]:
