@@ -54,9 +54,11 @@ RULES = REPO / "deploy" / "prometheus" / "alivemcp-rules.yaml"
 
 def assert_rules_use_exported_metrics(exposition: str) -> None:
     """deploy/prometheus rules are well-formed and name only metrics the daemon exports
-    (the cluster group's: a replica in cluster mode, tests/cluster/test_cluster_daemon.py)."""
+    (the cluster group's: a replica in cluster mode, tests/cluster/test_cluster_daemon.py; the
+    discovery group's: a daemon with a discovery source, tests/discovery)."""
     doc = yaml.safe_load(RULES.read_text())
-    rules = [r for g in doc["groups"] if g["name"] != "alivemcp-cluster" for r in g["rules"]]
+    apart = ("alivemcp-cluster", "alivemcp-discovery")
+    rules = [r for g in doc["groups"] if g["name"] not in apart for r in g["rules"]]
     assert rules and all({"alert", "expr", "labels", "annotations"} <= set(r) for r in rules)
     assert all(r["labels"]["severity"] in ("critical", "warning") for r in rules)
     exported = {

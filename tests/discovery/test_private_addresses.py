@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from alivemcp.errors import ErrorKind
-from alivemcp.plumbing import http as http_module
+from alivemcp.plumbing import _http_open
 from alivemcp.plumbing.http import (
     ClientConfigError,
     HttpClients,
@@ -187,7 +187,7 @@ async def test_a_redirect_inward_is_held_to_the_same_rule(
     def outside_is_127_0_0_2(address: str) -> str | None:
         return None if address == "127.0.0.2" else real(address)
 
-    monkeypatch.setattr(http_module, "non_public_reason", outside_is_127_0_0_2)
+    monkeypatch.setattr(_http_open, "non_public_reason", outside_is_127_0_0_2)
     inner = f"http://127.0.0.1:{loopback.port}/mcp"
     redirect = (
         f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {inner}\r\nContent-Length: 0\r\n\r\n"

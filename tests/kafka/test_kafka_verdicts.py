@@ -269,9 +269,19 @@ async def test_hung_broker_never_hides_the_partitions(sasl_cluster: dict[str, An
             "every ISR full after resume",
             within=FENCED_WITHIN + 60,
         )
-        for name, one in kept.items():  # the first run after the ISR is full
-            result = await one.run()
-            assert result.status == Status.UP, (name, result.reason)
+        for name, one in kept.items():
+            # Full in the metadata the test read; the broker a probe asks may learn of it a
+            # moment later (each broker's metadata cache follows the controller's log), and
+            # until then under-replicated is what that broker truthfully says: never down.
+            seen: list[Status] = []
+
+            async def run(one: Check = one, seen: list[Status] = seen) -> CheckResult:
+                result = await one.run()
+                seen.append(result.status)
+                return result
+
+            await run_until(run, lambda r: r.status == Status.UP, f"{name} after the ISR is full")
+            assert set(seen) <= {Status.UP, Status.DEGRADED}, (name, seen)
     finally:
         for one in kept.values():
             await one.close()

@@ -31,7 +31,11 @@ IAM = REPO / "deploy" / "iam"
 #: Probe types that call no AWS API (so have no IAM policy).
 NO_AWS = {"mcp_endpoint", "composite"}
 AWS_PROBES = sorted(n for n in builtin_entry_points() if n not in NO_AWS)
-KAFKA_PLUMBING = REPO / "alivemcp" / "plumbing" / "kafka.py"
+#: The shared Kafka plumbing: kafka.py and the layers of its cluster client.
+KAFKA_PLUMBING = [
+    REPO / "alivemcp" / "plumbing" / f"{name}.py"
+    for name in ("kafka", "kafka_access", "kafka_suspects", "kafka_builds", "kafka_reasons")
+]
 # Actions AWS offers no resource-level permission for.
 RESOURCE_STAR_OK = {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"}
 # API operation -> IAM action, where they differ.
@@ -148,7 +152,8 @@ def required_actions(probe_type: str) -> set[str]:
     actions = aws_actions_in(source)
     if probe_type.startswith("kafka_"):
         # cluster_arn resolution and MSK IAM authentication live in the shared Kafka plumbing.
-        actions |= {a for a in aws_actions_in(KAFKA_PLUMBING.read_text()) if a.startswith("kafka:")}
+        shared = "\n".join(path.read_text() for path in KAFKA_PLUMBING)
+        actions |= {a for a in aws_actions_in(shared) if a.startswith("kafka:")}
         actions |= kafka_actions_in(source)
     if probe_type == "s3_object_lambda":
         # GetObject with an Object Lambda access point ARN is authorised as this action; the
