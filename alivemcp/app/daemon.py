@@ -467,29 +467,32 @@ class Daemon:
                     loaded.config.history.metrics_window, self.history.live_uptime
                 )
             loaded, infos = await self._keeping_unchanged(loaded)
-            self._configured_names = frozenset(c.name for c in loaded.checks)
-            self.discovered.yield_names(self._configured_names)
-            old_teardowns = await self._apply(loaded, self._probed, infos)
-            if self.cluster is not None:
-                self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
-            self.scheduler.configure_limits(loaded.config.scheduler)
-            slices = _Slices()  # (an entry per check: a quarter of a second at 100,000)
-            with collector_paused():  # (it builds an entry per check; see _apply)
-                for _ in self.alerts.reconfiguring(
-                    loaded.config.alerting,
-                    [
-                        *(
-                            (info, c.alert)
-                            for info, c in zip(self._applied_infos, loaded.checks, strict=True)
-                        ),
-                        *self.discovered.alert_entries(),
-                    ],
-                ):
-                    await slices.step()
-                # Frozen before the collector is back: its first young collection would walk
-                # every object made while it was off (a quarter of a second at 100,000).
-                gc.freeze()
-            replaced, self._loaded = self._loaded, loaded
+            # No discovery refresh changes checks while the config's apply walks them (it
+            # would add a check back that the refresh had just removed).
+            async with self.discovered.lock:
+                self._configured_names = frozenset(c.name for c in loaded.checks)
+                self.discovered.yield_names(self._configured_names)
+                old_teardowns = await self._apply(loaded, self._probed, infos)
+                if self.cluster is not None:
+                    self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
+                self.scheduler.configure_limits(loaded.config.scheduler)
+                slices = _Slices()  # (an entry per check: a quarter of a second at 100,000)
+                with collector_paused():  # (it builds an entry per check; see _apply)
+                    for _ in self.alerts.reconfiguring(
+                        loaded.config.alerting,
+                        [
+                            *(
+                                (info, c.alert)
+                                for info, c in zip(self._applied_infos, loaded.checks, strict=True)
+                            ),
+                            *self.discovered.alert_entries(),
+                        ],
+                    ):
+                        await slices.step()
+                    # Frozen before the collector is back: its first young collection would walk
+                    # every object made while it was off (a quarter of a second at 100,000).
+                    gc.freeze()
+                replaced, self._loaded = self._loaded, loaded
             self.config_metrics.config_loaded(True)
             await self.discovery.reconfigure(loaded)
             # Logged when the new config takes effect: what follows (teardowns, freeing the

@@ -67,7 +67,8 @@ class DiscoveredChecks:
         self._infos: dict[str, CheckInfo] = {}
         self._counts: Counter[str] = Counter()
         self._collisions: set[str] = set()  # names already said in the log
-        self._lock = asyncio.Lock()
+        #: Held while checks change: by :meth:`apply`, and by a reload of the config.
+        self.lock = asyncio.Lock()
 
     # -- what runs ----------------------------------------------------------------------------
 
@@ -95,7 +96,7 @@ class DiscoveredChecks:
 
     async def apply(self, source: str, wanted: Mapping[str, ResolvedCheck]) -> None:
         """Make ``source``'s running checks ``wanted`` (its whole current set)."""
-        async with self._lock:
+        async with self.lock:
             await self._apply(source, wanted)
 
     async def _apply(self, source: str, wanted: Mapping[str, ResolvedCheck]) -> None:

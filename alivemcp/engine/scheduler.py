@@ -24,8 +24,8 @@ interval later: it never runs twice back to back, and the gap from its first run
 is between half an interval and one and a half. Lateness (the
 ``alivemcp_scheduler_lateness_seconds`` histogram and each result's lateness) is measured
 against the planned time of the run, the first-run time included. A changed check whose old run
-is still in flight when its new first run comes skips that first run (never two runs of a name
-at once) and rejoins its grid as above.
+is still probing when its new first run comes skips that first run (never two runs of a name
+at once) and rejoins its grid as above; an old run still waiting for a slot is dropped.
 
 Timing: every check's next planned run is one entry of a heap ordered by time, and one loop
 timer is armed for the earliest. When the loop was held up past several of a check's points,
@@ -313,13 +313,17 @@ class Scheduler:
                 asyncio.get_running_loop().call_soon(self._plan_arrivals)
 
     def remove(self, name: str) -> ScheduledCheck | None:
-        """Unschedule a check. A run of it in flight goes on; its result is dropped."""
+        """Unschedule a check. A run of it already probing goes on; its result is dropped. A
+        run still waiting for a slot is dropped: it would probe a target that is no longer
+        checked (a discovered one gone from its source, or moved), and hold its name busy."""
         entry = self._checks.pop(name, None)
         if entry is not None:
             if entry.due > 0:
                 self._stale += 1
             entry.due = -1.0
             self._keyed.pop(entry.key, None)
+            if entry.waiter is not None:
+                entry.waiter.cancel()
         return entry
 
     def _plan_arrivals(self) -> None:
