@@ -31,6 +31,7 @@ from alivemcp.alerting.shared import RECORD_INTERVAL
 from alivemcp.alerting.shared_journal import RECORD_ACK_SECONDS
 from alivemcp.cluster.alert_state import AlertStateLog
 from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.node import LEASE_MARGIN_HEARTBEATS
 from alivemcp.cluster.shards import shard_of
 from tests.support import DaemonProcess, poll_until, run_until
 from tests.support.alerting_daemon import file_check, per_key, set_state
@@ -878,6 +879,9 @@ async def test_a_replica_cut_off_from_kafka_writes_nothing_once_its_shards_moved
 DAEMON_SHARDS = 6
 DAEMON_INTERVAL = 0.5
 DAEMON_SESSION_TIMEOUT = 6.0
+DAEMON_HEARTBEAT = 1.0
+#: A replica fences this long after the send of its last accepted lease commit (cluster.md).
+DAEMON_LEASE = DAEMON_SESSION_TIMEOUT - LEASE_MARGIN_HEARTBEATS * DAEMON_HEARTBEAT
 REPLICAS = ("r0", "r1", "r2")
 
 
@@ -919,7 +923,7 @@ class Trio:
                     replica=replica,
                     shards=DAEMON_SHARDS,
                     session_timeout=DAEMON_SESSION_TIMEOUT,
-                    heartbeat_interval=1.0,
+                    heartbeat_interval=DAEMON_HEARTBEAT,
                 ),
             }
             path = root / f"{replica}.yaml"
@@ -979,6 +983,25 @@ class Trio:
         self.slack.wait_for(
             lambda: self.slack_count(f"FIRING [critical] {name}"), timeout, f"{name} on Slack"
         )
+
+    def wait_page_recorded(self, name: str) -> DaemonProcess:
+        """The check's owner, once it counted the page delivered at both receivers and no
+        record of it is pending: the alert-state topic says the page was sent."""
+        owner = self.daemons[self.owner(name)]
+        owner.wait_for(
+            lambda: (
+                all(
+                    self.metric(
+                        owner, "alivemcp_notifications_total", receiver=r, outcome="delivered"
+                    )
+                    for r in ("pd", "slack")
+                )
+                and self.metric(owner, "alivemcp_cluster_alert_records_pending") == 0
+            ),
+            30,
+            f"the owner's record of the delivered page of {name} acknowledged",
+        )
+        return owner
 
     def wait_resolved(self, name: str, timeout: float = 60.0) -> None:
         self.pd.wait_for(
@@ -1050,19 +1073,8 @@ def test_daemons_kill_the_owner_mid_incident_one_page_and_one_resolve(daemons: T
     victim = trio.owner("api")
     assert victim in REPLICAS
     # Delivered, and its record says so (a kill in between would repeat the page: see the
-    # receivers above): the owner counted both deliveries, and no record of it is pending.
-    owner = trio.daemons[victim]
-    owner.wait_for(
-        lambda: (
-            all(
-                trio.metric(owner, "alivemcp_notifications_total", receiver=r, outcome="delivered")
-                for r in ("pd", "slack")
-            )
-            and trio.metric(owner, "alivemcp_cluster_alert_records_pending") == 0
-        ),
-        30,
-        "the owner's record of the delivered page acknowledged",
-    )
+    # receivers above).
+    trio.wait_page_recorded("api")
     trio.daemons[victim].kill()  # kill -9: nothing written on the way out
     survivor = trio.running()[0]
     survivor.wait_for(
@@ -1129,3 +1141,50 @@ def test_daemons_kafka_down_then_back_no_duplicate_pages(daemons: Trio) -> None:
     trio.wait_more_results("api", "db")
     trio.assert_once("api", resolved=True)
     trio.assert_once("db", resolved=True)
+
+
+def test_daemons_kafka_down_past_the_lease_within_the_session_pages_once(daemons: Trio) -> None:
+    """Kafka fully down for longer than the lease (every replica fences: its shards' alert
+    state is released) but back within the session timeout (the group keeps its members, no
+    rebalance: each replica takes its own shards back once a lease commit is accepted again,
+    and reads their alert state again). The open incident goes on: no second page, one
+    resolve."""
+    trio = daemons
+    trio.set("api", "down")
+    trio.wait_paged("api")
+    owner = trio.wait_page_recorded("api")
+
+    def counts(name: str) -> dict[str, float]:
+        return {r: trio.metric(d, name) for r, d in trio.daemons.items()}
+
+    rebalances = counts("alivemcp_cluster_rebalances_total")
+    fences = counts("alivemcp_cluster_fenced_total")
+    read = trio.metric(owner, "alivemcp_cluster_alert_records_read_total")
+    with trio.kafka.all_paused():
+        # Kafka comes back as soon as every replica has fenced (no sleep: the fences are the
+        # event): the outage then outlasted every lease. A lease ends at most a lease after
+        # the outage began (its last accepted commit was sent before it); a heartbeat more
+        # for the polling still ends the outage a heartbeat inside the session timeout, which
+        # the coordinator counts from the last heartbeat before it.
+        trio.running()[0].wait_for(
+            lambda: all(trio.shards_held(d) == 0 for d in trio.running()),
+            DAEMON_LEASE + DAEMON_HEARTBEAT,
+            "every replica fenced, a heartbeat inside the session timeout",
+        )
+        assert counts("alivemcp_cluster_fenced_total") == {r: n + 1 for r, n in fences.items()}
+    trio.wait_settled(10 * DAEMON_SESSION_TIMEOUT)
+    # Back through the lease, not through a new assignment: the case this test is about.
+    assert counts("alivemcp_cluster_rebalances_total") == rebalances
+    # The owner reads its shards' alert state again (within the node's bound on a listener).
+    owner.wait_for(
+        lambda: trio.metric(owner, "alivemcp_cluster_alert_records_read_total") > read,
+        DAEMON_SESSION_TIMEOUT,
+        "the owner to read the alert state of api again",
+    )
+    trio.wait_more_results("api")
+    trio.assert_once("api", resolved=False)
+    trio.set("api", "up")
+    trio.wait_resolved("api")
+    trio.wait_more_results("api")
+    trio.assert_once("api", resolved=True)
+    assert per_key(trio.pd.events()) == {"alivemcp/api": ["trigger", "resolve"]}
