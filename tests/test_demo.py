@@ -1,4 +1,5 @@
-"""`make demo` end to end: the embedded stack comes up and every demo check gets its verdict."""
+"""`make demo` end to end: the embedded stack comes up and every demo check gets its verdict,
+the checks its local MCP registry lists included."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 import tomllib
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
@@ -23,6 +23,15 @@ T = TypeVar("T")
 
 #: Demo checks that are meant to fail: they show what a caught failure looks like.
 EXPECTED_NOT_UP = {"s3-object-lambda-pii-leaky": "down"}
+#: The checks the demo's local MCP registry yields (alivemcp.testbed.demo_registry), none of
+#: them in config/demo.yaml, and the remote type each row's "discovered" names.
+DISCOVERED = {
+    "registry/io.alivemcp.demo/sdk": "streamable-http",
+    "registry/io.alivemcp.demo/lab": "streamable-http",
+    "registry/io.alivemcp.demo/lab#sse": "sse",
+    "registry/io.alivemcp.demo/events": "streamable-http",
+    "registry/io.alivemcp.demo/gated": "streamable-http",
+}
 
 
 def demo_checks() -> list[dict]:
@@ -60,40 +69,65 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
             cwd=REPO,
         )
     try:
-        names = demo_check_names()
-        deadline = time.monotonic() + 240
+        names = demo_check_names() | set(DISCOVERED)
         rows: dict[str, dict] = {}
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log_path.read_text()[-4000:]
+
+        def settled() -> bool:
+            nonlocal rows
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as r:
-                    rows = {row["check"]: row for row in json.load(r)["checks"]}
+                rows = {row["check"]: row for row in _get_json(port, "/status")["checks"]}
             except OSError:
-                time.sleep(1)
-                continue
-            settled = all(
-                rows.get(n, {}).get("status") == EXPECTED_NOT_UP.get(n, "up") for n in names
+                return False
+            return all(rows.get(n, {}).get("status") == EXPECTED_NOT_UP.get(n, "up") for n in names)
+
+        def summary() -> str:
+            return str(
+                {n: (rows.get(n, {}).get("status"), rows.get(n, {}).get("reason")) for n in names}
             )
-            if settled:
-                break
-            time.sleep(1)
-        summary = {n: (rows.get(n, {}).get("status"), rows.get(n, {}).get("reason")) for n in names}
-        for name in names:
-            assert rows.get(name, {}).get("status") == EXPECTED_NOT_UP.get(name, "up"), summary
+
+        _wait_for("every check's verdict", settled, proc, log_path, 240, describe=summary)
         # Up for the reasons the demo parts set up, not by accident.
-        assert "consumer markers in" in rows["kinesis-tool-stream"]["reason"], summary
+        assert "consumer markers in" in rows["kinesis-tool-stream"]["reason"], summary()
         assert rows["kinesis-tool-stream"]["observations"]["open_shards"] == 2
-        assert "RUNNING on 3 KPUs" in rows["flink-tool-analytics"]["reason"], summary
+        assert "RUNNING on 3 KPUs" in rows["flink-tool-analytics"]["reason"], summary()
         assert rows["flink-tool-analytics"]["observations"]["input_records"] > 0
         dr_members = rows["dr-ready"]["details"]["members"]
         assert [(m["check"], m["status"]) for m in dr_members] == [
             ("mcp-sdk", "up"),
             ("s3-replication-lag", "up"),
         ], dr_members
+        # The registry's checks: found there, labelled and described as discovered, the
+        # auth-gated one up for the reason the registry entry gives (a required secret header).
+        for name, transport in DISCOVERED.items():
+            row = rows[name]
+            server = name.removeprefix("registry/").split("#")[0]
+            assert row["discovered"]["source"] == "registry", row
+            assert (row["discovered"]["server"], row["discovered"]["transport"]) == (
+                server,
+                transport,
+            ), row
+            assert row["discovered"]["target"].startswith("http://127.0.0.1:"), row
+            labels = row["labels"]
+            assert (labels["discovery"], labels["server"], labels["remote"]) == (
+                "registry",
+                server,
+                transport,
+            ), labels
+            assert (labels["team"], labels["env"]) == ("ecosystem", "demo"), labels
+        assert rows["registry/io.alivemcp.demo/gated"]["reason"].startswith("auth-gated"), summary()
+        (source,) = _get_json(port, "/api/v1/discovery")["sources"]
+        assert (source["name"], source["kind"], source["ok"], source["targets"]) == (
+            "registry",
+            "mcp_registry",
+            True,
+            len(DISCOVERED),
+        ), source
+        assert source["skipped"] == {"deleted": 1, "no_remote": 1, "url_template": 1}, source
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         for name in names:
             assert f'alivemcp_check_up{{check="{name}"' in metrics, name
+        assert f'alivemcp_discovery_targets{{source="registry"}} {len(DISCOVERED)}.0' in metrics
         # Every probe type's series together, as Prometheus' own linter sees them: names,
         # units, types and help text (a bad name here fails CI, not a user's dashboard).
         lint = subprocess.run(
@@ -116,15 +150,21 @@ def test_demo_runs_every_check_against_the_local_stack(tmp_path: Path) -> None:
     assert "Traceback" not in log_path.read_text()
 
 
+def _get_json(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        return json.load(answer)
+
+
 def _wait_for(
     what: str,
     ready: Callable[[], T | None],
     proc: subprocess.Popen[bytes],
     log_path: Path,
     seconds: float,
+    describe: Callable[[], str] = str,
 ) -> T:
-    """Poll ``ready`` until it returns something, while the demo runs; fail at the deadline, or
-    at once if the demo exits."""
+    """Poll ``ready`` until it returns something, while the demo runs; fail at the deadline
+    (saying ``describe()`` and the log's tail), or at once if the demo exits."""
 
     def running_and_ready() -> T | None:
         assert proc.poll() is None, (
@@ -134,7 +174,11 @@ def _wait_for(
         return ready()
 
     found: T = poll_until(
-        running_and_ready, seconds, what, every=0.5, context=lambda: log_path.read_text()[-4000:]
+        running_and_ready,
+        seconds,
+        what,
+        every=0.5,
+        context=lambda: f"{describe()}\n{log_path.read_text()[-4000:]}",
     )
     return found
 
@@ -156,7 +200,7 @@ def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: 
             env=subprocess_env(),
             cwd=where,
         )
-    names = demo_check_names()
+    names = demo_check_names() | set(DISCOVERED)  # (the history has the discovered checks too)
 
     def printed(label: str) -> str | None:
         match = re.search(rf"^  {label}:\s+(.+)$", log_path.read_text(), re.MULTILINE)
@@ -197,7 +241,8 @@ def test_the_demo_prints_a_report_command_that_reads_its_kept_history(tmp_path: 
         shown = report()
         assert shown.returncode == 0, shown.stderr
         for name in names:
-            assert f"| {name} " in shown.stdout, (name, shown.stdout)
+            cell = name.replace("#", "\\#")  # (markdown, escaped: `lab#sse` is `lab\#sse`)
+            assert f"| {cell} " in shown.stdout, (name, shown.stdout)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log_path.read_text()[-4000:]
     finally:

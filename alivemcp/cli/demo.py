@@ -41,6 +41,7 @@ DEFAULT_DATA_DIR = Path(".cache/demo")
 #: Demo parts, in start order: each module has ``async def start(stack: DemoStack)``.
 DEMO_PARTS = (
     "alivemcp.testbed.demo_mcp",
+    "alivemcp.testbed.demo_registry",  # lists servers demo_mcp started: after it
     "alivemcp.testbed.demo_kafka",
     "alivemcp.testbed.demo_s3",
     "alivemcp.testbed.demo_s3_access",
@@ -134,6 +135,11 @@ async def run_demo(args: argparse.Namespace) -> int:
                     f"  status page: {base}/",
                     f"  status API:  {base}/status",
                     f"  metrics:     {base}/metrics",
+                    *(
+                        [f"  discovery:   {base}/api/v1/discovery"]
+                        if loaded.config.discovery
+                        else []
+                    ),
                     *history,
                     *(f"  {line}" for line in stack.notes),
                     "Ctrl-C to stop.",

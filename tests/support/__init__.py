@@ -353,6 +353,7 @@ async def run_demo_check(
     doc = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     doc["checks"] = [c for c in doc["checks"] if c["name"] == check]
     doc.pop("alerting", None)
+    doc.pop("discovery", None)  # the demo's registry is its own part (demo_registry)
     path = tmp_path / f"demo-{check}.yaml"
     path.write_text(yaml.safe_dump(doc))
     stack = DemoStack(workdir=tmp_path, moto=moto)
