@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 
 # The test-only probe plugin (tests/plugins) is found through its entry point exactly as an
 # installed third-party package would be; it must be on sys.path before the registry is read.
@@ -32,6 +34,38 @@ def moto(moto_server: MotoServer) -> Iterator[MotoServer]:
     """The shared moto server, reset to empty before each test."""
     moto_server.reset()
     yield moto_server
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _loggers_never_cached() -> Iterator[None]:
+    """In this process, loggers are configured without ``cache_logger_on_first_use``: a logger
+    cached on first use keeps the processors it was first used with, so a test's
+    ``structlog.testing.capture_logs()`` saw nothing once an earlier test in the same worker
+    had used that logger (whether it did depends on how the modules are spread over workers).
+    Daemons the tests start as processes configure theirs as in production."""
+    real = structlog.configure
+
+    def configure(**settings: Any) -> None:
+        settings["cache_logger_on_first_use"] = False
+        real(**settings)
+
+    structlog.configure = configure
+    try:
+        yield
+    finally:
+        structlog.configure = real
+
+
+@pytest.fixture(autouse=True)
+def _logging_config_per_test() -> Iterator[None]:
+    """structlog's configuration as it was before the test: a test that runs a daemon in this
+    process configures logging (at ``warning``, say), and the next test's captured ``info``
+    lines were then filtered out before any capture saw them."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +95,8 @@ UNIT_FIXTURES = frozenset(
         "capfd",
         "recwarn",
         "_registered_secrets_per_test",
+        "_logging_config_per_test",
+        "_loggers_never_cached",
         "event_loop_policy",
     }
 )

@@ -9,11 +9,11 @@ config loads by the same rules as a hand-written check (``alivemcp.config.templa
 from __future__ import annotations
 
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.durations import Duration
+from alivemcp.plumbing.http import check_http_url
 
 __all__ = [
     "SOURCE_KINDS",
@@ -36,19 +36,6 @@ MIN_REFRESH_SECONDS = 0.1
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _http_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError as exc:
-        raise ValueError(f"bad port: {exc}") from None
-    if any(c in value for c in " \t\r\n\x00"):
-        raise ValueError("must not contain spaces or control characters")
-    return value
 
 
 def no_items() -> list[Any]:
@@ -80,7 +67,7 @@ class McpRegistrySource(_Strict):
         "Not about the registry's own URL.",
     )
 
-    _url = field_validator("url")(_http_url)
+    _url = field_validator("url")(check_http_url)
     _refresh = field_validator("refresh")(_refresh)
 
 
@@ -97,7 +84,7 @@ class HttpSdSource(_Strict):
         "(loopback, link-local, private).",
     )
 
-    _url = field_validator("url")(_http_url)
+    _url = field_validator("url")(check_http_url)
     _refresh = field_validator("refresh")(_refresh)
 
 

@@ -21,6 +21,8 @@ __all__ = [
     "Target",
     "authority",
     "check_header",
+    "check_http_url",
+    "host_problem",
     "unencodable",
 ]
 
@@ -107,3 +109,32 @@ def authority(target: Target) -> str:
     """``host:port`` for CONNECT (always with the port, brackets around IPv6)."""
     host = f"[{target.host}]" if ":" in target.host else target.host
     return f"{host}:{target.port}"
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` cannot be put on the wire (None: it can). A name that is not ASCII must
+    have an IDNA (punycode) form, as DNS and the Host header need one."""
+    try:
+        idna_host(host)
+    except (ValueError, UnicodeError):
+        return f"host {host[:100]!r} has no IDNA (punycode) form"
+    return None
+
+
+def check_http_url(value: str) -> str:
+    """``value`` if this client can request it: an http:// or https:// URL with a host it can
+    put on the wire, a valid port, and no spaces or control characters; else ValueError
+    saying which (config validators use it, so the message is the field's error)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise ValueError(f"bad port: {exc}") from None
+    problem = host_problem(parts.hostname)
+    if problem is not None:
+        raise ValueError(problem)
+    if any(c in value for c in " \t\r\n\x00"):
+        raise ValueError("must not contain spaces or control characters")
+    return value

@@ -125,6 +125,8 @@ from alivemcp.plumbing._http_target import (
     Target,
     authority,
     check_header,
+    check_http_url,
+    host_problem,
     unencodable,
 )
 from alivemcp.plumbing._http_tls import TLS_RESUME_SECONDS, TlsFiles, TlsSessions, load_context
@@ -157,6 +159,8 @@ __all__ = [
     "Resolver",
     "TlsError",
     "TlsSessions",
+    "check_http_url",
+    "host_problem",
     "idna_host",
     "non_public_reason",
     "public_only",

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, idna_host
+from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, check_http_url, host_problem
 from alivemcp.probe import Duration, ProbeParams
 from probes.mcp.auth import OAuthParams
 
@@ -140,19 +140,7 @@ class McpEndpointParams(ProbeParams):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host")
-        try:
-            parts.port  # noqa: B018 - raises on a bad port
-        except ValueError as exc:
-            raise ValueError(f"bad port: {exc}") from None
-        problem = _host_problem(parts.hostname)
-        if problem is not None:
-            raise ValueError(problem)
-        if any(c in value for c in " \t\r\n\x00"):
-            raise ValueError("must not contain spaces or control characters")
-        return value
+        return check_http_url(value)
 
     @field_validator("headers")
     @classmethod
@@ -196,7 +184,7 @@ class McpEndpointParams(ProbeParams):
             parts.path not in ("", "/")
             or parts.query
             or parts.fragment
-            or _host_problem(parts.hostname) is not None
+            or host_problem(parts.hostname) is not None
         ):
             raise ValueError("must be an http://host:port URL (no path; an encodable host)")
         return value
@@ -230,13 +218,3 @@ class McpEndpointParams(ProbeParams):
         if isinstance(self.proxy, SecretStr):
             return self.proxy.get_secret_value()
         return self.proxy
-
-
-def _host_problem(host: str) -> str | None:
-    """Why ``host`` cannot be put on the wire (None: it can). A name that is not ASCII must
-    have an IDNA (punycode) form, as DNS and the Host header need one."""
-    try:
-        idna_host(host)
-    except (ValueError, UnicodeError):
-        return f"host {host[:100]!r} has no IDNA (punycode) form"
-    return None

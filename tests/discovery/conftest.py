@@ -9,6 +9,7 @@ import pytest
 
 from alivemcp.plumbing.http import HttpClients
 from alivemcp.testbed.mcp_registry import LocalRegistry
+from tests.discovery.daemon_support import ServedLab
 from tests.discovery.support import Lookups, make_http
 
 
@@ -29,4 +30,11 @@ async def http(lookups: Lookups) -> AsyncIterator[HttpClients]:
 @pytest.fixture
 async def registry() -> AsyncIterator[LocalRegistry]:
     async with LocalRegistry() as served:
+        yield served
+
+
+@pytest.fixture
+async def lab() -> AsyncIterator[ServedLab]:
+    """The MCP lab served in the test's own process (its requests counted)."""
+    async with ServedLab().serving() as served:
         yield served

@@ -30,6 +30,12 @@ from alivemcp.testbed.mcp_lab.state import LAB_STATE, LabState
 from tests.support import DaemonProcess, run_until, write_daemon_config
 from tests.support.aiohttp_server import serve_app
 
+#: The daemon tests' sources refresh every second; their checks run every 2 s, each run given
+#: 1.5 s: deadlines are counted in these.
+REFRESH = 1.0
+INTERVAL = 2.0
+TIMEOUT = 1.5
+
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 #: Allowance on top of the configured intervals for what no interval governs: the daemon's
 #: start, a first run's connection, a machine shared with other test workers.

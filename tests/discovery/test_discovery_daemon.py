@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,6 +22,9 @@ import yaml
 from alivemcp.testbed.mcp_registry import LocalRegistry, remote
 from alivemcp.testbed.mcp_servers import SERVER_NAME, ServerProcess, start_server
 from tests.discovery.daemon_support import (
+    INTERVAL,
+    REFRESH,
+    TIMEOUT,
     ServedLab,
     checks_in_metrics,
     off_grid,
@@ -42,18 +45,9 @@ from tests.support import REPO
 from tests.support.alerting_daemon import log_events
 
 #: Every refresh of the sources here, and every check's interval (seconds).
-REFRESH = 1.0
-INTERVAL = 2.0
-TIMEOUT = 1.5
 
 
 RULES = REPO / "deploy" / "prometheus" / "alivemcp-rules.yaml"
-
-
-@pytest.fixture
-async def lab() -> AsyncIterator[ServedLab]:
-    async with ServedLab().serving() as served:
-        yield served
 
 
 @pytest.fixture(scope="module")

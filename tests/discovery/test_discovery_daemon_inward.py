@@ -11,16 +11,16 @@ make a name resolve first outward, then inward).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from alivemcp.app.daemon import Daemon
 from alivemcp.probe import Status
 from alivemcp.testbed.mcp_registry import LocalRegistry, remote
 from tests.discovery.daemon_support import (
+    INTERVAL,
+    REFRESH,
+    TIMEOUT,
     ServedLab,
     daemon_in_process,
     registry_source,
@@ -36,16 +36,6 @@ from tests.discovery.daemon_support import (
     write_config,
 )
 from tests.discovery.support import PUBLIC_IP, Lookups
-
-REFRESH = 1.0
-INTERVAL = 2.0
-TIMEOUT = 1.5
-
-
-@pytest.fixture
-async def lab() -> AsyncIterator[ServedLab]:
-    async with ServedLab().serving() as served:
-        yield served
 
 
 async def test_a_loopback_target_is_never_connected_to(

@@ -13,17 +13,18 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import pytest
 from aiohttp import web
 
 from alivemcp.discovery.manager import FILE_WATCH_SECONDS
 from alivemcp.testbed.mcp_registry import LocalRegistry, remote
 from tests.discovery.daemon_support import (
+    INTERVAL,
+    REFRESH,
+    TIMEOUT,
     ServedLab,
     checks_in_metrics,
     daemon_in_process,
@@ -44,16 +45,6 @@ from tests.discovery.daemon_support import (
 )
 from tests.support.aiohttp_server import serve_app
 from tests.support.alerting_daemon import log_events
-
-REFRESH = 1.0
-INTERVAL = 2.0
-TIMEOUT = 1.5
-
-
-@pytest.fixture
-async def lab() -> AsyncIterator[ServedLab]:
-    async with ServedLab().serving() as served:
-        yield served
 
 
 def write_json(path: Path, document: Any) -> None:
