@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 
 from aiohttp import web
 
 from alivemcp.testbed.mcp_lab.protocol import LAB_TOOLS, result_for
-from alivemcp.testbed.mcp_lab.state import answer_fast, json_reply, lab_state, read_message
+from alivemcp.testbed.mcp_lab.state import (
+    answer_fast,
+    json_reply,
+    lab_state,
+    open_session,
+    read_message,
+)
 
 __all__ = ["delayed", "drifting", "fast_json", "fast_sse", "slow"]
 
@@ -41,15 +46,9 @@ async def fast_sse(request: web.Request) -> web.StreamResponse:
     message = await read_message(request)
     if message is None:
         return web.Response(status=400)
-    headers: dict[str, str] = {}
-    if message.get("method") == "initialize":
-        session = secrets.token_hex(8)
-        sessions.add(session)
-        headers["Mcp-Session-Id"] = session
-    elif session not in sessions:
-        return web.Response(status=404)
-    if "id" not in message:
-        return web.Response(status=202)
+    answer, headers, session = open_session(sessions, session, message)
+    if answer is not None:
+        return answer
     reply = json.dumps(result_for(message))
     body = (
         "id: 0\ndata: \n\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,3 +82,22 @@ async def answer_fast(message: dict[str, Any]) -> web.StreamResponse:
     if "id" not in message:
         return web.Response(status=202)
     return json_reply(result_for(message))
+
+
+def open_session(
+    sessions: set[str], session: str | None, message: dict[str, Any]
+) -> tuple[web.Response | None, dict[str, str], str | None]:
+    """A stateful server's session rule for one message: ``initialize`` opens a session (its
+    id in the headers to send), any other message needs a known one (else 404), and a
+    notification is only acknowledged (202). Returns the answer to give at once, if any, the
+    headers for the reply and the message's session (a new one for ``initialize``)."""
+    headers: dict[str, str] = {}
+    if message.get("method") == "initialize":
+        session = secrets.token_hex(8)
+        sessions.add(session)
+        headers["Mcp-Session-Id"] = session
+    elif session not in sessions:
+        return web.Response(status=404), headers, session
+    if "id" not in message:
+        return web.Response(status=202), headers, session
+    return None, headers, session

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from alivemcp.testbed.mcp_lab.protocol import KNOWN, RESUME_RETRY_MS, result_for
-from alivemcp.testbed.mcp_lab.state import lab_state, read_message
+from alivemcp.testbed.mcp_lab.state import lab_state, open_session, read_message
 
 __all__ = ["ping_first", "resume"]
 
@@ -67,15 +67,9 @@ async def resume(request: web.Request) -> web.StreamResponse:
     message = await read_message(request)
     if message is None:
         return web.Response(status=400)
-    headers: dict[str, str] = {}
-    if message.get("method") == "initialize":
-        session = secrets.token_hex(8)
-        sessions.add(session)
-        headers["Mcp-Session-Id"] = session
-    elif session not in sessions:
-        return web.Response(status=404)
-    if "id" not in message:
-        return web.Response(status=202)
+    answer, headers, session = open_session(sessions, session, message)
+    if answer is not None:
+        return answer
     stream = secrets.token_hex(6)
     resumable[stream] = {
         "session": session,
@@ -105,15 +99,9 @@ async def ping_first(request: web.Request) -> web.StreamResponse:
             return web.Response(status=400, text="unexpected answer")
         waiter.set()
         return web.Response(status=202)
-    headers: dict[str, str] = {}
-    if message.get("method") == "initialize":
-        session = secrets.token_hex(8)
-        sessions.add(session)
-        headers["Mcp-Session-Id"] = session
-    elif session not in sessions:
-        return web.Response(status=404)
-    if "id" not in message:
-        return web.Response(status=202)
+    answer, headers, session = open_session(sessions, session, message)
+    if answer is not None:
+        return answer
     ping_id = "srv-ping-" + secrets.token_hex(4)
     pongs[ping_id] = asyncio.Event()
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **headers})
