@@ -1,7 +1,8 @@
 """What a probe run says: its :class:`Status`, its :class:`ProbeResult` and the numbers it
 observed, and the names those take as metrics (which check labels would collide with).
 Part of the probe contract, re-exported by :mod:`alivemcp.probe`; the lowest of its
-modules (:mod:`alivemcp.verdict` builds on it), so it imports nothing of alivemcp's.
+modules (:mod:`alivemcp.verdict` builds on it), so it imports nothing of alivemcp's but
+:mod:`alivemcp.surface` (which imports nothing of alivemcp's either).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from alivemcp.surface import Surface
 
 __all__ = [
     "CHECK_IDENTITY_LABELS",
@@ -76,6 +79,8 @@ class ProbeResult:
     ``observations`` become gauges named ``alivemcp_probe_<name>``; names must match
     ``[a-z_][a-z0-9_]*`` and carry their unit (``_seconds``, ``_bytes``, ``_total``...).
     ``details`` is free-form JSON-able data for the status API and ``check --json``.
+    ``surface`` is what the target offers its clients (an MCP server's tools...), for the
+    surface consumers (versions, approvals, alerts on change); None when not looked at.
     """
 
     status: Status
@@ -83,6 +88,7 @@ class ProbeResult:
     observations: Mapping[str, float] = field(default_factory=dict)
     labeled_observations: Sequence[LabeledObservation] = ()
     details: Mapping[str, Any] | None = None
+    surface: Surface | None = None
 
     @classmethod
     def up(cls, reason: str = "ok", **kwargs: Any) -> ProbeResult:
@@ -131,6 +137,8 @@ class ProbeResult:
                     found.append(f"labeled observation {item.name!r} has invalid labels")
         if self.details is not None and not isinstance(self.details, Mapping):
             found.append("details is not a mapping")
+        if self.surface is not None and not isinstance(self.surface, Surface):
+            found.append("surface is not a Surface")
         return found
 
 

@@ -22,6 +22,7 @@ from alivemcp.durations import Duration
 from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.outcome import OBSERVATION_NAME, LabeledObservation, ProbeResult, Status
 from alivemcp.resultsview import NO_RESULTS, MemberResult, ResultsView
+from alivemcp.surface import Surface, SurfaceMode, build_surface
 from alivemcp.verdict import SEVERITY, Findings, status_for, worst
 
 __all__ = [
@@ -40,6 +41,9 @@ __all__ = [
     "ProbeResult",
     "ResultsView",
     "Status",
+    "Surface",
+    "SurfaceMode",
+    "build_surface",
     "status_for",
     "worst",
 ]
@@ -81,6 +85,9 @@ class CheckContext:
     #: The latest results of the checks the params declared (``referenced_checks()``); see
     #: :mod:`alivemcp.resultsview`. Read-only: a probe never runs another check.
     results: ResultsView = NO_RESULTS
+    #: The check was made by discovery (from a registry or service discovery), not written
+    #: in the config: probes may default to gentler settings for it.
+    discovered: bool = False
 
 
 ParamsT = TypeVar("ParamsT", bound=ProbeParams)

@@ -6,9 +6,10 @@ It runs the handshake a real client runs, in whichever transport the server spea
   answer, matched by JSON-RPC id), a check that the negotiated protocol version is one we
   know (servers answer an unknown offer with a counter-offer, not an error),
   ``notifications/initialized``, ``tools/list`` when the server advertises tools, an optional
-  ``tools/call``, and always a ``DELETE`` of the session;
+  ``tools/call``, ``prompts/list`` and ``resources/list`` for the tool surface (below), and
+  always a ``DELETE`` of the session;
 * 2026-07-28 (stateless; detected by a -32022 answer or a supported-versions list naming it):
-  ``server/discover`` then ``tools/list``;
+  ``server/discover`` then ``tools/list`` (and the rest as above);
 * legacy HTTP+SSE (2024-11-05; tried when the POST gets 400/404/405): GET the event stream,
   POST to its ``endpoint``.
 
@@ -64,18 +65,47 @@ Verdicts:
 * ``unknown``: the probe's own configuration is unusable: the OAuth token endpoint fails or
   refuses the client credentials, or a CA, client certificate or key file cannot be loaded.
 
+Tool surface (``tool_surface``; unset: ``pin`` for a written check, ``observe`` for a
+discovered one, ``off`` without ``list_tools``): what the server offers its clients' models,
+returned as ``ProbeResult.surface`` (the contract's ``Surface``) for the surface consumers, who
+keep its versions, compare it with the approved one and alert (``pin``) or only record
+(``observe``). Its items, each document holding only the fields the server sent:
+
+* ``tool`` (by name): ``name``, ``title``, ``description``, ``inputSchema``, ``outputSchema``,
+  ``annotations``, from every page of tools/list;
+* ``instructions`` (named ``instructions``): ``{"instructions": text}``, from the initialize
+  or server/discover result, when it is a string;
+* ``prompt`` (by name): ``name``, ``title``, ``description``, from every page of
+  ``prompts/list``, requested only when the server advertises ``prompts``;
+* ``resource`` (by URI): ``uri``, ``name``, ``title``, ``description``, from every page of
+  ``resources/list``, requested only when the server advertises ``resources``.
+
+Order, paging, whitespace and number spelling (``1.0`` is ``1``, ``1e2`` is ``100``) are not
+part of it (see ``alivemcp.surface``). prompts/list and resources/list come last, after the
+optional tools/call, with tools/list's bounds (20 pages, a repeated cursor is a loop); their
+time is ``surface_seconds``, kept out of ``total_seconds`` and the latency verdict. The surface
+never changes the verdict: when tools/list fails or is cut short, prompts/list or
+resources/list fails (an error, a wrong shape, a name listed twice, a timeout, anything not
+MCP), or a document cannot be put in canonical form (nested deeper than Python can walk), the
+run has no surface at all (a partial one would read as removals), ``details.tool_surface``
+says why (``unavailable``) and a note says so. A returned surface is summed up in
+``details.tool_surface``: ``digest``, ``mode``, ``items`` (and ``dropped``: items whose
+documents were not kept, past the contract's bound; their digests count).
+
 Observations (all optional, present when measured): ``connect_seconds`` (DNS + TCP connect),
 ``tls_seconds``, ``tls_cert_expiry_seconds``, ``initialize_seconds`` (initialize or
 server/discover, excluding connection set-up), ``tools_list_seconds``, ``tools_call_seconds``,
-``total_seconds`` and ``tools``; plus ``mcp_server_info{protocol_version, server_name,
-server_version, transport, tools_hash} 1``. ``details`` carries the same facts as strings, and
-the tool names on the first run and whenever the tools hash (sorted names + input schemas)
-changes (the reason of an ``up`` result then says so).
+``total_seconds`` (the whole run but ``surface_seconds``), ``surface_seconds`` and ``tools``;
+plus ``mcp_server_info{protocol_version, server_name, server_version, transport, tools_hash}
+1``. ``details`` carries the same facts as strings, and the tool names on the first run and
+whenever the tools hash (sorted names + input schemas; older and coarser than the surface's
+digest, kept as it was) changes (the reason of an ``up`` result then says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import traceback
@@ -83,9 +113,19 @@ from typing import Any, ClassVar
 
 from alivemcp.plumbing import plumbing_of
 from alivemcp.plumbing.http import ClientConfigError, PrivateAddressRefused
-from alivemcp.probe import CheckContext, Observable, Probe, ProbeResult, Status
+from alivemcp.probe import (
+    CheckContext,
+    Observable,
+    Probe,
+    ProbeResult,
+    Status,
+    Surface,
+    SurfaceMode,
+)
+from probes.mcp._jsonrpc import short
 from probes.mcp._params import McpEndpointParams
 from probes.mcp._report import build_details, decide, observe
+from probes.mcp._surface import tool_surface
 from probes.mcp.auth import ClientCredentials, TokenUnavailable, bearer_challenge
 from probes.mcp.handshake import (
     AuthRejected,
@@ -93,6 +133,7 @@ from probes.mcp.handshake import (
     Era,
     EraMismatch,
     Handshake,
+    HandshakeFacts,
     HandshakeOptions,
     ToolCallSpec,
 )
@@ -128,6 +169,11 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         Observable("tools_call_seconds", "The configured tools/call request."),
         Observable("tools", "Tools the server listed."),
         Observable(
+            "surface_seconds",
+            "The prompts/list and resources/list requests of the tool surface (not in "
+            "total_seconds).",
+        ),
+        Observable(
             "mcp_server_info",
             "1, labelled with what the server says it is.",
             ("transport", "protocol_version", "server_name", "server_version", "tools_hash"),
@@ -140,6 +186,8 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         self.era: Era | None = None
         #: The tools hash seen last time, to show names only when the tools change.
         self.tools_hash: str | None = None
+        #: How the tool surface is watched (None: not collected).
+        self.surface_mode = _surface_mode(params, discovered=context.discovered)
         self._credentials = ClientCredentials(params.oauth) if params.oauth else None
         call = params.call
         self._call = (
@@ -223,6 +271,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             list_tools=p.list_tools,
             required_tools=tuple(p.required_tools),
             call=self._call,
+            collect_surface=self.surface_mode is not None,
         )
 
     async def _talk(self, handshake: Handshake) -> ProbeResult:
@@ -299,9 +348,15 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         )
 
     def _report(self, result: ProbeResult, handshake: Handshake, elapsed: float) -> ProbeResult:
-        """The run's result: what was measured, the verdict, the details."""
+        """The run's result: what was measured, the verdict, the details, the surface."""
         f = handshake.facts
+        surface, surface_details = self._surface(result, f)
+        # The surface's own requests are not the handshake: they never make it slow.
+        surface_seconds = f.surface.seconds if f.surface is not None else 0.0
+        elapsed = max(0.0, elapsed - surface_seconds)
         observed = observe(f, handshake.session.timings, elapsed)
+        if surface_seconds > 0.0:
+            observed.values["surface_seconds"] = surface_seconds
         tools_hash = f.tools_hash()
         # The tools are news on the first run and whenever their hash changes.
         tools_news = (
@@ -325,9 +380,51 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
                 result, f, findings.status, list_tools=tools_news, tools_changed_from=changed_from
             )
         )
+        if surface_details is not None:
+            findings.details["tool_surface"] = surface_details
         if tools_news:
             self.tools_hash = tools_hash
-        return findings.result(verdict.ok_reason)
+        final = findings.result(verdict.ok_reason)
+        return final if surface is None else dataclasses.replace(final, surface=surface)
+
+    def _surface(
+        self, result: ProbeResult, f: HandshakeFacts
+    ) -> tuple[Surface | None, dict[str, Any] | None]:
+        """The run's surface and its line in the details (None, None: not watched, or the
+        server was not reached). A surface the run could not complete is None, with the
+        reason in the details and, when it is news, the notes."""
+        mode = self.surface_mode
+        if (
+            mode is None
+            or result.status not in (Status.UP, Status.DEGRADED)
+            or f.protocol_version is None
+        ):
+            return None, None
+        built = tool_surface(f, mode)
+        if isinstance(built, str):
+            if f.surface is not None and f.surface.missing is None:
+                # Not noted yet: the documents could not be put in canonical form.
+                f.notes.append(f"tool surface not recorded: {built}")
+            return None, {"mode": mode.value, "unavailable": short(built)}
+        details: dict[str, Any] = {
+            "digest": built.digest,
+            "mode": mode.value,
+            "items": len(built.items),
+        }
+        if built.dropped:
+            details["dropped"] = built.dropped
+        return built, details
+
+
+def _surface_mode(params: McpEndpointParams, *, discovered: bool) -> SurfaceMode | None:
+    """How the check watches the tool surface; None: it does not. Unset, a discovered check
+    observes (nobody approved it), a written one pins, one that does not list tools is off."""
+    chosen = params.tool_surface
+    if chosen is None:
+        if not params.list_tools:
+            return None
+        return SurfaceMode.OBSERVE if discovered else SurfaceMode.PIN
+    return None if chosen.mode == "off" else SurfaceMode(chosen.mode)
 
 
 def _unusable_settings(exc: ClientConfigError) -> ProbeResult:

@@ -16,7 +16,10 @@ PLUGINS = str(Path(__file__).resolve().parent / "plugins")
 if PLUGINS not in sys.path:
     sys.path.insert(0, PLUGINS)
 
+from alivemcp.testbed import mcp_servers  # noqa: E402
+from alivemcp.testbed.mcp_servers import ServerProcess  # noqa: E402
 from alivemcp.testbed.moto import MotoServer  # noqa: E402
+from tests.support.alerting_receivers import StandIn  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +30,38 @@ def moto_server() -> Iterator[MotoServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[ServerProcess]:
+    """The lab MCP server (a real aiohttp app in a subprocess) on a free loopback port, shared
+    by the session (its surface servers are made per test: ``POST /_surface``)."""
+    server = mcp_servers.start_server("lab")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def slack() -> Iterator[StandIn]:
+    """A Slack incoming-webhook stand-in (tests/support/alerting_receivers.py)."""
+    with StandIn("slack") as server:
+        yield server
+
+
+@pytest.fixture
+def pd() -> Iterator[StandIn]:
+    """A PagerDuty Events API v2 stand-in."""
+    with StandIn("pagerduty") as server:
+        yield server
+
+
+@pytest.fixture
+def hook() -> Iterator[StandIn]:
+    """A generic webhook stand-in."""
+    with StandIn("webhook") as server:
+        yield server
 
 
 @pytest.fixture

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import structlog
 
-from alivemcp.alerting.catalog import AlertedCheck, CheckCatalog
+from alivemcp.alerting.catalog import AlertedCheck, CheckCatalog, match_labels
 from alivemcp.alerting.config import AlertingConfig, AlertPolicy
 from alivemcp.alerting.ledger import AlertLedger
 from alivemcp.alerting.maintenance import MaintenanceCalendar
@@ -28,6 +29,7 @@ from alivemcp.alerting.policy import (
 from alivemcp.alerting.routing import Router
 from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.probe import Status
+from alivemcp.toolsurface.tracker import SurfaceVerdict
 
 __all__ = ["Decider"]
 
@@ -39,6 +41,10 @@ Dispatch = Callable[[Sequence[str], Notification], None]
 #: Alerts of one check in decision order: a flapping notice precedes the held target alert.
 _KIND_ORDER = (AlertKind.PROBE_BROKEN, AlertKind.FLAPPING, AlertKind.TARGET)
 _FLAPPING_SEVERITY = "warning"
+#: Every alert of a check, for closing them all when the check goes.
+_ALL_KINDS = (*_KIND_ORDER, AlertKind.TOOL_SURFACE)
+#: What a tool-surface alert is routed by, beside the check's labels.
+_SURFACE_ROUTE = {"alert": AlertKind.TOOL_SURFACE.value}
 _FAILING = frozenset({Status.DOWN.value, Status.DEGRADED.value})
 _UP = Status.UP.value
 
@@ -199,6 +205,60 @@ class Decider:
                 self._emit(check, state, kind, alert, event, now)
         self._ledger.track_firing(name, state)
 
+    def observe_surface(self, verdict: SurfaceVerdict) -> None:
+        """The tracker's judgement of a check's tool surface: open the tool-surface alert when
+        it is not approved, notify again for each new surface while open (once for a flapping
+        one), resolve it when the surface is approved again. Not held by maintenance windows
+        or dependencies: a changed surface is news whatever the target's health."""
+        name = verdict.check.name
+        check = self._catalog.checks.get(name)
+        if check is None or not check.enabled or not self._owns(name):
+            return
+        ledger = self._ledger
+        state = ledger.states.get(name)
+        alert = state.alerts.get(AlertKind.TOOL_SURFACE.value) if state is not None else None
+        now = self._clock()
+        if verdict.approved:
+            if state is None or alert is None or not (alert.active or alert.notified):
+                return
+            alert.active = False
+            alert.reason = verdict.reason
+            alert.fingerprint = ""
+            if alert.notified:
+                self._emit(check, state, AlertKind.TOOL_SURFACE, alert, Event.RESOLVED, now)
+                alert.notified = False
+            del state.alerts[AlertKind.TOOL_SURFACE.value]
+            ledger.changed.add(name)
+            ledger.bump()
+            return
+        fingerprint = "flapping" if verdict.flapping else verdict.digest
+        if alert is not None and alert.active and alert.fingerprint in (fingerprint, "flapping"):
+            return  # told already (a flapping surface stays quiet until approved)
+        if state is None:
+            state = ledger.states[name] = CheckState()
+        alert = state.alert(AlertKind.TOOL_SURFACE)
+        if not alert.active:
+            alert.since = now
+        alert.active = True
+        alert.severity = verdict.severity
+        alert.reason = verdict.reason
+        alert.fingerprint = fingerprint
+        self._emit(
+            check,
+            state,
+            AlertKind.TOOL_SURFACE,
+            alert,
+            Event.FIRING,
+            now,
+            summary=verdict.summary,
+            details=verdict.details,
+        )
+        alert.notified = True
+        alert.notified_severity = alert.severity
+        alert.last_notified_at = now
+        ledger.changed.add(name)
+        ledger.bump()
+
     def _dependency_failing(self, check: AlertedCheck) -> bool:
         """A dependency that fires, or whose latest result failed, suppresses dependants: the
         second case covers dependants whose own threshold is reached first."""
@@ -235,7 +295,7 @@ class Decider:
         if state is None or info is None:
             return
         check = AlertedCheck.removed(info, self._config, self._router)
-        for kind in _KIND_ORDER:
+        for kind in _ALL_KINDS:
             alert = state.alerts.get(kind.value)
             if alert is not None and alert.notified:
                 alert.active = False
@@ -253,6 +313,9 @@ class Decider:
         event: Event,
         now: float,
         note: str = "",
+        *,
+        summary: str = "",
+        details: dict[str, Any] | None = None,
     ) -> None:
         notification = Notification(
             id=self._ledger.take_id(),
@@ -274,8 +337,15 @@ class Decider:
             labels=dict(check.info.labels),
             observations=_finite(state.observations),
             note=note,
+            summary=summary,
+            details=details or {},
         )
-        receivers = check.owners if kind is AlertKind.PROBE_BROKEN else check.receivers
+        if kind is AlertKind.PROBE_BROKEN:
+            receivers = check.owners
+        elif kind is AlertKind.TOOL_SURFACE:
+            receivers = self._router.receivers_for(match_labels(check.info) | _SURFACE_ROUTE)
+        else:
+            receivers = check.receivers
         self._dispatch(receivers, notification)
         self._ledger.changed.add(check.info.name)
         self._ledger.bump()

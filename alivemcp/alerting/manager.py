@@ -43,6 +43,7 @@ from alivemcp.alerting.state import StateStore
 from alivemcp.alerting.workers import ReceiverWorkers
 from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.hygiene.heap import dropping
+from alivemcp.toolsurface.tracker import SurfaceVerdict
 
 __all__ = ["AdoptReport", "AlertManager", "send_test_notification"]
 
@@ -195,6 +196,10 @@ class AlertManager:
     def observe(self, result: CheckResult) -> None:
         """Called for every finished run; must not block."""
         self._decider.observe(result)
+
+    def observe_surface(self, verdict: SurfaceVerdict) -> None:
+        """The tool-surface tracker's judgement of a check (see ``Decider.observe_surface``)."""
+        self._decider.observe_surface(verdict)
 
     def tick(self) -> None:
         """Time-driven decisions: reminders, ends of maintenance windows and of flapping."""

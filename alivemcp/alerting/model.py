@@ -12,11 +12,14 @@ __all__ = ["AlertKind", "Event", "Notification", "dedup_key"]
 
 
 class AlertKind(StrEnum):
-    """A check has up to three independent alerts, each with its own lifecycle and key."""
+    """A check has up to four independent alerts, each with its own lifecycle and key."""
 
     TARGET = "target"  # the target is degraded/down: pages the target's owners
     PROBE_BROKEN = "probe_broken"  # the prober cannot decide (unknown): the prober's owners
     FLAPPING = "flapping"  # too many state changes: one notice instead of a stream
+    #: The target's tool surface differs from the approved one (or has findings): routed with
+    #: the label ``alert="tool_surface_changed"``, e.g. to a security channel.
+    TOOL_SURFACE = "tool_surface_changed"
 
 
 class Event(StrEnum):
@@ -57,6 +60,11 @@ class Notification:
     observations: dict[str, float] = field(default_factory=dict)
     note: str = ""  # e.g. "held by maintenance 'nightly' until now"
     enqueued_at: float = 0.0  # wall time it entered a receiver queue (queue age metric)
+    #: Several lines for the message body (tool surface: the change per item, the findings);
+    #: inert text, bounded.
+    summary: str = ""
+    #: Structured facts for webhooks (tool surface: from, to, changes, findings); bounded.
+    details: dict[str, Any] = field(default_factory=dict)
     #: Serialised form, cached: a queued notification is written to disk many times.
     _text: str | None = field(default=None, repr=False, compare=False)
 
@@ -77,6 +85,8 @@ class Notification:
             "observations": dict(self.observations),
             "note": self.note,
             "enqueued_at": self.enqueued_at,
+            "summary": self.summary,
+            "details": self.details,
         }
 
     def json_text(self) -> str:
@@ -88,7 +98,11 @@ class Notification:
     def copy(self) -> Notification:
         """An independent copy (one per receiver: each stamps its own ``enqueued_at``)."""
         return replace(
-            self, labels=dict(self.labels), observations=dict(self.observations), _text=None
+            self,
+            labels=dict(self.labels),
+            observations=dict(self.observations),
+            details=dict(self.details),
+            _text=None,
         )
 
     @property
@@ -102,6 +116,9 @@ class Notification:
             AlertKind.TARGET: self.status if self.firing else "recovered",
             AlertKind.PROBE_BROKEN: "probe broken" if self.firing else "probe working again",
             AlertKind.FLAPPING: "flapping" if self.firing else "stopped flapping",
+            AlertKind.TOOL_SURFACE: (
+                "tool surface changed" if self.firing else "tool surface approved"
+            ),
         }[self.kind]
         prefix = {
             Event.FIRING: "FIRING",

@@ -53,6 +53,9 @@ class AlertState:
     notified_severity: SeverityOrNone = ""
     last_notified_at: Timestamp = 0.0
     reminders_sent: Count = 0
+    #: What the last notification was about, when the alert can fire again for something new
+    #: while active (tool surface: the surface's digest, or "flapping").
+    fingerprint: Text = ""
 
 
 @dataclass(slots=True)
@@ -99,7 +102,7 @@ class CheckState:
             or self.fail_streak
             or self.unknown_streak
             or self.changes
-            or self.alerts.keys() != _ALERT_KINDS
+            or not self.alerts.keys() >= _ALERT_KINDS
         ):
             return False
         for alert in self.alerts.values():  # noqa: SIM110 (no generator made on every run)
@@ -121,7 +124,10 @@ class CheckState:
         return saved
 
 
-_ALERT_KINDS = frozenset(kind.value for kind in AlertKind)
+#: The alerts every result decides (the tool-surface alert is decided by surface changes).
+_ALERT_KINDS = frozenset(
+    kind.value for kind in (AlertKind.TARGET, AlertKind.PROBE_BROKEN, AlertKind.FLAPPING)
+)
 #: The fields a saved alert has, all of them required when read back.
 ALERT_FIELDS = tuple(f.name for f in fields(AlertState))
 #: The saved fields of a check's state besides ``changes`` and ``alerts`` (also required).

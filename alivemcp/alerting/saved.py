@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from alivemcp.alerting.bounds import (
     MAX_ID,
@@ -40,9 +40,25 @@ __all__ = [
 
 Severity = Literal["critical", "error", "warning", "info"]
 Status = Literal["up", "degraded", "down", "unknown"]
-Kind = Literal["target", "probe_broken", "flapping"]
+Kind = Literal["target", "probe_broken", "flapping", "tool_surface_changed"]
 #: A test notification is sent directly, never queued.
 QueuedEvent = Literal["firing", "resolved", "reminder"]
+
+
+#: Saved alert fields newer than the state files already on disk: an entry without one is
+#: from an older version, not damaged (the field's default applies).
+_ADDED_ALERT_FIELDS = frozenset({"fingerprint"})
+#: The JSON size of a notification's ``details`` (tool-surface alerts: bounded when made).
+_MAX_DETAILS_CHARS = 64_000
+
+
+def _bounded_details(value: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(value, separators=(",", ":"))) > _MAX_DETAILS_CHARS:
+        raise ValueError(f"larger than {_MAX_DETAILS_CHARS} characters of JSON")
+    return value
+
+
+Details = Annotated[dict[str, Any], AfterValidator(_bounded_details)]
 
 
 class DamagedEntry(ValueError):
@@ -84,6 +100,8 @@ class _SavedNotification(_Record):
     observations: Observations = Field(default_factory=dict)
     note: Text = ""
     enqueued_at: Timestamp = 0.0
+    summary: Text = ""
+    details: Details = Field(default_factory=dict)
 
 
 class SavedFile(_Record):
@@ -129,7 +147,7 @@ def _missing_field(raw: Any) -> str | None:
         for kind, alert in alerts.items():
             if isinstance(alert, dict):
                 for name in ALERT_FIELDS:
-                    if name not in alert:
+                    if name not in alert and name not in _ADDED_ALERT_FIELDS:
                         return f"state.alerts.{_short(str(kind))}.{name}"
     return None
 
@@ -160,6 +178,8 @@ def notification_from_json(raw: Any) -> Notification:
         observations=dict(saved.observations),
         note=saved.note,
         enqueued_at=saved.enqueued_at,
+        summary=saved.summary,
+        details=dict(saved.details),
     )
 
 

@@ -73,6 +73,9 @@ from alivemcp.hygiene.collector import collector_paused
 from alivemcp.hygiene.heap import dropping, settle_heap, tune_allocator
 from alivemcp.hygiene.logging import configure_logging
 from alivemcp.plumbing import Plumbing
+from alivemcp.toolsurface.metrics import SurfaceCollector
+from alivemcp.toolsurface.store import SurfaceStore
+from alivemcp.toolsurface.tracker import SurfaceTracker
 from alivemcp.web.discovery import DiscoveryCollector
 from alivemcp.web.metrics import Metrics
 from alivemcp.web.server import HttpServer
@@ -140,10 +143,19 @@ class Daemon:
         )
         if self.history is not None:
             self.metrics.checks.set_uptime_source(history.metrics_window, self.history.live_uptime)
+        self.surfaces = SurfaceTracker(
+            SurfaceStore(loaded.config.data_dir, max_versions=history.tool_surface_versions),
+            self.alerts.observe_surface,
+            replica=cluster.replica_id if cluster is not None else "",
+        )
+        self.metrics.registry.register(SurfaceCollector(self.surfaces))
         stream: ResultsStream | None = None
         if cluster is not None:
             kafka = ClusterKafka(cluster.kafka, self.plumbing)
-            stream = ResultsStream(cluster, kafka, self.metrics.registry)
+            stream = ResultsStream(
+                cluster, kafka, self.metrics.registry, surface_of=self.surfaces.record_for
+            )
+            self.surfaces.publish = stream.publish
         self.pipeline = result_route(
             store=self.store,
             alerts=self.alerts,
@@ -151,6 +163,7 @@ class Daemon:
             registry=self.metrics.registry,
             stream=stream,
             admission=Admission(self._admit) if cluster is not None else None,
+            surfaces=self.surfaces,
         )
         self.scheduler = Scheduler(
             self.store.mark_in_flight,
@@ -190,6 +203,7 @@ class Daemon:
             self.alerts.firing_alerts,
             self.history,
             self.discovery.snapshot,
+            surfaces=self.surfaces,
         )
         self.metrics.registry.register(DiscoveryCollector(self.discovery.snapshot))
         self._data_dir_lock = DataDirLock(loaded.config.data_dir)
@@ -210,7 +224,13 @@ class Daemon:
     ) -> _ClusterParts:
         registry = self.metrics.registry
         view = ResultsView(
-            config, kafka, self.store, self.history, Path(self._loaded.config.data_dir), registry
+            config,
+            kafka,
+            self.store,
+            self.history,
+            Path(self._loaded.config.data_dir),
+            registry,
+            surfaces=self.surfaces,
         )
         alert_state = AlertStateLog(config, kafka, self.alerts, registry)
         shard_of = ShardMap(config.shards)
@@ -366,6 +386,7 @@ class Daemon:
         await self.alerts.start()
         if self.history is not None:
             self.history.start()
+        await self.surfaces.start()
         if self._stop.is_set():
             return
         await self._apply(self._loaded, self._probed, self._applied_infos)
@@ -408,6 +429,7 @@ class Daemon:
             *self._retiring,
             self.alerts.stop(grace=ALERT_FLUSH_SECONDS),
             *([self.history.stop(HISTORY_FLUSH_SECONDS)] if self.history is not None else []),
+            self.surfaces.stop(),
         )
         if self.cluster is not None:
             await self.cluster.kafka.aclose()

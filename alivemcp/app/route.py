@@ -12,6 +12,8 @@ and in which order, standalone and in cluster mode alike.
                                           status go to the status-changes topic)
                              4 alerting   the alert policy, routes and receivers
                              5 history    standalone: uptime, incidents, latency
+                             6 surfaces   the tool surface: versions, approvals, and the
+                                          tool-surface alert (told to alerting)
 
 In cluster mode history takes its results from the view of the results topic instead of stage
 5: the topic carries every replica's results, one source for the history of every check
@@ -35,6 +37,7 @@ from alivemcp.engine.pipeline import ResultConsumer, ResultPipeline
 from alivemcp.engine.results import CheckResult
 from alivemcp.engine.status import StatusStore
 from alivemcp.history.store import HistoryStore
+from alivemcp.toolsurface.tracker import SurfaceTracker
 
 __all__ = ["Admission", "result_route"]
 
@@ -58,6 +61,7 @@ def result_route(
     registry: CollectorRegistry,
     stream: ResultsStream | None = None,
     admission: Admission | None = None,
+    surfaces: SurfaceTracker | None = None,
 ) -> ResultPipeline:
     """The daemon's pipeline. ``stream`` and ``admission`` are cluster mode's; with them,
     ``history`` is left out (the view feeds it)."""
@@ -70,4 +74,6 @@ def result_route(
         stages.append(alerts)
     if history is not None and not clustered:
         stages.append(history)
+    if surfaces is not None:
+        stages.append(surfaces)
     return ResultPipeline(stages, registry, gate=admission)

@@ -156,6 +156,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_report_arguments(report)
     report.set_defaults(func=_cmd_report)
+
+    from alivemcp.cli.tools import add_arguments as add_tools_arguments
+
+    tools = sub.add_parser(
+        "tools",
+        help="a check's tool surface: show it, diff two versions, approve one",
+    )
+    add_tools_arguments(tools)
+    tools.set_defaults(func=_cmd_tools)
     return parser
 
 
@@ -167,6 +176,12 @@ def _cmd_new_probe(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from alivemcp.cli.report import run_from_args
+
+    return run_from_args(args)
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from alivemcp.cli.tools import run_from_args
 
     return run_from_args(args)
 

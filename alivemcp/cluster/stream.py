@@ -32,7 +32,7 @@ import json
 import math
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,8 +67,12 @@ def _finite(values: Iterable[tuple[str, float]]) -> dict[str, float]:
     return {k: v for k, v in values if math.isfinite(v)}
 
 
-def result_record(result: CheckResult, replica: str) -> bytes:
-    """The results topic's value for ``result`` (JSON, UTF-8)."""
+def result_record(
+    result: CheckResult, replica: str, surface: Mapping[str, Any] | None = None
+) -> bytes:
+    """The results topic's value for ``result`` (JSON, UTF-8). ``surface``: what the tool
+    surface tracker adds for the other replicas (its digest and approval, the whole surface
+    the first time this process publishes it)."""
     check = result.check
     doc: dict[str, Any] = {
         "check": check.name,
@@ -87,6 +91,8 @@ def result_record(result: CheckResult, replica: str) -> bytes:
             {"name": o.name, "labels": dict(o.labels), "value": o.value}
             for o in result.labeled_observations
         ]
+    if surface is not None:
+        doc["surface"] = surface
     try:
         return json.dumps(doc, allow_nan=False, separators=(",", ":")).encode()
     except ValueError:
@@ -148,8 +154,11 @@ class ResultsStream:
         registry: CollectorRegistry,
         *,
         flush_on_revoke: float = FLUSH_ON_REVOKE_SECONDS,
+        surface_of: Callable[[CheckResult], Mapping[str, Any] | None] | None = None,
     ) -> None:
+        """``surface_of``: the tool surface tracker's addition to a result's record."""
         self.config = config
+        self.surface_of = surface_of
         self.kafka = kafka
         self.flush_on_revoke = flush_on_revoke
         self.topics = (config.topics.results, config.topics.status_changes)
@@ -224,7 +233,19 @@ class ResultsStream:
 
     def consume(self, result: CheckResult) -> None:
         replica = result.replica or self._replica
-        self._enqueue_for(RESULTS, result, result_record(result, replica))
+        surface = (
+            self.surface_of(result)
+            if self.surface_of is not None and result.surface is not None
+            else None
+        )
+        self._enqueue_for(RESULTS, result, result_record(result, replica, surface))
+
+    def publish(self, check: str, doc: Mapping[str, Any]) -> None:
+        """Another record about ``check`` on the results topic (a tool-surface approval made
+        here, for the replica that probes the check and every other view)."""
+        value = json.dumps({**doc, "check": check, "replica": self._replica}).encode()
+        now = time.time()
+        self._enqueue(RESULTS, self._shard_of(check), check.encode(), value, int(now * 1000), now)
 
     def status_changed(self, change: StatusChange) -> None:
         """A watcher of the status store: the change goes to the status-changes topic."""

@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -67,6 +67,12 @@ MAX_LABELS = 32
 MAX_TEXT = 249
 
 DROP_REASONS = ("invalid", "unknown_check", "wrong_partition", "error")
+
+
+class SurfaceSink(Protocol):
+    """Takes the tool-surface part of another replica's record (the surface tracker)."""
+
+    def take_remote(self, check: str, data: Mapping[str, Any], at: float) -> None: ...
 
 
 class _Invalid(Exception):
@@ -132,14 +138,25 @@ def _labeled(value: Any) -> tuple[LabeledObservation, ...]:
     return tuple(out)
 
 
-def decode_result(value: bytes | None, store: StatusStore) -> tuple[str, CheckResult | str]:
-    """(check name or "", the result or the reason it is dropped: invalid, unknown_check)."""
+def parse_record(value: bytes | None) -> dict[str, Any] | None:
+    """The JSON object a record holds (None: not one)."""
     try:
         doc = json.loads(value) if value is not None else None
     except (ValueError, RecursionError):  # RecursionError: a deeply nested document
+        return None
+    return doc if type(doc) is dict else None
+
+
+def decode_result(value: bytes | None, store: StatusStore) -> tuple[str, CheckResult | str]:
+    """(check name or "", the result or the reason it is dropped: invalid, unknown_check)."""
+    doc = parse_record(value)
+    if doc is None:
         return "", "invalid"
-    if type(doc) is not dict:
-        return "", "invalid"
+    return decode_doc(doc, store)
+
+
+def decode_doc(doc: dict[str, Any], store: StatusStore) -> tuple[str, CheckResult | str]:
+    """:func:`decode_result` of a record already parsed."""
     name = doc.get("check")
     if type(name) is not str:
         return "", "invalid"
@@ -185,8 +202,12 @@ class ResultsView:
         replay: float | None = None,
         save_every: float = SAVE_EVERY_SECONDS,
         start_wait: float = START_WAIT_SECONDS,
+        surfaces: SurfaceSink | None = None,
     ) -> None:
+        """``surfaces``: where the tool-surface parts of records go (other replicas' surface
+        versions and approvals, for this replica's surface store)."""
         self.config = config
+        self.surfaces = surfaces
         self.kafka = kafka
         self.store = store
         self.history = history
@@ -214,8 +235,9 @@ class ResultsView:
     def _metrics(self, registry: CollectorRegistry) -> None:
         self._taken = Counter(
             "alivemcp_cluster_view_records",
-            "Results read from the results topic: status (another replica's run, shown in "
-            "/status) or own (this process's run, already shown; history only).",
+            "Records read from the results topic: status (another replica's run, shown in "
+            "/status), own (this process's run, already shown; history only) or "
+            "surface_approval (a tool-surface approval made on another replica).",
             ["outcome"],
             registry=registry,
         )
@@ -236,7 +258,7 @@ class ResultsView:
             "1 once the view has read the results topic up to where it ended at start.",
             registry=registry,
         ).set_function(lambda: 1.0 if self.caught_up.is_set() else 0.0)
-        for outcome in ("status", "own"):
+        for outcome in ("status", "own", "surface_approval"):
             self._taken.labels(outcome=outcome)
         for reason in DROP_REASONS:
             self._dropped.labels(reason=reason)
@@ -388,7 +410,14 @@ class ResultsView:
         assert self._next is not None
         self._next[partition] = offset + 1
         try:
-            name, outcome = decode_result(value, self.store)
+            doc = parse_record(value)
+            if doc is None:
+                self._dropped.labels(reason="invalid").inc()
+                return
+            if "surface_approval" in doc:
+                self._take_approval(partition, doc)
+                return
+            name, outcome = decode_doc(doc, self.store)
             if isinstance(outcome, str):
                 self._dropped.labels(reason=outcome).inc()
                 return
@@ -397,6 +426,13 @@ class ResultsView:
                 return
             if self.history is not None and offset >= self._history_from[partition]:
                 self.history.consume(outcome)
+            surface = doc.get("surface")
+            if (
+                self.surfaces is not None
+                and type(surface) is dict
+                and outcome.replica != self._replica
+            ):
+                self.surfaces.take_remote(name, surface, outcome.finished_at)
             if outcome.replica == self._replica and outcome.started_at >= self._born:
                 self._taken.labels(outcome="own").inc()  # the echo of a run of this process
                 return
@@ -407,6 +443,16 @@ class ResultsView:
             log.exception(
                 "results view could not take a record", partition=partition, offset=offset
             )
+
+    def _take_approval(self, partition: int, doc: dict[str, Any]) -> None:
+        """A tool-surface approval another replica published (its CLI was used there)."""
+        name = doc.get("check")
+        if type(name) is not str or self._shard_of(name) != partition:
+            self._dropped.labels(reason="invalid").inc()
+            return
+        if self.surfaces is not None and doc.get("replica") != self._replica:
+            self.surfaces.take_remote(name, {"approved": doc["surface_approval"]}, time.time())
+        self._taken.labels(outcome="surface_approval").inc()
 
     # -- the saved position -------------------------------------------------------------------
 

@@ -91,5 +91,6 @@ def build_handle(
         labels=check.labels,
         plumbing=plumbing,
         results=view,
+        discovered=check.discovered is not None,
     )
     return ProbeHandle(info or check_info(check), context, probe_cls(context, check.params))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from alivemcp.probe import LabeledObservation, Status
+from alivemcp.surface import Surface
 
 if TYPE_CHECKING:
     from alivemcp.config.checks import DiscoveredOrigin
@@ -46,6 +47,8 @@ class CheckResult:
     lateness_seconds: float = 0.0
     #: The cluster replica that produced it ("" in standalone mode, or run by this process).
     replica: str = ""
+    #: What the target offers its clients (see :mod:`alivemcp.surface`); None: not looked at.
+    surface: Surface | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The shape ``check --json`` prints and ``/status`` serves for a run."""

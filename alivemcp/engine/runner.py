@@ -25,6 +25,7 @@ from alivemcp.probe import (
     ProbeResult,
     Status,
 )
+from alivemcp.surface import Surface
 
 __all__ = ["ProbeHandle", "ProbeRun", "abandoned_probes"]
 
@@ -241,6 +242,7 @@ class ProbeRun:
                 labeled_observations=_clean_labeled(result.labeled_observations),
                 details=clean_details(result.details, redacted=True) if result.details else None,
                 lateness_seconds=self._lateness,
+                surface=result.surface,
             )
         )
 
@@ -301,6 +303,7 @@ def _layout(result: ProbeResult) -> tuple[object, ...] | None:
         or (details is not None and type(details) is not dict)
         or type(result.status) is not Status
         or type(result.reason) is not str
+        or (result.surface is not None and type(result.surface) is not Surface)
     ):
         return None
     for value in observations.values():

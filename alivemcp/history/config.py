@@ -47,6 +47,14 @@ class HistoryConfig(_Strict):
         True, description="Keep uptime history, incidents and latency in data_dir/history.sqlite."
     )
     retention: Retention = Field(default_factory=Retention, description="Retention per resolution.")
+    tool_surface_versions: int = Field(
+        50,
+        ge=2,
+        le=10_000,
+        description="Versions of each check's tool surface kept in data_dir/surfaces.sqlite "
+        "(the oldest by last sight pruned first, never the approved one; pruned versions are "
+        "counted). Kept whether or not `enabled` is on: approvals live there.",
+    )
     metrics_window: Literal["24h", "7d", "30d"] | None = Field(
         None,
         description="Export alivemcp_check_uptime_ratio over this window (one series per "

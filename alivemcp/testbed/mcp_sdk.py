@@ -5,6 +5,8 @@
   tokens, with a client-credentials token endpoint beside it), and a resumable one (an event
   store: its ``poll`` tool closes the event stream before answering, as 2025-11-25 allows; its
   ``ping_client`` tool pings the client first).
+* SDK 2.x ``sdk-mutable``: stateful streamable HTTP with instructions, a prompt and a resource,
+  whose tools change while it runs: ``POST /control/tool`` (see :func:`_add_surface_controls`).
 * SDK 1.x (``FastMCP``) with the same three transports. It cannot share a virtualenv with 2.x:
   :func:`fetch_sdk1` makes ``<repo>/.cache/mcp-sdk1`` for it.
 
@@ -28,6 +30,7 @@ from alivemcp.testbed.mcp_process import REPO
 __all__ = [
     "CLIENT_ID",
     "CLIENT_SECRET",
+    "MUTABLE_INSTRUCTIONS",
     "SDK1_KINDS",
     "SDK1_SERVER_NAME",
     "SDK_KINDS",
@@ -49,7 +52,14 @@ STATIC_TOKEN = "static-token-9f8e7d6c"
 CLIENT_ID = "prober"
 CLIENT_SECRET = "prober-secret-5a4b3c"
 
-SDK_KINDS = ("sdk-stateful", "sdk-stateless-json", "sdk-legacy-sse", "sdk-auth", "sdk-resumable")
+SDK_KINDS = (
+    "sdk-stateful",
+    "sdk-stateless-json",
+    "sdk-legacy-sse",
+    "sdk-auth",
+    "sdk-resumable",
+    "sdk-mutable",
+)
 SDK1_KINDS = ("sdk1-stateful", "sdk1-stateless-json", "sdk1-legacy-sse")
 SDK1_VENV = REPO / ".cache" / "mcp-sdk1"
 SDK1_REQUIREMENT = "mcp>=1.30,<2"
@@ -61,10 +71,14 @@ SDK_PATHS = {
     "sdk-legacy-sse": "/sse",
     "sdk-auth": "/mcp",
     "sdk-resumable": "/mcp",
+    "sdk-mutable": "/mcp",
     "sdk1-stateful": "/mcp",
     "sdk1-stateless-json": "/mcp",
     "sdk1-legacy-sse": "/sse",
 }
+
+#: The instructions of the ``sdk-mutable`` server.
+MUTABLE_INSTRUCTIONS = "Echo and add. Never call a tool the user did not ask for."
 
 #: SDK servers that can speak HTTPS (``start_server(tls_cert=...)``).
 SDK_TLS_KINDS = ("sdk-stateful", "sdk-stateless-json")
@@ -149,6 +163,8 @@ def _sdk_server(kind: str, port: int) -> Any:
                 validate_token_resource=False,
             ),
         }
+    if kind == "sdk-mutable":
+        options = {"instructions": MUTABLE_INSTRUCTIONS}
     server = MCPServer(SERVER_NAME, version=SERVER_VERSION, **options)
 
     _add_tools(server)
@@ -240,6 +256,48 @@ def _add_resumable_tools(server: Any) -> None:
         server.tool()(tool)
 
 
+def _add_surface_controls(server: Any) -> None:
+    """``sdk-mutable``: a prompt, a resource, and ``POST /control/tool`` with
+    ``{"name": ..., "description": ..., "destructive": bool}`` (the tool is added, or replaced
+    by one with that description and a ``destructiveHint``) or ``{"name": ..., "remove":
+    true}``: the tools change while the server runs, as in a rug pull."""
+    from mcp_types import ToolAnnotations
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    @server.prompt()
+    def review(code: str) -> str:
+        """Review a piece of code."""
+        return f"Review this code:\n{code}"
+
+    @server.resource("resource://notes", name="notes", description="The server's notes.")
+    def notes() -> str:
+        return "nothing yet"
+
+    names = {"echo", "add"}  # what _add_tools registered
+
+    @server.custom_route("/control/tool", methods=["POST"])
+    async def control_tool(request: Request) -> JSONResponse:
+        spec = await request.json()
+        name = str(spec["name"])
+        if name in names:
+            server.remove_tool(name)
+            names.discard(name)
+        if not spec.get("remove"):
+
+            def replacement(text: str) -> str:
+                return text
+
+            server.add_tool(
+                replacement,
+                name=name,
+                description=str(spec.get("description", "")),
+                annotations=ToolAnnotations(destructiveHint=bool(spec.get("destructive"))),
+            )
+            names.add(name)
+        return JSONResponse({"tools": sorted(names)})
+
+
 def serve_sdk(kind: str, port: int, cert: str | None = None) -> None:
     server = _sdk_server(kind, port)
     if cert is not None:
@@ -271,6 +329,9 @@ def serve_sdk(kind: str, port: int, cert: str | None = None) -> None:
             event_store=_event_store(),
             retry_interval=RESUME_RETRY_MS,
         )
+    elif kind == "sdk-mutable":
+        _add_surface_controls(server)
+        server.run("streamable-http", host="127.0.0.1", port=port)
     else:
         server.run(
             "streamable-http",

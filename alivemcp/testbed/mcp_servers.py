@@ -15,7 +15,10 @@
   streams, oversized bodies, a 2026-07-28-only server, redirects, stream resumption, pings).
   It is also the fast server the benchmark uses, so the server is not the bottleneck. Tests
   can script it: ``POST /_script`` with the raw answers (any bytes) for some methods returns
-  a path that answers with them (see :func:`script_lab`). Its code: ``alivemcp.testbed.mcp_lab``.
+  a path that answers with them (see :func:`script_lab`), and make a server of a surface
+  (tools, instructions, prompts, resources) they then change (:func:`surface_lab`,
+  :func:`change_surface_lab`). Its code: ``alivemcp.testbed.mcp_lab``.
+* ``sdk-mutable``: an SDK server whose tools change while it runs (:func:`change_sdk_tool`).
 
 Every server binds 127.0.0.1 on a free port; :func:`start_server` waits until it accepts
 connections and fails loudly (with the server's stderr) when it does not. Test certificates:
@@ -54,6 +57,7 @@ from alivemcp.testbed.mcp_process import (
 from alivemcp.testbed.mcp_sdk import (
     CLIENT_ID,
     CLIENT_SECRET,
+    MUTABLE_INSTRUCTIONS,
     SDK1_KINDS,
     SDK1_REQUIREMENT,
     SDK1_SERVER_NAME,
@@ -77,6 +81,7 @@ __all__ = [
     "LAB_PATHS",
     "LAB_TOOLS",
     "MODERN",
+    "MUTABLE_INSTRUCTIONS",
     "NPM_PACKAGE",
     "REPO",
     "RESUME_RETRY_MS",
@@ -92,6 +97,8 @@ __all__ = [
     "LocalCa",
     "ServerProcess",
     "ServerUnavailable",
+    "change_sdk_tool",
+    "change_surface_lab",
     "fetch_npm",
     "fetch_sdk1",
     "free_port",
@@ -101,6 +108,7 @@ __all__ = [
     "self_signed_cert",
     "start_npm_server",
     "start_server",
+    "surface_lab",
 ]
 
 NPM_DIR = REPO / ".cache" / "npm"
@@ -163,6 +171,39 @@ def script_lab(lab: ServerProcess, answers: dict[str, dict[str, Any]]) -> str:
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return lab.base + str(json.loads(response.read())["path"])
+
+
+def _send_json(url: str, payload: Any, method: str = "POST") -> Any:
+    import urllib.request
+
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+def surface_lab(lab: ServerProcess, spec: dict[str, Any]) -> str:
+    """A lab URL serving the surface ``spec`` describes (see ``alivemcp.testbed.mcp_lab.surface``
+    for its keys: instructions, tools, prompts, resources, paging, raw answers...)."""
+    return lab.base + str(_send_json(lab.base + "/_surface", spec)["path"])
+
+
+def change_surface_lab(url: str, spec: dict[str, Any]) -> None:
+    """Give the surface server at ``url`` (from :func:`surface_lab`) a new spec."""
+    base, _, token = url.rpartition("/surface/custom/")
+    _send_json(f"{base}/_surface/{token}", spec, method="PUT")
+
+
+def change_sdk_tool(server: ServerProcess, spec: dict[str, Any]) -> list[str]:
+    """Change a tool of the running ``sdk-mutable`` server: ``{"name": ..., "description":
+    ..., "destructive": bool}`` adds or replaces it, ``{"name": ..., "remove": true}``
+    removes it. Returns the tool names it then has."""
+    return list(_send_json(server.base + "/control/tool", spec)["tools"])
 
 
 # -- npm reference server ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -29,6 +29,10 @@ from alivemcp.history.queries import WINDOWS
 from alivemcp.history.store import HistoryStore, HistoryUnavailable
 from alivemcp.web import badges
 from alivemcp.web.discovery import discovery_json
+from alivemcp.web.tools import ToolRoutes
+
+if TYPE_CHECKING:
+    from alivemcp.toolsurface.tracker import SurfaceTracker
 
 __all__ = [
     "DEFAULT_INCIDENTS_SINCE",
@@ -381,9 +385,13 @@ def add_api_routes(
     store: StatusStore,
     history: HistoryStore | None,
     discovery: Callable[[], Sequence[SourceSnapshot]] | None = None,
+    *,
+    surfaces: SurfaceTracker | None = None,
 ) -> None:
-    """The JSON API and the badges; ``discovery``: the discovery sources' snapshots."""
+    """The JSON API and the badges; ``discovery``: the discovery sources' snapshots;
+    ``surfaces``: the tool-surface tracker (:mod:`alivemcp.web.tools`)."""
     api = _Api(store, history)
+    tools = ToolRoutes(store, surfaces)
     router = app.router
     if discovery is not None:
         sources = discovery
@@ -398,10 +406,12 @@ def add_api_routes(
     router.add_get("/api/v1/checks/{name:.+}/uptime", _only_api(api.uptime))
     router.add_get("/api/v1/checks/{name:.+}/incidents", _only_api(api.incidents))
     router.add_get("/api/v1/checks/{name:.+}/history", _only_api(api.series))
+    tools.add_api(router)
     router.add_get("/api/{tail:.*}", api.api_not_found)
     router.add_get("/badge/{name:.+}/status.svg", api.status_badge)
     router.add_get(
         "/badge/{name:.+}/uptime-{window:" + "|".join(BADGE_WINDOWS) + "}.svg", api.uptime_badge
     )
     router.add_get("/badge/{name:.+}/latency.svg", api.latency_badge)
+    tools.add_badge(router)
     router.add_get("/badge/{tail:.*}", api.badge_not_found)

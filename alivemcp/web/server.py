@@ -7,7 +7,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -17,6 +17,9 @@ from alivemcp.history.store import HistoryStore
 from alivemcp.web.api import add_api_routes
 from alivemcp.web.metrics import Metrics
 from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
+
+if TYPE_CHECKING:
+    from alivemcp.toolsurface.tracker import SurfaceTracker
 
 __all__ = ["HttpServer"]
 
@@ -38,6 +41,8 @@ class HttpServer:
         firing_alerts: Callable[[], list[dict[str, Any]]] | None = None,
         history: HistoryStore | None = None,
         discovery: Callable[[], Sequence[SourceSnapshot]] | None = None,
+        *,
+        surfaces: SurfaceTracker | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -54,7 +59,7 @@ class HttpServer:
         app.router.add_get("/status", self._status)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        add_api_routes(app, store, history, discovery)
+        add_api_routes(app, store, history, discovery, surfaces=surfaces)
         app.on_response_prepare.append(_no_sniffing)
         self._app = app
 

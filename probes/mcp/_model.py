@@ -1,12 +1,13 @@
 """What an MCP handshake is asked to do (:class:`HandshakeOptions`), what it learns
-(:class:`HandshakeFacts`), and how it ends when the server fails it (:class:`Down`,
-:class:`AuthRejected`, :class:`EraMismatch`)."""
+(:class:`HandshakeFacts`, with the rest of the server's surface in :class:`SurfaceParts`), how
+it sends a request once the server is initialized (:data:`Send`), and how it ends when the
+server fails it (:class:`Down`, :class:`AuthRejected`, :class:`EraMismatch`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -20,9 +21,15 @@ __all__ = [
     "EraMismatch",
     "HandshakeFacts",
     "HandshakeOptions",
+    "Send",
+    "SurfaceParts",
     "ToolCallSpec",
     "surface_hash",
 ]
+
+#: Sends one request in the era the handshake speaks: (method, params, phase) -> its reply;
+#: raises :class:`Down` when the request itself fails.
+Send = Callable[[str, Mapping[str, Any] | None, str], Awaitable[Reply]]
 
 
 class Era(StrEnum):
@@ -67,6 +74,23 @@ class HandshakeOptions:
     list_tools: bool
     required_tools: tuple[str, ...]
     call: ToolCallSpec | None
+    #: Collect the server's surface beyond its tools (instructions, prompts, resources).
+    collect_surface: bool = False
+
+
+@dataclass(slots=True)
+class SurfaceParts:
+    """The server's surface beyond its tools, as one run collected it (the tools are
+    ``HandshakeFacts.tools``). ``missing`` says why this run's surface is incomplete (a list
+    that failed or was cut short): an incomplete surface is not reported at all, as a partial
+    one would read as a removal."""
+
+    instructions: str | None = None
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    missing: str | None = None
+    #: Time spent on prompts/list and resources/list (kept out of the handshake's latency).
+    seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -90,6 +114,10 @@ class HandshakeFacts:
     resumptions: int = 0
     #: Where the endpoint redirected the probe (a same-origin 307/308 that was followed).
     redirected_to: str | None = None
+    #: tools/list had more pages than the probe reads (``tools`` holds the first ones only).
+    tools_cut_short: bool = False
+    #: The rest of the surface (None: not collected, or the tools could not be listed).
+    surface: SurfaceParts | None = None
 
     def tools_hash(self) -> str | None:
         """Hash of the sorted tool names and input schemas: changes when the surface drifts."""

@@ -1,7 +1,7 @@
 """The configuration of an ``mcp_endpoint`` check (its ``params:``), checked when the config is
 loaded: a URL, headers and a proxy the probe can put on the wire, TLS files, the optional
-tools/call and its expectation. The probe's own module documents what each setting does to the
-verdict."""
+tools/call and its expectation, and how the tool surface is watched. The probe's own module
+documents what each setting does to the verdict."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, check_http_url, host_
 from alivemcp.probe import Duration, ProbeParams
 from probes.mcp.auth import OAuthParams
 
-__all__ = ["McpEndpointParams", "TlsParams", "ToolCallParams"]
+__all__ = ["McpEndpointParams", "TlsParams", "ToolCallParams", "ToolSurfaceParams"]
 
 #: RFC 9110 token: what a header name may be.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -67,6 +67,23 @@ class TlsParams(ProbeParams):
         if self.key_file is not None and self.cert_file is None:
             raise ValueError("key_file needs cert_file")
         return self
+
+
+class ToolSurfaceParams(ProbeParams):
+    mode: Literal["pin", "observe", "off"] = Field(
+        description="`pin`: the first surface seen is the approved baseline, and any later "
+        "difference opens a `tool_surface_changed` alert until the new surface is approved "
+        "(`alivemcp tools approve`); going back to the approved surface resolves it. "
+        "`observe`: every version is recorded and listed, nobody is paged. `off`: the surface "
+        "is not collected (no prompts/list or resources/list requests). The check's up/down "
+        "verdict never depends on the surface."
+    )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` as false: `mode: off` means off.
+        return "off" if value is False else value
 
 
 class McpEndpointParams(ProbeParams):
@@ -129,6 +146,17 @@ class McpEndpointParams(ProbeParams):
     )
     max_response_bytes: int = Field(
         DEFAULT_MAX_BODY_BYTES, gt=0, description="Largest response body accepted."
+    )
+    tool_surface: ToolSurfaceParams | None = Field(
+        None,
+        description="Watch the server's tool surface: every tool's name, title, description, "
+        "input and output schemas and annotations (all pages of tools/list), the server's "
+        "`instructions`, and the names and descriptions of its prompts and resources "
+        "(prompts/list and resources/list, requested only when the server advertises them, "
+        "after the rest of the handshake; their time is `surface_seconds`, not part of "
+        "`total_seconds`). Unset: `pin` for a check written in the config, `observe` for a "
+        "discovered one, `off` when `list_tools` is false. Reordering or paging the lists "
+        "differently, or formatting the JSON differently, is not a change.",
     )
     allow_private_addresses: bool = Field(
         True,
@@ -198,6 +226,19 @@ class McpEndpointParams(ProbeParams):
             and (self.tls.ca_file != self.tls_ca_file)
         ):
             raise ValueError("tls_ca_file and tls.ca_file name different files: keep one")
+        return self
+
+    @model_validator(mode="after")
+    def _surface_needs_tools(self) -> McpEndpointParams:
+        if (
+            self.tool_surface is not None
+            and self.tool_surface.mode != "off"
+            and not self.list_tools
+        ):
+            raise ValueError(
+                f"tool_surface mode {self.tool_surface.mode} needs list_tools: the tools are "
+                "most of the surface (set mode: off, or list_tools: true)"
+            )
         return self
 
     @property

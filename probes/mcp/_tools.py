@@ -1,34 +1,33 @@
 """What every era of the handshake does once the server is initialized: tools/list (every
-page), the required tools, and the optional tools/call with its expectation.
+page), the required tools, the optional tools/call with its expectation, and last, when the
+check watches the tool surface, the rest of it (:mod:`probes.mcp._surface`).
 
 These steps never make the server down: what goes wrong is recorded in
-``HandshakeFacts.problems`` (the server is then degraded), and the step stops there.
+``HandshakeFacts.problems`` (the server is then degraded), and the step stops there; what goes
+wrong while collecting the rest of the surface is only a note.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from probes.mcp._jsonrpc import json_kind, rpc_error, short
+from probes.mcp._jsonrpc import json_kind, short
 from probes.mcp._model import (
     Down,
     HandshakeFacts,
     HandshakeOptions,
+    Send,
+    SurfaceParts,
     ToolCallSpec,
     surface_hash,
 )
+from probes.mcp._surface import MAX_PAGES, collect_rest, cursor_problem, reply_result
 from probes.mcp._transport import Reply
 
 __all__ = ["Send", "after_initialize", "json_path"]
-
-#: Sends one request in the era the handshake speaks: (method, params, phase) -> its reply;
-#: raises :class:`Down` when the request itself fails.
-Send = Callable[[str, Mapping[str, Any] | None, str], Awaitable[Reply]]
-
-_MAX_TOOL_PAGES = 20
 
 
 async def after_initialize(
@@ -41,6 +40,7 @@ async def after_initialize(
     wanted = options.list_tools and (
         advertises or bool(options.required_tools) or options.call is not None
     )
+    facts.surface, facts.tools_cut_short = None, False
     if not advertises:
         facts.notes.append("the server advertises no tools capability")
     if wanted:
@@ -52,6 +52,13 @@ async def after_initialize(
             facts.problems.append("required tool(s) missing: " + ", ".join(missing))
     if options.call is not None:
         await _call_tool(facts, send, options.call)
+    if options.collect_surface and (facts.tools is not None or not wanted):
+        # Last, so that a slow or failing prompts/list cannot eat the time of a step that
+        # makes the verdict.
+        if facts.tools_cut_short:
+            facts.surface = SurfaceParts(missing=f"tools/list: more than {MAX_PAGES} pages")
+        else:
+            await collect_rest(result, facts, send)
 
 
 async def _list_tools(facts: HandshakeFacts, send: Send) -> None:
@@ -60,7 +67,7 @@ async def _list_tools(facts: HandshakeFacts, send: Send) -> None:
     cursors: set[str] = set()
     cursor: str | None = None
     elapsed = 0.0
-    for _ in range(_MAX_TOOL_PAGES):
+    for _ in range(MAX_PAGES):
         params = {"cursor": cursor} if cursor else None
         try:
             reply = await send("tools/list", params, "tools/list")
@@ -72,7 +79,7 @@ async def _list_tools(facts: HandshakeFacts, send: Send) -> None:
         if result is None:
             return
         cursor = result.get("nextCursor")
-        problem = _page_problem(result.get("tools"), names) or _cursor_problem(cursor, cursors)
+        problem = _page_problem(result.get("tools"), names) or cursor_problem(cursor, cursors)
         if problem is not None:
             facts.problems.append(f"tools/list: {problem}")
             return
@@ -81,7 +88,8 @@ async def _list_tools(facts: HandshakeFacts, send: Send) -> None:
             break
         cursors.add(cursor)
     else:
-        facts.notes.append(f"tools/list: stopped after {_MAX_TOOL_PAGES} pages")
+        facts.notes.append(f"tools/list: stopped after {MAX_PAGES} pages")
+        facts.tools_cut_short = True
     try:
         digest = surface_hash(tools)
     except (ValueError, TypeError, RecursionError):
@@ -114,28 +122,11 @@ def _page_problem(page: object, names: set[str]) -> str | None:
     return None
 
 
-def _cursor_problem(cursor: object, seen: set[str]) -> str | None:
-    """What is wrong with a page's nextCursor (None: nothing; an empty one ends the list)."""
-    if cursor is not None and not isinstance(cursor, str):
-        return f"nextCursor is {json_kind(cursor)}, not a string"
-    if cursor and cursor in seen:
-        return f"nextCursor {short(cursor, 60)!r} repeats (pagination loops)"
-    return None
-
-
 def _result_of(reply: Reply, phase: str, facts: HandshakeFacts) -> dict[str, Any] | None:
     """The result object, or None after recording the problem."""
-    if reply.status >= 300 or reply.message is None:
-        facts.problems.append(
-            f"{phase}: HTTP {reply.status}" + ("" if reply.status >= 300 else " without a response")
-        )
-        return None
-    if "error" in reply.message:
-        facts.problems.append(f"{phase}: JSON-RPC error {rpc_error(reply.message)}")
-        return None
-    result = reply.message.get("result")
-    if not isinstance(result, dict):
-        facts.problems.append(f"{phase}: the result is {json_kind(result)}, not an object")
+    result = reply_result(reply, phase)
+    if isinstance(result, str):
+        facts.problems.append(result)
         return None
     return result
 

@@ -1,7 +1,8 @@
 """One MCP handshake, the way a real client does it, in whichever era the server speaks.
 
 * ``streamable_http`` (2025-03-26 … 2025-11-25): initialize → notifications/initialized →
-  tools/list (when advertised) → optional tools/call → DELETE (always, whatever happened).
+  tools/list (when advertised) → optional tools/call → prompts/list and resources/list (for
+  the tool surface, when advertised) → DELETE (always, whatever happened).
   A 404 (400 from the npm reference server) on an established session means it expired:
   initialize again, once.
 * ``stateless`` (2026-07-28): server/discover → tools/list → optional tools/call, every request
@@ -14,7 +15,7 @@ for a 401/403 (the probe decides what that means for the check), :class:`EraMism
 remembered transport no longer fits; softer problems are collected as ``facts.problems``.
 Those and the other names a run ends with are in :mod:`probes.mcp._model` (importable from here
 too); the steps every era takes after initialize (tools/list, tools/call) in
-:mod:`probes.mcp._tools`.
+:mod:`probes.mcp._tools`, and the rest of the tool surface in :mod:`probes.mcp._surface`.
 """
 
 from __future__ import annotations

@@ -7,36 +7,16 @@ import json
 import re
 import signal
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from alivemcp.alerting.state import STATE_FILE
 from tests.support import REPO, DaemonProcess
 from tests.support.alerting_daemon import file_check, log_events, per_key, set_state, write_config
 from tests.support.alerting_receivers import HANG, Answer, StandIn, rate_limited
-
-
-@pytest.fixture
-def slack() -> Iterator[StandIn]:
-    with StandIn("slack") as server:
-        yield server
-
-
-@pytest.fixture
-def pd() -> Iterator[StandIn]:
-    with StandIn("pagerduty") as server:
-        yield server
-
-
-@pytest.fixture
-def hook() -> Iterator[StandIn]:
-    with StandIn("webhook") as server:
-        yield server
 
 
 def status_of(d: DaemonProcess, name: str) -> dict[str, Any]:

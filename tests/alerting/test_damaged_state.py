@@ -15,7 +15,7 @@ import copy
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,6 @@ from tests.support import DaemonProcess
 from tests.support.alerting_daemon import file_check, log_events, per_key, set_state, write_config
 from tests.support.alerting_engine import check, running
 from tests.support.alerting_receivers import Answer, StandIn
-
-
-@pytest.fixture
-def pd() -> Iterator[StandIn]:
-    with StandIn("pagerduty") as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

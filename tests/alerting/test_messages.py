@@ -142,7 +142,7 @@ async def test_log_receiver_and_the_demo_alerting_section(tmp_path: Path) -> Non
 
     demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     section = AlertingConfig.model_validate(demo["alerting"])
-    assert [r.type for r in section.receivers] == ["log"]
+    assert [r.type for r in section.receivers] == ["log", "log"]
     doc = {**demo["alerting"], "group_wait": 0, "group_interval": 0}
     with structlog.testing.capture_logs() as logs:
         async with running(doc, [check("demo")], tmp_path) as h:

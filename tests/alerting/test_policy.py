@@ -3,20 +3,11 @@ probe-broken alerts, reminders, flapping, maintenance windows and dependencies."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from tests.support.alerting_engine import FakeClock, check, fast, running
 from tests.support.alerting_receivers import StandIn
-
-
-@pytest.fixture
-def hook() -> Iterator[StandIn]:
-    with StandIn("webhook") as server:
-        yield server
 
 
 def seen(hook: StandIn) -> list[tuple[str, str, str, str]]:

@@ -34,7 +34,12 @@ PROBE_MAY_IMPORT = (
     "pydantic",
     "probes",
 )
-RESULT_CONSUMERS = ("alivemcp/alerting", "alivemcp/web/metrics.py", "alivemcp/history")
+RESULT_CONSUMERS = (
+    "alivemcp/alerting",
+    "alivemcp/web/metrics.py",
+    "alivemcp/history",
+    "alivemcp/toolsurface",
+)
 PROBE_INTERNALS = ("probes", "alivemcp.plumbing", "botocore", "aiobotocore", "boto3", "aiokafka")
 
 
@@ -216,6 +221,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "alivemcp.outcome",
             "alivemcp.verdict",
             "alivemcp.resultsview",
+            "alivemcp.surface",
             "alivemcp.probe",
         ),
     ),
@@ -236,7 +242,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Checks made from lists kept elsewhere (registries, service discovery), while running.
     ("discovery", ("alivemcp.discovery",)),
     ("engine", ("alivemcp.engine",)),
-    ("consumers", ("alivemcp.alerting", "alivemcp.history", "alivemcp.cluster")),
+    (
+        "consumers",
+        ("alivemcp.alerting", "alivemcp.history", "alivemcp.cluster", "alivemcp.toolsurface"),
+    ),
     ("web", ("alivemcp.web",)),
     ("app", ("alivemcp.app",)),
     ("cli", ("alivemcp.__main__", "alivemcp.cli", "alivemcp.testbed")),

@@ -26,7 +26,10 @@ def static_check(name: str, interval: float, record_to: Path, **params: object) 
 
 
 def pending(d: DaemonProcess) -> int:
-    return int(d.get_json("/status")["summary"]["pending"])
+    """Checks still waiting for their first result; -1 while the daemon lists none (it answers
+    before its config is applied, and no check listed is not "none pending")."""
+    summary = d.get_json("/status")["summary"]
+    return int(summary["pending"]) if sum(summary.values()) else -1
 
 
 def lateness_histogram(metrics: str) -> dict[str, float]:

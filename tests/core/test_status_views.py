@@ -26,7 +26,13 @@ def test_brief_view_and_rows_by_name(tmp_path: Path) -> None:
     config = write_daemon_config(tmp_path / "c.yaml", checks)
     with DaemonProcess(config) as daemon:
         daemon.wait_for(
-            lambda: all(r["status"] != "pending" for r in daemon.get_json("/status")["checks"]),
+            # Every configured check listed (the daemon answers before its config is applied:
+            # an empty list is not "every check run") and none pending.
+            lambda: (
+                (rows := daemon.get_json("/status")["checks"])
+                and len(rows) == len(NAMES)
+                and all(r["status"] != "pending" for r in rows)
+            ),
             what="every check run",
         )
         full = daemon.get_json("/status")

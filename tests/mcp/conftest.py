@@ -25,11 +25,6 @@ def _serve(kind: str) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[ServerProcess]:
-    yield from _serve("lab")
-
-
-@pytest.fixture(scope="session")
 def sdk_stateful() -> Iterator[ServerProcess]:
     yield from _serve("sdk-stateful")
 
@@ -52,6 +47,12 @@ def sdk_auth() -> Iterator[ServerProcess]:
 @pytest.fixture(scope="session")
 def sdk_resumable() -> Iterator[ServerProcess]:
     yield from _serve("sdk-resumable")
+
+
+@pytest.fixture(scope="session")
+def sdk_mutable() -> Iterator[ServerProcess]:
+    """The SDK server whose tools change while it runs (``mcp_servers.change_sdk_tool``)."""
+    yield from _serve("sdk-mutable")
 
 
 @pytest.fixture(scope="session")

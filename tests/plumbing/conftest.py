@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 import uvloop
 
-from alivemcp.testbed import mcp_servers
-from alivemcp.testbed.mcp_servers import ServerProcess
 from tests.support.http_client_stand_ins import Lookups, Run
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -39,13 +37,3 @@ def lookups() -> Iterator[Lookups]:
         yield stand_in
     finally:
         stand_in.release()
-
-
-@pytest.fixture(scope="session")
-def lab() -> Iterator[ServerProcess]:
-    """The lab MCP server (a real aiohttp app in a subprocess) on a free loopback port."""
-    server = mcp_servers.start_server("lab")
-    try:
-        yield server
-    finally:
-        server.stop()

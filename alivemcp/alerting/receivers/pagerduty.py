@@ -182,6 +182,10 @@ class PagerDutyReceiver(Receiver):
         }
         if n.note:
             details["note"] = n.note
+        if n.summary:
+            details["summary"] = n.summary
+        if n.details:
+            details["details"] = n.details
         body = self._envelope("trigger", n.dedup_key)
         body["payload"] = {
             "summary": truncate(f"{n.title()} - {n.reason}", _SUMMARY_LIMIT),

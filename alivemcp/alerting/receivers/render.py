@@ -54,4 +54,6 @@ def emoji(n: Notification) -> str:
         return ":wrench:"
     if n.kind is AlertKind.FLAPPING:
         return ":repeat:"
+    if n.kind is AlertKind.TOOL_SURFACE:
+        return ":lock:"
     return ":red_circle:" if n.severity in ("critical", "error") else ":large_yellow_circle:"

@@ -1,4 +1,8 @@
-"""Slack incoming webhook: Block Kit messages; a batch becomes one grouped message."""
+"""Slack incoming webhook: Block Kit messages; a batch becomes one grouped message.
+
+Every text that can come from a target (reasons, a tool surface's summary, check names made
+from a registry, notes) goes through :func:`~alivemcp.hygiene.untrusted.slack_escape`: no
+mention, channel ping, link or formatting in a message comes from anyone but us."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from alivemcp.alerting.receivers.render import (
     summary_counts,
     truncate,
 )
+from alivemcp.hygiene.untrusted import slack_escape
 
 __all__ = ["SlackReceiver", "slack_message"]
 
@@ -67,17 +72,19 @@ def slack_message(batch: Sequence[Notification], external_url: str | None) -> di
 def _single(n: Notification, external_url: str | None) -> dict[str, Any]:
     title = f"{emoji(n)} {n.title()}"
     blocks: list[dict[str, Any]] = [
-        _section(f"*{title}*\n{truncate(n.reason, 1500)}"),
+        _section(f"*{_safe(title)}*\n{_safe(truncate(n.reason, 1500))}"),
         {
             "type": "section",
             "fields": [
-                _mrkdwn(f"*Check*\n`{truncate(n.check, 200)}`"),
+                _mrkdwn(f"*Check*\n`{_safe(truncate(n.check, 200))}`"),
                 _mrkdwn(f"*Probe*\n{n.probe_type}"),
                 _mrkdwn(f"*Status*\n{n.status}"),
                 _mrkdwn(f"*Since*\n{iso(n.since)}"),
             ],
         },
     ]
+    if n.summary:
+        blocks.append(_section("*What changed*\n" + _safe(truncate(n.summary, 2500))))
     obs = observation_lines(n.observations)
     if obs:
         blocks.append(_section("*Observations*\n```" + "\n".join(obs) + "```"))
@@ -88,17 +95,17 @@ def _single(n: Notification, external_url: str | None) -> dict[str, Any]:
     if external_url:
         links.append(f"<{external_url.rstrip('/')}/status|Status page>")
     if n.note:
-        links.append(truncate(n.note, 300))
+        links.append(_safe(truncate(n.note, 300)))
     if links:
         blocks.append({"type": "context", "elements": [_mrkdwn(" · ".join(links))]})
-    return {"text": f"{n.title()}: {truncate(n.reason, 300)}", "blocks": blocks}
+    return {"text": _safe(f"{n.title()}: {truncate(n.reason, 300)}"), "blocks": blocks}
 
 
 def _grouped(batch: Sequence[Notification], external_url: str | None) -> dict[str, Any]:
     summary = summary_counts(batch)
     lines = [
-        f"{emoji(n)} *{truncate(n.check, 120)}* {n.title().split(': ', 1)[-1]} "
-        f"[{n.severity}] — {truncate(n.reason, 150)}"
+        f"{emoji(n)} *{_safe(truncate(n.check, 120))}* "
+        f"{_safe(n.title().split(': ', 1)[-1])} [{n.severity}] — {_safe(truncate(n.reason, 150))}"
         for n in batch[:_GROUP_LINES]
     ]
     blocks: list[dict[str, Any]] = [_section(f"*{summary}*")]
@@ -119,6 +126,10 @@ def _grouped(batch: Sequence[Notification], external_url: str | None) -> dict[st
     if footer:
         blocks.append({"type": "context", "elements": [_mrkdwn(" · ".join(footer))]})
     return {"text": summary, "blocks": blocks}
+
+
+def _safe(text: str) -> str:
+    return slack_escape(text)
 
 
 def _section(text: str) -> dict[str, Any]:

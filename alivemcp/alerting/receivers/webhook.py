@@ -87,6 +87,8 @@ def json_body(receiver: str, batch: Sequence[Notification]) -> dict[str, Any]:
                 "labels": n.labels,
                 "observations": n.observations,
                 **({"note": n.note} if n.note else {}),
+                **({"summary": n.summary} if n.summary else {}),
+                **({"details": n.details} if n.details else {}),
             }
             for n in batch
         ],
@@ -125,12 +127,14 @@ def _am_alert(n: Notification, external_url: str | None) -> dict[str, Any]:
             "target": "CheckFailing",
             "probe_broken": "ProbeBroken",
             "flapping": "CheckFlapping",
+            "tool_surface_changed": "ToolSurfaceChanged",
         }[n.kind.value],
         "check": n.check,
         "probe": n.probe_type,
         "severity": n.severity,
     }
-    annotations = {"summary": n.title(), "description": n.reason}
+    description = f"{n.reason}\n{n.summary}" if n.summary else n.reason
+    annotations = {"summary": n.title(), "description": description}
     runbook = runbook_url(n.labels)
     if runbook:
         annotations["runbook_url"] = runbook

@@ -17,6 +17,9 @@ The modules, one per family of behaviour, each handler a top-level function:
 * :mod:`.legacy`: the legacy HTTP+SSE transport (``/legacy``...).
 * :mod:`.streams`: 2025-11-25's stream features: resumption and server-to-client pings.
 * :mod:`.scripted`: the scripted answers of the hostile-server tests.
+* :mod:`.surface`: servers whose tools, instructions, prompts and resources are the point
+  (reordered, re-paged, changing on demand or after a while, flooding); ``POST /_surface``
+  makes one from a spec, ``PUT /_surface/TOKEN`` changes it.
 * :mod:`.app`: the route table, the request counter, and :func:`~.app.serve_lab`.
 
 This module and :mod:`.protocol` import only the standard library (the SDK servers' module,
@@ -66,4 +69,14 @@ LAB_PATHS = {
     "Last-Event-ID (a GET sooner than the retry delay gets 429)",
     "/ping-first": "stateful SSE that pings the client on each response stream and answers "
     "only after the client's answer",
+    "/surface/shuffle": "stateless JSON with instructions, six tools, three prompts and three "
+    "resources, reordered, re-paged, re-indented and its numbers spelled differently (1, 1.0, "
+    "1E0) on every call: the same surface every time",
+    "/surface/rich": "stateless JSON with instructions, the two tools, three prompts (two per "
+    "page) and two resources",
+    "/surface/flood": "stateless JSON listing 10,000 tools in one page",
+    "/surface/later/SECONDS": "stateless JSON whose echo tool's description turns into a "
+    "poisoned one SECONDS after the path's first request",
+    "/surface/custom/TOKEN": "the surface server of a spec posted to /_surface (changed with "
+    "PUT /_surface/TOKEN)",
 }

@@ -31,6 +31,15 @@ from alivemcp.testbed.mcp_lab.scripted import (
 )
 from alivemcp.testbed.mcp_lab.state import LAB_STATE, LabState, json_reply, lab_state
 from alivemcp.testbed.mcp_lab.streams import ping_first, resume
+from alivemcp.testbed.mcp_lab.surface import (
+    SURFACE_LAB,
+    SurfaceLab,
+    add_surface,
+    custom_surface,
+    later_surface,
+    named_surface,
+    replace_surface,
+)
 
 __all__ = ["ROUTES", "lab_app", "serve_lab"]
 
@@ -59,6 +68,11 @@ ROUTES = [
     web.post("/scripted-legacy/{token}/messages", scripted_legacy_post),
     web.route("*", "/redir-loop/{hop}", redirect),
     web.route("*", "/delayed/{ms}/{shape:json|sse}", delayed),
+    web.post("/_surface", add_surface),
+    web.put("/_surface/{token}", replace_surface),
+    web.route("*", "/surface/custom/{token}", custom_surface),
+    web.route("*", "/surface/later/{seconds}", later_surface),
+    web.route("*", "/surface/{name}", named_surface),
     # -- one server per path
     web.route("*", "/json", fast_json),
     web.route("*", "/sse", fast_sse),
@@ -95,6 +109,7 @@ def lab_app() -> web.Application:
     """A new lab, with state of its own."""
     app = web.Application(client_max_size=1024 * 1024, middlewares=[count])
     app[LAB_STATE] = LabState()
+    app[SURFACE_LAB] = SurfaceLab()
     app.router.add_routes(ROUTES)
     return app
 
