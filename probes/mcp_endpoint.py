@@ -84,11 +84,14 @@ Order, paging, whitespace and number spelling (``1.0`` is ``1``, ``1e2`` is ``10
 part of it (see ``alivemcp.surface``). prompts/list and resources/list come last, after the
 optional tools/call, with tools/list's bounds (20 pages, a repeated cursor is a loop); their
 time is ``surface_seconds``, kept out of ``total_seconds`` and the latency verdict. The surface
-never changes the verdict: when tools/list fails or is cut short, prompts/list or
-resources/list fails (an error, a wrong shape, a name listed twice, a timeout, anything not
-MCP), or a document cannot be put in canonical form (nested deeper than Python can walk), the
-run has no surface at all (a partial one would read as removals), ``details.tool_surface``
-says why (``unavailable``) and a note says so. A returned surface is summed up in
+never changes the verdict. When prompts/list or resources/list fails (an error, a wrong
+shape, a name listed twice, a timeout, anything not MCP) after an earlier run read it whole,
+that run's list stands in (``details.tool_surface.carried_over`` names it): a passing failure
+is not a removal, and a server cannot hide a change of its tools by failing prompts/list. When
+tools/list fails or is cut short, such a list fails with nothing to stand in, or a document
+cannot be put in canonical form, the run has no surface at all (a partial one would read as
+removals), ``details.tool_surface`` says why (``unavailable``) and a note says so. A returned
+surface is summed up in
 ``details.tool_surface``: ``digest``, ``mode``, ``items`` (and ``dropped``: items whose
 documents were not kept, past the contract's bound; their digests count).
 
@@ -186,6 +189,8 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         self.era: Era | None = None
         #: The tools hash seen last time, to show names only when the tools change.
         self.tools_hash: str | None = None
+        #: The prompts and resources of the last run that read them whole (see tool_surface).
+        self._carried_lists: dict[str, list[dict[str, Any]]] = {}
         #: How the tool surface is watched (None: not collected).
         self.surface_mode = _surface_mode(params, discovered=context.discovered)
         self._credentials = ClientCredentials(params.oauth) if params.oauth else None
@@ -400,11 +405,9 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             or f.protocol_version is None
         ):
             return None, None
-        built = tool_surface(f, mode)
+        built = tool_surface(f, mode, self._carried_lists)
         if isinstance(built, str):
-            if f.surface is not None and f.surface.missing is None:
-                # Not noted yet: the documents could not be put in canonical form.
-                f.notes.append(f"tool surface not recorded: {built}")
+            f.notes.append(f"tool surface not recorded: {built}")
             return None, {"mode": mode.value, "unavailable": short(built)}
         details: dict[str, Any] = {
             "digest": built.digest,
@@ -413,6 +416,9 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         }
         if built.dropped:
             details["dropped"] = built.dropped
+        if f.surface is not None and f.surface.failed:
+            # Those lists failed this run: the last complete ones stand in (see tool_surface).
+            details["carried_over"] = sorted(f.surface.failed)
         return built, details
 
 

@@ -89,6 +89,8 @@ class SurfaceParts:
     prompts: list[dict[str, Any]] = field(default_factory=list)
     resources: list[dict[str, Any]] = field(default_factory=list)
     missing: str | None = None
+    #: The lists that failed this run ("prompts", "resources").
+    failed: set[str] = field(default_factory=set)
     #: Time spent on prompts/list and resources/list (kept out of the handshake's latency).
     seconds: float = 0.0
 

@@ -127,9 +127,9 @@ async def collect_rest(result: Mapping[str, Any], facts: HandshakeFacts, send: S
             parts.seconds += time.perf_counter() - started
         if failure is not None:
             into.clear()
-            parts.missing = failure
-            facts.notes.append(f"tool surface not recorded: {failure}")
-            return
+            parts.failed.add(listing.key)
+            parts.missing = parts.missing or failure
+            facts.notes.append(f"{listing.method} failed: {failure}")
 
 
 async def _read_all(listing: _Listing, send: Send, into: list[dict[str, Any]]) -> str | None:
@@ -184,15 +184,28 @@ def _document(item: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any
     return {key: item[key] for key in fields if item.get(key) is not None}
 
 
-def tool_surface(facts: HandshakeFacts, mode: SurfaceMode) -> Surface | str:
+def tool_surface(
+    facts: HandshakeFacts, mode: SurfaceMode, carried: dict[str, list[dict[str, Any]]]
+) -> Surface | str:
     """The run's surface, or why it has none: the tools could not be listed, a list failed
-    or was cut short, or a document cannot be put in canonical form (nested deeper than
-    Python can walk)."""
+    or was cut short with nothing to carry over, or a document cannot be put in canonical form.
+
+    ``carried``: the prompts and resources of the last run that read them whole. A list that
+    fails this run is taken from there, so a server cannot hide a change of its tools by
+    making prompts/list fail (a surface-less run alerts nobody), and a passing failure of
+    prompts/list does not read as prompts removed. It updates ``carried`` after a whole run."""
     parts = facts.surface
     if parts is None:
         return "tools/list failed"
-    if parts.missing is not None:
-        return parts.missing
+    if parts.missing is not None and not parts.failed:
+        return parts.missing  # the tools themselves were cut short
+    for key in parts.failed:
+        if key not in carried:
+            return parts.missing or f"{key} failed"
+        getattr(parts, key).extend(carried[key])
+    for key in ("prompts", "resources"):
+        if key not in parts.failed:
+            carried[key] = list(getattr(parts, key))
     items: list[tuple[str, str, Mapping[str, Any]]] = [
         ("tool", tool["name"], _document(tool, _TOOL_FIELDS)) for tool in facts.tools or []
     ]

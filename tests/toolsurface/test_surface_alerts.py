@@ -16,11 +16,12 @@ from typing import Any
 import yaml
 
 from alivemcp.testbed.mcp_servers import ServerProcess
-from tests.support import ALIVEMCP, DaemonProcess, subprocess_env
+from tests.support import ALIVEMCP, REPO, DaemonProcess, subprocess_env
 from tests.support.alerting_daemon import per_key
 from tests.support.alerting_receivers import StandIn
 
 CHECK = "payments-mcp"
+RULES = REPO / "deploy" / "prometheus" / "alivemcp-rules.yaml"
 INTERVAL = 0.5
 
 BASE_TOOLS = [
@@ -116,6 +117,15 @@ def wait_runs(d: DaemonProcess, more: int) -> None:
     )
 
 
+def assert_surface_rules_use_exported_metrics(exposition: str) -> None:
+    """The alivemcp-tool-surface rules name only series this daemon exports."""
+    doc = yaml.safe_load(RULES.read_text())
+    [group] = [g for g in doc["groups"] if g["name"] == "alivemcp-tool-surface"]
+    exported = {line.split("{")[0].split(" ")[0] for line in exposition.splitlines() if line}
+    used = {m for r in group["rules"] for m in re.findall(r"\balivemcp_[a-z_]+", r["expr"])}
+    assert used and used <= exported, used - exported
+
+
 def approve(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*ALIVEMCP, "tools", "approve", "-c", str(config), CHECK, *extra],
@@ -190,6 +200,7 @@ def test_one_notification_per_change_and_approval_resolves(
             )
         d.wait_for(lambda: approved(d) == 1.0, what="approved metric")
         wait_runs(d, 3)
+        assert_surface_rules_use_exported_metrics(d.get("/metrics")[1])
     assert per_key(pd.events()) == {
         f"alivemcp/{CHECK}/tool_surface_changed": ["trigger", "resolve"]
     }
