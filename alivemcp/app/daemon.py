@@ -186,6 +186,7 @@ class Daemon:
                 probed=self._probed,
                 configured=lambda: self._configured_names,
                 counted=self._count_configured,
+                surfaces=self.surfaces,
             )
         )
         self._configured_names = frozenset(c.name for c in loaded.checks)
@@ -643,6 +644,7 @@ class Daemon:
                 await slices.step()
             if self.history is not None:
                 self.history.set_checks(everything)
+            self.surfaces.retain({info.name for info in everything})
             with self.scheduler.batch():  # one start window for all the new first runs
                 for check, info in zip(loaded.checks, infos, strict=True):
                     name = check.name

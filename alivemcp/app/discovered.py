@@ -31,6 +31,7 @@ from alivemcp.engine.runner import ProbeHandle
 from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
 from alivemcp.history.store import HistoryStore
+from alivemcp.toolsurface.tracker import SurfaceTracker
 
 __all__ = ["DiscoveredChecks", "DiscoveryParts"]
 
@@ -60,6 +61,8 @@ class DiscoveryParts:
     configured: Callable[[], Collection[str]]
     #: Told the configured checks' counts by probe type, discovered ones included.
     counted: Callable[[Counter[str]], None]
+    #: The tool-surface tracker (it forgets the checks removed).
+    surfaces: SurfaceTracker | None = None
 
 
 class DiscoveredChecks:
@@ -139,6 +142,8 @@ class DiscoveredChecks:
         )
         if parts.history is not None:
             parts.history.change_checks((info.name for info in added_infos), removed)
+        if parts.surfaces is not None:
+            parts.surfaces.forget(removed)
         with parts.scheduler.batch():  # one start window for the new first runs
             for i, (check, info) in enumerate(fresh):
                 self._unschedule(check.name, retired)

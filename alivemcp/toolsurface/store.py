@@ -144,6 +144,10 @@ class SurfaceStore:
 
     # -- connections -------------------------------------------------------------------------
 
+    def exists(self) -> bool:
+        """Whether the database file exists (every method but this one creates it)."""
+        return self.path.exists()
+
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -177,13 +177,24 @@ class SurfaceTracker:
         self._remote.append((check, data, at))
         self._wake.set()
 
-    def forget(self, names: list[str]) -> None:
-        """Checks removed from the config: their versions stay (history), the memory goes."""
+    def forget(self, names: Iterable[str]) -> None:
+        """Checks removed (from the config or their discovery source): their versions stay in
+        the store, what is kept in memory for them goes (and their series with it)."""
         for name in names:
-            self._known.pop(name, None)
-            self._infos.pop(name, None)
-            self._new_digests.pop(name, None)
-            self.findings.pop(name, None)
+            for kept in (
+                self._known,
+                self._infos,
+                self._new_digests,
+                self.findings,
+                self._approvals,
+                self._published,
+                self.changes_total,
+            ):
+                kept.pop(name, None)
+
+    def retain(self, names: Collection[str]) -> None:
+        """Forget every check but ``names`` (after a reload)."""
+        self.forget([name for name in list(self._known) if name not in names])
 
     def approval_states(self) -> list[tuple[str, bool]]:
         """(check, approved) of every check with a surface seen, sorted."""
@@ -291,6 +302,12 @@ class SurfaceTracker:
     async def _poll(self) -> None:
         # Approvals made before this process started are the store's state, not news.
         started = self._started_at
+        while True:
+            # No file, no approvals (and a daemon whose checks have no surface never makes
+            # one): nothing to read yet.
+            if self.store.exists():
+                break
+            await asyncio.sleep(self._poll_interval)  # why: the poll's period
         self._last_approval = max(
             self._last_approval,
             await self._guarded(lambda: self.store.last_approval_id(before=started)) or 0,

@@ -72,14 +72,15 @@ def fill(directory: Path) -> Path:
     """Take every free byte of the file system ``directory`` is on."""
     filler = directory / "filler"
     chunk = b"\0" * 65536
-    with filler.open("wb") as f:
+    # Unbuffered: a write the disk refuses leaves nothing behind for close() to flush again.
+    with filler.open("wb", buffering=0) as f:
         try:
             while True:
                 f.write(chunk)
                 f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC, exc
-    with contextlib.suppress(OSError), filler.open("ab") as f:  # the last partial pages
+    with contextlib.suppress(OSError), filler.open("ab", buffering=0) as f:  # the last pages
         for _ in range(64):
             f.write(b"\0" * 512)
             f.flush()

@@ -146,3 +146,15 @@ async def test_an_approval_made_here_is_published_for_the_other_replicas(tmp_pat
         await rig.tracker.stop()
     [(check, doc)] = rig.published
     assert check == "api" and doc["surface_approval"][2] == "cli:alice"
+
+
+async def test_checks_removed_are_forgotten_but_their_versions_stay(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    other = CheckInfo("other", "mcp_endpoint")
+    rig.tracker.consume(result(surface("Echo.")))
+    rig.tracker.consume(result(surface("Other."), other))
+    await rig.tracker.drain()
+    rig.tracker.retain({"other"})
+    assert rig.tracker.approved("api") is None and rig.tracker.approved("other") is True
+    assert [name for name, _ in rig.tracker.approval_states()] == ["other"]
+    assert rig.tracker.store.latest("api") is not None
