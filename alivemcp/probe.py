@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from alivemcp.durations import Duration
+from alivemcp.durations import Duration, DurationOrZero
 from alivemcp.errors import ErrorKind, ProbeError
 from alivemcp.outcome import OBSERVATION_NAME, LabeledObservation, ProbeResult, Status
 from alivemcp.resultsview import NO_RESULTS, MemberResult, ResultsView
@@ -30,6 +30,7 @@ __all__ = [
     "SEVERITY",
     "CheckContext",
     "Duration",
+    "DurationOrZero",
     "ErrorKind",
     "Findings",
     "LabeledObservation",

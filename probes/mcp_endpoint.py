@@ -81,7 +81,10 @@ keep its versions, compare it with the approved one and alert (``pin``) or only 
   ``resources/list``, requested only when the server advertises ``resources``.
 
 Order, paging, whitespace and number spelling (``1.0`` is ``1``, ``1e2`` is ``100``) are not
-part of it (see ``alivemcp.surface``). prompts/list and resources/list come last, after the
+part of it (see ``alivemcp.surface``). Tools and instructions are read every run, prompts and
+resources every ``lists_every`` (default 10 minutes; the last lists read stand in between:
+the two requests nearly doubled a run's CPU against the SDK's server, which offers both).
+prompts/list and resources/list come last, after the
 optional tools/call, with tools/list's bounds (20 pages, a repeated cursor is a loop); their
 time is ``surface_seconds``, kept out of ``total_seconds`` and the latency verdict. The surface
 never changes the verdict. When prompts/list or resources/list fails (an error, a wrong
@@ -189,8 +192,10 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         self.era: Era | None = None
         #: The tools hash seen last time, to show names only when the tools change.
         self.tools_hash: str | None = None
-        #: The prompts and resources of the last run that read them whole (see tool_surface).
+        #: The prompts and resources of the last run that read them whole (see tool_surface),
+        #: and when (monotonic; None: read them next run).
         self._carried_lists: dict[str, list[dict[str, Any]]] = {}
+        self._lists_read_at: float | None = None
         #: How the tool surface is watched (None: not collected).
         self.surface_mode = _surface_mode(params, discovered=context.discovered)
         self._credentials = ClientCredentials(params.oauth) if params.oauth else None
@@ -277,7 +282,15 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
             required_tools=tuple(p.required_tools),
             call=self._call,
             collect_surface=self.surface_mode is not None,
+            collect_lists=self._lists_due(),
         )
+
+    def _lists_due(self) -> bool:
+        """Whether this run reads prompts/list and resources/list (``lists_every``)."""
+        if self._lists_read_at is None:
+            return True
+        every = self.params.tool_surface.lists_every if self.params.tool_surface else 600.0
+        return time.monotonic() - self._lists_read_at >= every
 
     async def _talk(self, handshake: Handshake) -> ProbeResult:
         """Run the handshake; returns a preliminary verdict (latency/TLS are judged later)."""
@@ -406,6 +419,11 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         ):
             return None, None
         built = tool_surface(f, mode, self._carried_lists)
+        parts = f.surface
+        if parts is not None and not parts.skipped and not parts.failed and parts.missing is None:
+            self._lists_read_at = time.monotonic()
+        elif parts is not None and parts.skipped and isinstance(built, str):
+            self._lists_read_at = None  # a list the last read did not have: read them next run
         if isinstance(built, str):
             f.notes.append(f"tool surface not recorded: {built}")
             return None, {"mode": mode.value, "unavailable": short(built)}
@@ -416,7 +434,7 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
         }
         if built.dropped:
             details["dropped"] = built.dropped
-        if f.surface is not None and f.surface.failed:
+        if f.surface is not None and f.surface.failed and not f.surface.skipped:
             # Those lists failed this run: the last complete ones stand in (see tool_surface).
             details["carried_over"] = sorted(f.surface.failed)
         return built, details
@@ -425,12 +443,12 @@ class McpEndpointProbe(Probe[McpEndpointParams]):
 def _surface_mode(params: McpEndpointParams, *, discovered: bool) -> SurfaceMode | None:
     """How the check watches the tool surface; None: it does not. Unset, a discovered check
     observes (nobody approved it), a written one pins, one that does not list tools is off."""
-    chosen = params.tool_surface
+    chosen = params.tool_surface.mode if params.tool_surface is not None else None
     if chosen is None:
         if not params.list_tools:
             return None
         return SurfaceMode.OBSERVE if discovered else SurfaceMode.PIN
-    return None if chosen.mode == "off" else SurfaceMode(chosen.mode)
+    return None if chosen == "off" else SurfaceMode(chosen)
 
 
 def _unusable_settings(exc: ClientConfigError) -> ProbeResult:

@@ -76,6 +76,8 @@ class HandshakeOptions:
     call: ToolCallSpec | None
     #: Collect the server's surface beyond its tools (instructions, prompts, resources).
     collect_surface: bool = False
+    #: Read prompts/list and resources/list this run (else the last lists read stand in).
+    collect_lists: bool = True
 
 
 @dataclass(slots=True)
@@ -89,8 +91,11 @@ class SurfaceParts:
     prompts: list[dict[str, Any]] = field(default_factory=list)
     resources: list[dict[str, Any]] = field(default_factory=list)
     missing: str | None = None
-    #: The lists that failed this run ("prompts", "resources").
+    #: The lists that failed this run ("prompts", "resources"), or were not read (the
+    #: probe reads them every ``lists_every``): the last lists read stand in for them.
     failed: set[str] = field(default_factory=set)
+    #: The lists were not asked for this run (``failed`` then names them without a failure).
+    skipped: bool = False
     #: Time spent on prompts/list and resources/list (kept out of the handshake's latency).
     seconds: float = 0.0
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from alivemcp.plumbing.http import DEFAULT_MAX_BODY_BYTES, check_http_url, host_problem
-from alivemcp.probe import Duration, ProbeParams
+from alivemcp.probe import Duration, DurationOrZero, ProbeParams
 from probes.mcp.auth import OAuthParams
 
 __all__ = ["McpEndpointParams", "TlsParams", "ToolCallParams", "ToolSurfaceParams"]
@@ -70,13 +70,22 @@ class TlsParams(ProbeParams):
 
 
 class ToolSurfaceParams(ProbeParams):
-    mode: Literal["pin", "observe", "off"] = Field(
-        description="`pin`: the first surface seen is the approved baseline, and any later "
+    mode: Literal["pin", "observe", "off"] | None = Field(
+        None,
+        description="Unset: `pin` for a check written in the config, `observe` for a "
+        "discovered one. `pin`: the first surface seen is the approved baseline, and any later "
         "difference opens a `tool_surface_changed` alert until the new surface is approved "
         "(`alivemcp tools approve`); going back to the approved surface resolves it. "
         "`observe`: every version is recorded and listed, nobody is paged. `off`: the surface "
         "is not collected (no prompts/list or resources/list requests). The check's up/down "
-        "verdict never depends on the surface."
+        "verdict never depends on the surface.",
+    )
+    lists_every: DurationOrZero = Field(
+        600.0,
+        description="prompts/list and resources/list (for servers that offer them) are read "
+        "at most this often, and the last lists read stand in between; tools and instructions "
+        "are read every run. The two requests nearly double the cost of a run against such a "
+        "server; a change of prompts or resources is seen within this time. 0: every run.",
     )
 
     @field_validator("mode", mode="before")
@@ -232,7 +241,7 @@ class McpEndpointParams(ProbeParams):
     def _surface_needs_tools(self) -> McpEndpointParams:
         if (
             self.tool_surface is not None
-            and self.tool_surface.mode != "off"
+            and self.tool_surface.mode not in ("off", None)
             and not self.list_tools
         ):
             raise ValueError(

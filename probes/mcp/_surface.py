@@ -31,7 +31,14 @@ from typing import Any
 
 from alivemcp.probe import Surface, SurfaceMode, build_surface
 from probes.mcp._jsonrpc import json_kind, rpc_error, short
-from probes.mcp._model import AuthRejected, Down, HandshakeFacts, Send, SurfaceParts
+from probes.mcp._model import (
+    AuthRejected,
+    Down,
+    HandshakeFacts,
+    HandshakeOptions,
+    Send,
+    SurfaceParts,
+)
 from probes.mcp._transport import Reply
 
 __all__ = [
@@ -107,7 +114,9 @@ def _advertises(capabilities: object, name: str) -> bool:
     return isinstance(value, dict) or value is True
 
 
-async def collect_rest(result: Mapping[str, Any], facts: HandshakeFacts, send: Send) -> None:
+async def collect_rest(
+    result: Mapping[str, Any], facts: HandshakeFacts, send: Send, options: HandshakeOptions
+) -> None:
     """Everything of the surface but the tools, into ``facts.surface``; ``result`` is the
     initialize (or server/discover) result. A failed list is noted and leaves the surface
     marked incomplete (``missing``); the verdict is not touched."""
@@ -119,6 +128,10 @@ async def collect_rest(result: Mapping[str, Any], facts: HandshakeFacts, send: S
     capabilities = result.get("capabilities")
     for listing, into in ((_PROMPTS, parts.prompts), (_RESOURCES, parts.resources)):
         if not _advertises(capabilities, listing.capability):
+            continue
+        if not options.collect_lists:
+            parts.failed.add(listing.key)  # not read this run: the last lists stand in
+            parts.skipped = True
             continue
         started = time.perf_counter()
         try:

@@ -58,7 +58,7 @@ async def after_initialize(
         if facts.tools_cut_short:
             facts.surface = SurfaceParts(missing=f"tools/list: more than {MAX_PAGES} pages")
         else:
-            await collect_rest(result, facts, send)
+            await collect_rest(result, facts, send, options)
 
 
 async def _list_tools(facts: HandshakeFacts, send: Send) -> None:

@@ -549,7 +549,8 @@ async def test_a_list_failing_after_a_whole_run_is_carried_over_and_cannot_hide_
     prompts: the surface stays (no run without one, which would alert nobody), its prompts are
     unchanged, and a tool changed meanwhile still shows."""
     url = surface_lab(lab, BASE)
-    doc = {"checks": [{"name": "t", "probe": "mcp_endpoint", "params": {"url": url}}]}
+    params = {"url": url, "tool_surface": {"lists_every": 0}}  # read the lists every run
+    doc = {"checks": [{"name": "t", "probe": "mcp_endpoint", "params": params}]}
     plumbing = Plumbing()
     handle = build_handle(load_config_text(yaml.safe_dump(doc), env={}).checks[0], plumbing)
     try:
@@ -569,3 +570,20 @@ async def test_a_list_failing_after_a_whole_run_is_carried_over_and_cannot_hide_
     finally:
         await handle.teardown()
         await plumbing.aclose()
+
+
+async def test_prompts_and_resources_are_read_every_lists_every_and_stand_in_between(
+    lab: ServerProcess,
+) -> None:
+    """Tools every run; prompts/list and resources/list once per ``lists_every`` (default 10
+    minutes), the last lists standing in between: the same digest, two requests fewer."""
+    url = surface_lab(lab, BASE)
+    results = await run_check_series("mcp_endpoint", {"url": url}, runs=3)
+    assert len({_surface(r).digest for r in results}) == 1
+    assert _rpc_count(lab, url, "tools/list") == 3
+    assert _rpc_count(lab, url, "prompts/list") == _rpc_count(lab, url, "resources/list") == 1
+    every_run = surface_lab(lab, BASE)
+    await run_check_series(
+        "mcp_endpoint", {"url": every_run, "tool_surface": {"lists_every": 0}}, runs=3
+    )
+    assert _rpc_count(lab, every_run, "prompts/list") == 3
