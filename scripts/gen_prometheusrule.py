@@ -27,8 +27,8 @@ HEADER = """\
 """
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+class Dumper(yaml.SafeDumper):
+    """The YAML style of the generated rule files (scripts/gen_helm_rules.py uses it too)."""
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> Any:
@@ -37,7 +37,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> Any:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
-_Dumper.add_representer(str, _str)
+Dumper.add_representer(str, _str)
 
 
 def render() -> str:
@@ -55,7 +55,7 @@ def render() -> str:
         },
         "spec": {"groups": rules["groups"]},
     }
-    body = yaml.dump(resource, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    body = yaml.dump(resource, Dumper=Dumper, sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
 
 

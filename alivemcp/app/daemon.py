@@ -76,9 +76,11 @@ from alivemcp.plumbing import Plumbing
 from alivemcp.toolsurface.metrics import SurfaceCollector
 from alivemcp.toolsurface.store import SurfaceStore
 from alivemcp.toolsurface.tracker import SurfaceTracker
+from alivemcp.web.auth import WebAccess
 from alivemcp.web.discovery import DiscoveryCollector
 from alivemcp.web.metrics import Metrics
 from alivemcp.web.server import HttpServer
+from alivemcp.web.webconfig import WebConfig
 
 __all__ = ["Daemon"]
 
@@ -110,7 +112,13 @@ APPLY_SLICE = 1000
 
 class Daemon:
     def __init__(
-        self, loaded: LoadedConfig, config_path: Path | None, listen: str | None = None
+        self,
+        loaded: LoadedConfig,
+        config_path: Path | None,
+        listen: str | None = None,
+        *,
+        web_config: WebConfig | None = None,
+        web_config_pinned: bool = False,
     ) -> None:
         self._loaded = loaded
         self._config_path = config_path
@@ -196,6 +204,14 @@ class Daemon:
             self.discovered.apply,
             base_dir=config_path.parent if config_path is not None else Path.cwd(),
         )
+        # TLS, credentials and headers: --web.config.file (web_config, pinned) or the config's.
+        self.web_access = WebAccess.serving(
+            loaded.config.server,
+            self.metrics.registry,
+            config_dir=config_path.parent if config_path is not None else Path.cwd(),
+            web_config=web_config,
+            pinned=web_config_pinned,
+        )
         self.server = HttpServer(
             self.store,
             self.metrics,
@@ -205,6 +221,8 @@ class Daemon:
             self.history,
             self.discovery.snapshot,
             surfaces=self.surfaces,
+            mcp=loaded.config.server.mcp,
+            access=self.web_access,
         )
         self.metrics.registry.register(DiscoveryCollector(self.discovery.snapshot))
         self._data_dir_lock = DataDirLock(loaded.config.data_dir)
@@ -478,6 +496,7 @@ class Daemon:
             configure_logging(loaded.config.logging.level, loaded.config.logging.format)
             if loaded.config.server.listen != self._loaded.config.server.listen:
                 log.warning("server.listen changed: takes effect on restart")
+            await self.web_access.reconfigure(loaded.config.server)
             if loaded.config.history.enabled != self._loaded.config.history.enabled:
                 log.warning("history.enabled changed: takes effect on restart")
             if loaded.config.data_dir != self._loaded.config.data_dir:

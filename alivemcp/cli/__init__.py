@@ -62,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon (metrics, status API, alerting)")
     run.add_argument("--config", "-c", required=True, type=Path, help="YAML config file")
     run.add_argument("--listen", help="HOST:PORT, overrides server.listen")
+    run.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        type=Path,
+        metavar="FILE",
+        help="TLS, basic auth and headers in the Prometheus exporters' web config format; "
+        "overrides server.web_config_file",
+    )
     run.set_defaults(func=_cmd_run)
 
     check = sub.add_parser("check", help="run checks once and print their results")
@@ -222,11 +230,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from alivemcp.web.webconfig import load_web_config, web_config_path
+
+    # Refused here, before anything starts, like the config itself (exit 2, one message).
+    web_config = load_web_config(
+        web_config_path(
+            args.web_config_file, loaded.config.server.web_config_file, args.config.parent
+        )
+    )
     configure_logging(loaded.config.logging.level, loaded.config.logging.format)
     from alivemcp.app.daemon import Daemon
 
     async def go() -> int:
-        return await Daemon(loaded, args.config, args.listen).run()
+        return await Daemon(
+            loaded,
+            args.config,
+            args.listen,
+            web_config=web_config,
+            web_config_pinned=args.web_config_file is not None,
+        ).run()
 
     return _run_async(go)
 

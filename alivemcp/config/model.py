@@ -35,11 +35,45 @@ class _Strict(BaseModel):
 
 class ServerConfig(_Strict):
     listen: str = Field("0.0.0.0:9464", description="HOST:PORT for /metrics, /status, /healthz.")
+    mcp: bool = Field(
+        True,
+        description="Serve MCP at /mcp on the same port, for agents: read-only tools "
+        "(list_checks, get_check, get_uptime, list_incidents, explain_check, "
+        "list_tool_surface_changes) and alivemcp://checks/{name} resources. A change takes "
+        "effect on restart.",
+    )
+
+    web_config_file: str | None = Field(
+        None,
+        description="A web config file in the format of Prometheus exporters "
+        "(exporter-toolkit): TLS (`tls_server_config`), response headers "
+        "(`http_server_config.headers`) and users with bcrypt password hashes "
+        "(`basic_auth_users`). Relative to this file's directory; `alivemcp run "
+        "--web.config.file` wins over it. Re-read when it or a file it names changes "
+        "(certificate rotation without a restart); a broken new version is refused and the "
+        "previous one kept. Turning TLS on or off takes a restart.",
+    )
+    public_paths: list[str] = Field(
+        default_factory=list,
+        description="Paths served without credentials when the web config has "
+        'basic_auth_users, e.g. `["/", "/badge/"]`: an entry ending in `/` is a prefix, '
+        "except `/` itself, which is the status page alone. `/healthz` and `/readyz` are "
+        "always open; everything else (`/metrics`, `/status`, `/api/`, badges) needs "
+        "credentials. Applied on reload.",
+    )
 
     @field_validator("listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
         split_listen(value)
+        return value
+
+    @field_validator("public_paths")
+    @classmethod
+    def _absolute_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.startswith("/"):
+                raise ValueError(f"{path!r} is not a path: public paths start with /")
         return value
 
 

@@ -20,6 +20,7 @@ from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
 
 if TYPE_CHECKING:
     from alivemcp.toolsurface.tracker import SurfaceTracker
+    from alivemcp.web.auth import WebAccess
 
 __all__ = ["HttpServer"]
 
@@ -43,6 +44,8 @@ class HttpServer:
         discovery: Callable[[], Sequence[SourceSnapshot]] | None = None,
         *,
         surfaces: SurfaceTracker | None = None,
+        mcp: bool = False,
+        access: WebAccess | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -53,14 +56,22 @@ class HttpServer:
         self._ticker: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
-        app = web.Application()
+        #: TLS, credentials and response headers (the web config); None: plain and open.
+        self._access = access
+        app = web.Application(middlewares=[access.middleware] if access is not None else [])
         app.router.add_get("/", self._page)
         app.router.add_get("/metrics", self._metrics_handler)
         app.router.add_get("/status", self._status)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         add_api_routes(app, store, history, discovery, surfaces=surfaces)
+        if mcp:  # the MCP face at /mcp; the SDK is imported only by a server that serves it
+            from alivemcp.web.mcp_face import add_mcp_route
+
+            add_mcp_route(app, store, history, surfaces, firing_alerts)
         app.on_response_prepare.append(_no_sniffing)
+        if access is not None:
+            app.on_response_prepare.append(access.add_headers)
         self._app = app
 
     async def start(self, host: str, port: int) -> None:
@@ -70,16 +81,21 @@ class HttpServer:
             self._app, access_log=None, handle_signals=False, shutdown_timeout=STOP_REQUESTS_SECONDS
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        tls = self._access.ssl_context if self._access is not None else None
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=tls)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else port
         self._ticker = asyncio.create_task(self._tick())
+        if self._access is not None:
+            await self._access.start()
 
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        if self._access is not None:
+            await self._access.stop()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -142,15 +158,12 @@ class HttpServer:
             pending = [
                 s.info.name for s in self._store.states() if s.last is None and not s.in_flight
             ]
-            return web.json_response(
-                {
-                    "ready": False,
-                    "reason": "checks not run yet",
-                    "pending": pending[:20],
-                    "pending_count": len(pending),
-                },
-                status=503,
-            )
+            answer: dict[str, Any] = {"ready": False, "reason": "checks not run yet"}
+            # Always open (kubelet probes): behind credentials, the names are not for everyone.
+            if self._access is None or not self._access.asks_credentials:
+                answer["pending"] = pending[:20]
+            answer["pending_count"] = len(pending)
+            return web.json_response(answer, status=503)
         return web.json_response({"ready": True})
 
 
