@@ -389,6 +389,13 @@ def test_a_real_prometheus_scrapes_over_tls_with_basic_auth_and_a_client_certifi
             t["labels"]["job"]: t["lastError"]
             for t in prometheus.api("/api/v1/targets")["data"]["activeTargets"]
         }
+        print(
+            "\nPrometheus, up over 5m (good jobs: sum; refused jobs: max):",
+            prometheus.values(good_ups),
+            never,
+            "\nlastError per refused job:",
+            {job: errors[job] for job in refused},
+        )
         assert "401 Unauthorized" in errors["wrong_password"]
         assert "403 Forbidden" in errors["san_not_allowed"]
         assert errors["no_client_certificate"]  # the handshake is refused
