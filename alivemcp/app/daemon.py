@@ -260,6 +260,8 @@ class Daemon:
             self._build_handle,
             self._retire,
             last_run=self._last_run,
+            # The previous owner's last results read before ``last_run`` is asked (bounded).
+            before_probing=view.read_to_end,
         )
         # Told in this order of shards gained, in reverse of shards lost: alert state is read
         # before a shard's checks run; probing stops before its results are flushed and its

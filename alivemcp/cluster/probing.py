@@ -10,12 +10,16 @@ eager (every shard is revoked from every replica, then assigned again, mostly to
 replica), so an instance is usually wanted back a moment later, with its clients and set-up.
 Parked instances the next assignment does not take back are retired (torn down: canary
 clean-up) in the background, as a reload retires replaced checks.
+
+A gained shard's checks are scheduled after ``before_probing`` (the daemon's: the view reads
+the shard's results up to their end, bounded) so that ``last_run`` knows the previous owner's
+last runs: a check it ran less than an interval ago waits for its grid point.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -46,11 +50,14 @@ class ProbingListener:
         *,
         cancel_timeout: float = CANCEL_TIMEOUT_SECONDS,
         last_run: Callable[[str], float | None] = lambda name: None,
+        before_probing: Callable[[frozenset[int]], Awaitable[object]] | None = None,
     ) -> None:
         """``checks``: the configured checks (all of them; the current config after a
         reload). ``build``: a new probe instance for a check. ``retire``: tear instances
         down in the background. ``last_run``: when a check's latest known run started (unix
-        time), None if none is known."""
+        time), None if none is known. ``before_probing``: awaited with the gained shards
+        before their checks are scheduled (it must bound its own wait: it runs inside the
+        group's rebalance); its failure is logged and the checks are scheduled anyway."""
         self._scheduler = scheduler
         self._shard_of = shard_of
         self._checks = checks
@@ -58,6 +65,7 @@ class ProbingListener:
         self._retire = retire
         self._cancel_timeout = cancel_timeout
         self._last_run = last_run
+        self._before_probing = before_probing
         self.held: frozenset[int] = frozenset()
         #: Instances taken off the scheduler by a revoke, by check: (handle, fingerprint).
         self._parked: dict[str, tuple[ProbeHandle, object]] = {}
@@ -66,6 +74,15 @@ class ProbingListener:
         return self._shard_of(name) in self.held
 
     async def on_assigned(self, shards: frozenset[int]) -> None:
+        if self._before_probing is not None:
+            try:
+                await self._before_probing(shards)
+            except Exception as exc:  # the shards are probed all the same
+                log.warning(
+                    "before probing gained shards: failed",
+                    error=f"{type(exc).__name__}: {exc}",
+                    shards=len(shards),
+                )
         self.held = self.held | shards
         added = 0
         now = time.time()

@@ -15,6 +15,13 @@ results stream calls a status change) and are not given to history again. Withou
 position the view starts ``view_replay`` before now, for both. A saved position older than
 the topic's retention starts at the oldest record kept.
 
+Handover. A replica that gains a shard asks the view to read the shard's partition up to where
+it ends at that moment (:meth:`ResultsView.read_to_end`) before it schedules the shard's
+checks: the previous owner flushed its last results before it gave the shard up, and the new
+owner must know when they ran, or it would run them again within their interval. The wait is
+bounded (it happens inside the group's rebalance, when aiokafka sends no heartbeat); past the
+bound the checks are scheduled on what the view knows, as if it had not waited.
+
 Our own records. Records with this replica's id are the echo of this process's runs (already
 in the store through the pipeline) when their run started after the view did; older ones were
 written by an earlier process with the same id and refill the store like the others.
@@ -32,7 +39,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,6 +65,10 @@ SAVE_EVERY_SECONDS = 5.0
 START_WAIT_SECONDS = 10.0
 RETRY_MIN_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0
+#: The longest :meth:`ResultsView.read_to_end` waits at a handover; also at most a fifth of the
+#: session timeout (no heartbeat goes out while the node's listeners act on an assignment).
+HANDOVER_WAIT_SECONDS = 2.0
+HANDOVER_WAIT_SESSION_SHARE = 0.2
 #: Records handed over per fetch: the event loop gets a turn between batches.
 MAX_RECORDS = 2000
 #: Bounds on what one record may bring into memory.
@@ -67,6 +78,7 @@ MAX_LABELS = 32
 MAX_TEXT = 249
 
 DROP_REASONS = ("invalid", "unknown_check", "wrong_partition", "error")
+HANDOVER_OUTCOMES = ("read", "timeout", "failed", "not_ready")
 
 
 class SurfaceSink(Protocol):
@@ -203,9 +215,11 @@ class ResultsView:
         save_every: float = SAVE_EVERY_SECONDS,
         start_wait: float = START_WAIT_SECONDS,
         surfaces: SurfaceSink | None = None,
+        handover_wait: float | None = None,
     ) -> None:
         """``surfaces``: where the tool-surface parts of records go (other replicas' surface
-        versions and approvals, for this replica's surface store)."""
+        versions and approvals, for this replica's surface store). ``handover_wait``: the
+        bound of :meth:`read_to_end` (None: 2 s, at most a fifth of the session timeout)."""
         self.config = config
         self.surfaces = surfaces
         self.kafka = kafka
@@ -216,6 +230,11 @@ class ResultsView:
         self.replay = config.view_replay if replay is None else replay
         self.save_every = save_every
         self.start_wait = start_wait
+        self.handover_wait = (
+            min(HANDOVER_WAIT_SECONDS, config.session_timeout * HANDOVER_WAIT_SESSION_SHARE)
+            if handover_wait is None
+            else handover_wait
+        )
         self._replica = config.replica_id
         self._shards = config.shards
         self._shard_of = ShardMap(config.shards)
@@ -230,6 +249,8 @@ class ResultsView:
         self._saver: asyncio.Task[None] | None = None
         self._born = 0.0
         self.caught_up = asyncio.Event()
+        #: Set (and replaced by a fresh one) after every fetch taken: wakes read_to_end.
+        self._progress = asyncio.Event()
         self._metrics(registry)
 
     def _metrics(self, registry: CollectorRegistry) -> None:
@@ -258,6 +279,17 @@ class ResultsView:
             "1 once the view has read the results topic up to where it ended at start.",
             registry=registry,
         ).set_function(lambda: 1.0 if self.caught_up.is_set() else 0.0)
+        self._handover_reads = Counter(
+            "alivemcp_cluster_view_handover_reads",
+            "Reads of gained shards' partitions to their end before their checks are "
+            "scheduled: read (in time), timeout (not within the bound: scheduled on what the "
+            "view knew), failed (end offsets unknown), not_ready (the view had not caught up "
+            "since start: no wait).",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in HANDOVER_OUTCOMES:
+            self._handover_reads.labels(outcome=outcome)
         for outcome in ("status", "own", "surface_approval"):
             self._taken.labels(outcome=outcome)
         for reason in DROP_REASONS:
@@ -273,6 +305,48 @@ class ResultsView:
             if high is not None:
                 total += max(0, high - position)
         return float(total)
+
+    async def read_to_end(self, shards: Iterable[int], timeout: float | None = None) -> bool:
+        """Wait until the partitions of ``shards`` are read up to where they end now, for at
+        most ``timeout`` (None: ``handover_wait``). True when read; False when the bound ran
+        out, the end offsets could not be had, or the view has not caught up since start (it
+        is reading a backlog, within ``start_wait`` already waited for: no wait then)."""
+        consumer = self._consumer
+        if consumer is None or self._next is None or not self.caught_up.is_set():
+            self._handover_reads.labels(outcome="not_ready").inc()
+            return False
+        wait = self.handover_wait if timeout is None else timeout
+        tps = [TopicPartition(self.topic, p) for p in sorted(set(shards))]
+        started = time.monotonic()
+        outcome = "read"
+        try:
+            async with asyncio.timeout(wait):
+                # A ListOffsets request of its own: safe beside the fetch loop's getmany.
+                ends = await consumer.end_offsets(tps)
+                while not self._reached(ends):
+                    await self._progress.wait()
+        except TimeoutError:
+            outcome = "timeout"
+        except Exception as exc:  # KafkaError mostly: the handover goes on without the wait
+            outcome = "failed"
+            log.warning(
+                "results view: end of gained shards unknown", error=f"{type(exc).__name__}: {exc}"
+            )
+        self._handover_reads.labels(outcome=outcome).inc()
+        if outcome == "timeout":
+            log.warning(
+                "results view did not read gained shards to their end in time; their checks "
+                "are scheduled on what it knows",
+                shards=len(tps),
+                waited_seconds=round(time.monotonic() - started, 3),
+            )
+        return outcome == "read"
+
+    def _reached(self, ends: Mapping[TopicPartition, int]) -> bool:
+        positions = self._next
+        return positions is not None and all(
+            positions[tp.partition] >= end for tp, end in ends.items()
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -340,6 +414,8 @@ class ResultsView:
                 for record in records:
                     self._take(tp.partition, record.offset, record.value)
                 taken += len(records)
+            self._progress.set()
+            self._progress = asyncio.Event()
             if not self.caught_up.is_set() and self._reached_start_end():
                 self.caught_up.set()
                 log.info(

@@ -1,27 +1,37 @@
 """The global view against a real 3-broker Kafka: other replicas' results in this replica's
 status (with their owner), every result in history once (across a restart, from the saved
-position), garbage in the topic dropped and counted, and a bounded replay on first start."""
+position), garbage in the topic dropped and counted, a bounded replay on first start, and a gained
+shard read to its end (bounded) before its checks are scheduled."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+import yaml
+from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from alivemcp.cluster.config import ClusterConfig
-from alivemcp.cluster.shards import shard_of
+from alivemcp.cluster.probing import ProbingListener
+from alivemcp.cluster.shards import ShardMap, shard_of
 from alivemcp.cluster.stream import ResultsStream, result_record
 from alivemcp.cluster.view import POSITION_FILE, ResultsView
+from alivemcp.config import load_config_text
+from alivemcp.engine.checks import build_handle
+from alivemcp.engine.instruments import SchedulerMetrics
 from alivemcp.engine.results import CheckInfo
+from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
 from alivemcp.history.config import HistoryConfig
 from alivemcp.history.store import HistoryStore
+from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
 from tests.support import DaemonProcess, write_daemon_config
@@ -388,3 +398,134 @@ def test_two_daemons_serve_every_check_with_its_owner_and_history(
     finally:
         for daemon in daemons.values():
             daemon.stop()
+
+
+# -- handover: the previous owner's last runs read before a gained shard's checks are scheduled
+
+
+@contextlib.asynccontextmanager
+async def probing_on(replica: Replica, view_wait: float | None) -> AsyncIterator[ProbingListener]:
+    """``replica``'s probing of the INFOS checks (60 s interval, a static probe) on a running
+    scheduler, its ``last_run`` from its status store, its view read before probing
+    (``view_wait``: read_to_end's bound, None: the view's default)."""
+    checks = [{"name": i.name, "probe": "test_static", "interval": 60} for i in INFOS]
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}))
+    scheduler = Scheduler(
+        lambda name: None,
+        SchedulerMetrics(CollectorRegistry()),
+        lambda result: None,
+        loaded.config.scheduler,
+    )
+    plumbing = Plumbing()
+
+    def last_run(name: str) -> float | None:
+        state = replica.store.get(name)
+        return state.last.started_at if state is not None and state.last is not None else None
+
+    probing = ProbingListener(
+        scheduler,
+        ShardMap(replica.config.shards),
+        lambda: loaded.checks,
+        lambda c: build_handle(c, plumbing),
+        lambda handles: None,
+        last_run=last_run,
+        before_probing=lambda shards: replica.view.read_to_end(shards, view_wait),
+    )
+    scheduler.start()
+    try:
+        yield probing
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
+
+
+@contextlib.contextmanager
+def view_paused(replica: Replica, shard: int) -> Iterator[TopicPartition]:
+    """The replica's view reads nothing of ``shard`` until resumed (or the block ends): a view
+    behind, as on a loaded machine."""
+    consumer = replica.view._consumer
+    assert consumer is not None
+    tp = TopicPartition(replica.view.topic, shard)
+    consumer.pause(tp)
+    try:
+        yield tp
+    finally:
+        consumer.resume(tp)
+
+
+async def previous_owner_ran(owner: Replica, shard: int, at: float) -> list[str]:
+    """``owner`` ran every check of ``shard`` at ``at`` and gave the shard up: its results are
+    flushed (acknowledged), as its ``on_revoked`` does."""
+    names = [i.name for i in INFOS if shard_of(i.name, owner.config.shards) == shard]
+    assert names
+    for check in INFOS:
+        if check.name in names:
+            owner.run(check, Status.UP, started_at=at)
+    assert await owner.stream.flush([shard], 20) == 0
+    return names
+
+
+def handover_reads(replica: Replica, outcome: str) -> float:
+    return metric(
+        replica.registry, "alivemcp_cluster_view_handover_reads_total", {"outcome": outcome}
+    )
+
+
+async def test_a_gained_shards_checks_just_run_elsewhere_wait_though_the_view_was_behind(
+    pair: tuple[Replica, Replica],
+) -> None:
+    a, b = pair  # b gives a shard up; a gains it
+    shard = shard_of(INFOS[0].name, a.config.shards)
+    assert a.view.handover_wait == min(2.0, a.config.session_timeout / 5)
+    async with probing_on(a, None) as probing:
+        with view_paused(a, shard) as tp:
+            names = await previous_owner_ran(b, shard, time.time() - 0.5)
+            # a's view has not read them when the shard is assigned; it goes on 0.3 s later.
+            assert all(a.store.get(n).last is None for n in names)  # type: ignore[union-attr]
+            resume = asyncio.get_running_loop().call_later(0.3, a.view._consumer.resume, tp)  # type: ignore[union-attr]
+            assigned_at = time.monotonic()
+            await probing.on_assigned(frozenset({shard}))
+            took = time.monotonic() - assigned_at
+            resume.cancel()
+        assert handover_reads(a, "read") == 1 and handover_reads(a, "timeout") == 0
+        assert 0.25 < took < a.view.handover_wait, took
+        assert all(a.row(n)["owner"] == "replica-b" for n in names)
+        await asyncio.sleep(0)  # the arrivals are planned
+        now = time.time()
+        for name in names:  # no early run: each waits for its grid point
+            entry = probing._scheduler.checks[name]
+            assert entry.first_run is None, name
+            assert abs(entry.due - entry.grid_at_or_after(now)) < 1, name
+    print(f"\nhandover with the view 0.3 s behind: on_assigned took {took:.3f}s")
+
+
+async def test_a_view_that_cannot_catch_up_does_not_stall_an_assignment(
+    kafka3: KafkaCluster, topics: str, pair: tuple[Replica, Replica], tmp_path: Path
+) -> None:
+    a, b = pair
+    shard = shard_of(INFOS[1].name, a.config.shards)
+    async with probing_on(a, 0.5) as probing:
+        with view_paused(a, shard):
+            names = await previous_owner_ran(b, shard, time.time() - 0.5)
+            assigned_at = time.monotonic()
+            await probing.on_assigned(frozenset({shard}))
+            took = time.monotonic() - assigned_at
+        assert handover_reads(a, "timeout") == 1 and handover_reads(a, "read") == 0
+        assert 0.5 <= took < 1.5, took
+        # Scheduled on what the view knew (nothing): as before the wait, one run soon.
+        await asyncio.sleep(0)
+        now = time.time()
+        for name in names:
+            assert probing._scheduler.checks[name].due <= now + 3, name
+    # A view not reading (Kafka unreachable, or still replaying at start) is not waited for.
+    idle = ResultsView(
+        config_for(kafka3, topics, "replica-c"),
+        a.parts.kafka,
+        StatusStore("replica-c"),
+        None,
+        tmp_path / "c",
+        CollectorRegistry(),
+    )
+    started = time.monotonic()
+    assert not await idle.read_to_end({shard})
+    assert time.monotonic() - started < 0.1
