@@ -240,6 +240,12 @@ class Scheduler:
         metrics.in_flight.set_function(lambda: self._probing)
 
     @property
+    def unplanned(self) -> int:
+        """Checks added whose first run is not planned yet (planning runs soon after an add,
+        or when a batch ends, a slice per loop turn)."""
+        return len(self._arrivals)
+
+    @property
     def checks(self) -> Mapping[str, ScheduledCheck]:
         return self._checks
 

@@ -34,7 +34,7 @@ from alivemcp.history.store import HistoryStore
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.support import DaemonProcess, write_daemon_config
+from tests.support import DaemonProcess, run_until, write_daemon_config
 from tests.support.cluster import cluster_section, unique_prefix
 from tests.support.results_stream import (
     Parts,
@@ -471,6 +471,16 @@ def handover_reads(replica: Replica, outcome: str) -> float:
     )
 
 
+async def first_runs_planned(scheduler: Scheduler) -> None:
+    """Until the scheduler has planned the first run of every check added (it does so soon
+    after the add, a slice per loop turn)."""
+
+    async def unplanned() -> int:
+        return scheduler.unplanned
+
+    await run_until(unplanned, lambda left: left == 0, "first runs planned", within=5, pause=0)
+
+
 async def test_a_gained_shards_checks_just_run_elsewhere_wait_though_the_view_was_behind(
     pair: tuple[Replica, Replica],
 ) -> None:
@@ -490,7 +500,7 @@ async def test_a_gained_shards_checks_just_run_elsewhere_wait_though_the_view_wa
         assert handover_reads(a, "read") == 1 and handover_reads(a, "timeout") == 0
         assert 0.25 < took < a.view.handover_wait, took
         assert all(a.row(n)["owner"] == "replica-b" for n in names)
-        await asyncio.sleep(0)  # the arrivals are planned
+        await first_runs_planned(probing._scheduler)
         now = time.time()
         for name in names:  # no early run: each waits for its grid point
             entry = probing._scheduler.checks[name]
@@ -513,7 +523,7 @@ async def test_a_view_that_cannot_catch_up_does_not_stall_an_assignment(
         assert handover_reads(a, "timeout") == 1 and handover_reads(a, "read") == 0
         assert 0.5 <= took < 1.5, took
         # Scheduled on what the view knew (nothing): as before the wait, one run soon.
-        await asyncio.sleep(0)
+        await first_runs_planned(probing._scheduler)
         now = time.time()
         for name in names:
             assert probing._scheduler.checks[name].due <= now + 3, name
