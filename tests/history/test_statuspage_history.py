@@ -30,7 +30,10 @@ from aiohttp import web
 from alivemcp.web.statuspage import PAGE_HEADERS, PAGE_HTML
 from tests.support import DaemonProcess
 from tests.support.aiohttp_server import serve_app
-from tests.support.chromium_cdp import Browser, ChromiumMissingError
+from tests.support.chromium_cdp import (
+    Browser,
+    csp_watching,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".cache" / "ship"
@@ -49,10 +52,6 @@ EN_DASH = "\u2013"  # the page writes ranges and "no figure" with it
 NO_RATIO = EN_DASH
 XSS_REASON = '<img src=x onerror="window.__xss = 1"> initialize returned HTML'
 #: Runs before the page's own script: records what the Content-Security-Policy blocked.
-RECORD_CSP_VIOLATIONS = (
-    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-)
 
 
 def _seed(name: str) -> int:
@@ -331,12 +330,8 @@ async def standin_no_history() -> AsyncIterator[StandIn]:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    try:
-        async with Browser(width=1400, height=900) as b:
-            await b.send("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
-            yield b
-    except ChromiumMissingError as exc:
-        pytest.fail(str(exc))
+    async with csp_watching() as b:
+        yield b
 
 
 def pct(ratio: float | None) -> str:

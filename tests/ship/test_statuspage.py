@@ -25,7 +25,10 @@ from aiohttp import web
 from alivemcp.web.statuspage import CONTENT_SECURITY_POLICY, PAGE_HEADERS, PAGE_HTML
 from tests.support import DaemonProcess
 from tests.support.aiohttp_server import serve_app
-from tests.support.chromium_cdp import Browser, ChromiumMissingError
+from tests.support.chromium_cdp import (
+    Browser,
+    csp_watching,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".cache" / "ship"
@@ -170,20 +173,12 @@ async def status_server() -> AsyncIterator[StatusServer]:
 
 
 #: Runs before the page's own script: records what the Content-Security-Policy blocked.
-RECORD_CSP_VIOLATIONS = (
-    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-)
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    try:
-        async with Browser(width=1400, height=900) as b:
-            await b.send("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
-            yield b
-    except ChromiumMissingError as exc:
-        pytest.fail(str(exc))
+    async with csp_watching() as b:
+        yield b
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -17,8 +17,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -264,3 +265,34 @@ def _read_port(port_file: Path) -> int | None:
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+#: Installed before a page loads: every Content-Security-Policy violation is kept in
+#: ``window.__csp`` (a test asserts it stays empty: the page needs nothing its CSP forbids).
+RECORD_CSP_VIOLATIONS = (
+    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+B = TypeVar("B", bound=Browser)
+
+
+@contextlib.asynccontextmanager
+async def csp_watching(
+    kind: type[B] = Browser,  # type: ignore[assignment]
+    *,
+    width: int = 1400,
+    height: int = 900,
+) -> AsyncIterator[B]:
+    """A headless Chromium recording CSP violations (:data:`RECORD_CSP_VIOLATIONS`); a missing
+    Chromium fails the test (``make test`` installs it), it never skips."""
+    import pytest
+
+    try:
+        async with kind(width=width, height=height) as browser:
+            await browser.send(
+                "Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS}
+            )
+            yield browser
+    except ChromiumMissingError as exc:
+        pytest.fail(str(exc))

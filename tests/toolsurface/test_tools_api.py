@@ -34,7 +34,10 @@ from alivemcp.web.tools import (
     surface_document,
     surface_state,
 )
-from tests.support.chromium_cdp import Browser, ChromiumMissingError
+from tests.support.chromium_cdp import (
+    Browser,
+    csp_watching,
+)
 
 BIDI = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: reverses what follows on screen
 ZWSP = "\u200b"  # ZERO WIDTH SPACE
@@ -470,22 +473,14 @@ async def test_a_server_without_the_tracker_has_no_surfaces(untracked: Served) -
 
 # -- the status page -----------------------------------------------------------------------------
 
-RECORD_CSP_VIOLATIONS = (
-    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-)
 TOOLS = "document.querySelector('#detail section.tools')"
 PAGE = "window.alivemcpStatusPage"
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    try:
-        async with Browser(width=1400, height=900) as b:
-            await b.send("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
-            yield b
-    except ChromiumMissingError as exc:
-        pytest.fail(str(exc))
+    async with csp_watching() as b:
+        yield b
 
 
 async def test_the_status_page_shows_the_surface_findings_and_diff_as_text(

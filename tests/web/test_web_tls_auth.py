@@ -38,7 +38,10 @@ from tests.support import (
     subprocess_env,
     write_daemon_config,
 )
-from tests.support.chromium_cdp import Browser, ChromiumMissingError
+from tests.support.chromium_cdp import (
+    Browser,
+    csp_watching,
+)
 from tests.web.webcerts import TestCa, serial_of
 
 USER = "prometheus"
@@ -526,12 +529,6 @@ def test_a_reload_applies_public_paths_and_another_web_config_file(
 # -- the status page ---------------------------------------------------------------------------
 
 
-RECORD_CSP_VIOLATIONS = (
-    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-)
-
-
 class PromptCancellingBrowser(Browser):
     """Headless Chromium whose user cancels the sign-in prompt, as one without the password
     does. Headless, a request answered 401 with a challenge waits for credentials that never
@@ -592,12 +589,8 @@ class _Replay:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[PromptCancellingBrowser]:
-    try:
-        async with PromptCancellingBrowser(width=1200, height=800) as b:
-            await b.send("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
-            yield b
-    except ChromiumMissingError as exc:
-        pytest.fail(str(exc))
+    async with csp_watching(PromptCancellingBrowser, width=1200, height=800) as b:
+        yield b
 
 
 async def test_the_public_status_page_says_the_status_needs_credentials(
