@@ -10,12 +10,8 @@ so each panel must come back with data, and the alert rules must evaluate withou
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import DaemonProcess, free_port
+from tests.support import DaemonProcess
 from tests.support.cluster import cluster_metric_names
 from tests.support.metric_names import (
     observation_metric_names,
@@ -31,6 +27,8 @@ from tests.support.metric_names import (
     sample_names_from_exposition,
     unknown_names,
 )
+from tests.support.prometheus import Prometheus
+from tests.support.prometheus import binary as prometheus_binary
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -42,10 +40,6 @@ PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 RULES = PROMETHEUS_DIR / "alivemcp-rules.yaml"
 # Prometheus's own per-target series, which the rules may use.
 PROMETHEUS_BUILTINS = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
-INSTALL_HINT = (
-    "Prometheus is required for the dashboard tests: apt-get install -y prometheus "
-    "(`make test` does this itself)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -182,70 +176,9 @@ def _substitute(expr: str) -> str:
     return expr.replace("$__rate_interval", "30s").replace("$probe", ".*").replace("$check", ".*")
 
 
-class Prometheus:
-    def __init__(self, binary: str, workdir: Path, config: Path) -> None:
-        self.port = free_port()
-        self.log = (workdir / "prometheus.log").open("wb")
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={workdir / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-        )
-        self.workdir = workdir
-
-    def api(self, path: str, **params: str) -> Any:
-        url = f"http://127.0.0.1:{self.port}{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            return json.loads(resp.read())
-
-    def wait_for(self, what: str, predicate: Any, timeout: float = 60) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.workdir / "prometheus.log").read_text()
-            try:
-                last = predicate()
-            except OSError as exc:
-                last = exc
-            else:
-                if last:
-                    return last
-            time.sleep(0.25)
-        raise AssertionError(
-            f"timed out waiting for {what}: {last!r}\n"
-            + (self.workdir / "prometheus.log").read_text()[-3000:]
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-def _binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(INSTALL_HINT)
-    return path
-
-
 def test_example_prometheus_config_is_valid() -> None:
     proc = subprocess.run(
-        [_binary("promtool"), "check", "config", str(PROMETHEUS_DIR / "prometheus.yml")],
+        [prometheus_binary("promtool"), "check", "config", str(PROMETHEUS_DIR / "prometheus.yml")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -269,7 +202,7 @@ def test_every_query_returns_data_in_a_real_prometheus(
     config["rule_files"] = [str(RULES)]
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
-    prom = Prometheus(_binary("prometheus"), tmp_path, path)
+    prom = Prometheus(tmp_path, path)
     try:
         prom.wait_for("readiness", lambda: prom.api("/api/v1/status/buildinfo"))
 

@@ -15,8 +15,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +40,7 @@ from tests.support.chromium_cdp import (
     Browser,
     csp_watching,
 )
+from tests.support.prometheus import Prometheus
 from tests.web.webcerts import TestCa, serial_of
 
 USER = "prometheus"
@@ -53,7 +52,6 @@ CHECKS = [
     {"name": "alpha", "probe": "test_static", "interval": 1},
     {"name": "beta", "probe": "test_static", "interval": 1, "params": {"status": "down"}},
 ]
-PROMETHEUS_HINT = "Prometheus is required: apt-get install -y prometheus (`make test` does this)"
 
 
 def basic(user: str, password: str) -> dict[str, str]:
@@ -278,64 +276,6 @@ def test_credentials_are_asked_everywhere_but_the_public_paths(guarded: WebDaemo
 # -- a real Prometheus -------------------------------------------------------------------------
 
 
-class Prometheus:
-    def __init__(self, workdir: Path, scrape_configs: list[dict[str, Any]]) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail(PROMETHEUS_HINT)
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-                    "scrape_configs": scrape_configs,
-                }
-            )
-        )
-        self.port = free_port()
-        self.log_path = workdir / "prometheus.log"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={workdir / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-            )
-
-    def api(self, path: str, **params: str) -> Any:
-        assert self.proc.poll() is None, self.log_path.read_text()
-        url = f"http://127.0.0.1:{self.port}{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        try:
-            with urllib.request.urlopen(url, timeout=30) as resp:
-                return json.loads(resp.read())
-        except OSError:
-            return None  # not listening yet
-
-    def values(self, query: str) -> dict[str, float]:
-        """An instant query's value per job."""
-        answer = self.api("/api/v1/query", query=query)
-        if not answer:
-            return {}
-        return {r["metric"].get("job", ""): float(r["value"][1]) for r in answer["data"]["result"]}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def test_a_real_prometheus_scrapes_over_tls_with_basic_auth_and_a_client_certificate(
     guarded: WebDaemon, mutual: WebDaemon, pki: TestCa, tmp_path: Path
 ) -> None:
@@ -353,7 +293,7 @@ def test_a_real_prometheus_scrapes_over_tls_with_basic_auth_and_a_client_certifi
 
     client = {"cert_file": str(d / "prometheus.crt"), "key_file": str(d / "prometheus.key")}
     intruder = {"cert_file": str(d / "intruder.crt"), "key_file": str(d / "intruder.key")}
-    prometheus = Prometheus(
+    prometheus = Prometheus.scraping(
         tmp_path,
         [
             job("basic_auth", guarded, basic_auth={"username": USER, "password": PASSWORD}),
