@@ -40,6 +40,7 @@ __all__ = [
     "clean_details",
     "clean_label",
     "clean_text",
+    "inert_json",
     "inert_text",
     "slack_escape",
     "slack_inert",
@@ -249,3 +250,37 @@ def slack_inert(value: str, limit: int = MAX_REASON, *, one_line: bool = True) -
     if partial is not None:
         text = text[: len(text) - (len(text[-4:]) - partial.start())]
     return text + _ELLIPSIS
+
+
+#: :func:`inert_json`'s bounds: characters of one string, and of all strings of one answer.
+MAX_INERT_STRING = 4_000
+MAX_INERT_TOTAL = 1_000_000
+
+
+def inert_json(value: Any, budget: list[int] | None = None, limit: int = MAX_INERT_STRING) -> Any:
+    """A copy of ``value`` (JSON data) with every string, keys included, made inert and capped
+    at ``limit`` characters; ``budget`` (a one-item list, spent as strings are written) bounds
+    the whole: once spent, strings become ``"…"``."""
+    if budget is None:
+        budget = [MAX_INERT_TOTAL]
+    if isinstance(value, str):
+        if budget[0] <= 0:
+            return "…"
+        # Newlines stay: descriptions are prose; everything invisible shows as an escape.
+        text = inert_text(value, max(1, min(limit, budget[0])), one_line=False)
+        budget[0] -= len(text)
+        return text
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = inert_text(str(key), 200)
+            while name in out:  # two keys made alike by escaping: keep both
+                name += "\u2032"
+            budget[0] -= len(name)
+            out[name] = inert_json(item, budget, limit)
+        return out
+    if isinstance(value, list | tuple):
+        return [inert_json(item, budget, limit) for item in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return inert_text(repr(value), 200)

@@ -8,7 +8,7 @@ check.
 Every answer is bounded: at most a few hundred rows and a character budget per answer, with
 ``truncated`` and where to continue. Times are ISO-8601 UTC. Text a monitored server wrote
 (reasons, details, labels and names of discovered checks, tool-surface summaries) leaves
-through :func:`~alivemcp.hygiene.untrusted.inert_text` / :func:`~alivemcp.web.tools.inert_json`:
+through :func:`~alivemcp.hygiene.untrusted.inert_text` and ``inert_json`` (the same module):
 nothing invisible, nothing unbounded.
 """
 
@@ -28,7 +28,7 @@ from alivemcp.engine.status import CheckState, StatusStore
 from alivemcp.history import queries
 from alivemcp.history.live import LIVE_WINDOWS
 from alivemcp.history.store import HistoryStore, HistoryUnavailable
-from alivemcp.hygiene.untrusted import inert_text
+from alivemcp.hygiene.untrusted import inert_json, inert_text
 from alivemcp.toolsurface.tracker import SurfaceTracker
 from alivemcp.web.mcp_schema import (
     STATUSES,
@@ -57,7 +57,7 @@ from alivemcp.web.mcp_schema import (
     Uptime,
     UptimeArgs,
 )
-from alivemcp.web.tools import inert_json, surface_state
+from alivemcp.web.tools import surface_state
 
 __all__ = ["CHECKS_URI", "FaceError", "FaceReader", "check_uri", "list_checks"]
 

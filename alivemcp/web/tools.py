@@ -18,7 +18,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from aiohttp import web
 
 from alivemcp.durations import parse_instant
 from alivemcp.engine.status import StatusStore
-from alivemcp.hygiene.untrusted import inert_text
+from alivemcp.hygiene.untrusted import MAX_INERT_TOTAL, inert_json, inert_text
 from alivemcp.surface import SurfaceMode
 from alivemcp.toolsurface.diff import diff_surfaces
 from alivemcp.toolsurface.store import Approval, SurfaceStore
@@ -41,7 +41,6 @@ __all__ = [
     "ToolsError",
     "changes_document",
     "diff_document",
-    "inert_json",
     "resolve",
     "surface_document",
     "surface_state",
@@ -50,10 +49,8 @@ __all__ = [
 DEFAULT_CHANGES_SINCE = "24h"
 DEFAULT_CHANGES_LIMIT = 100
 MAX_CHANGES = 500
-#: Characters of one server string in an answer (the digest covers the whole string).
-MAX_STRING = 4_000
 #: Characters of server text in one answer; documents past it are left out (``null``).
-MAX_ANSWER_TEXT = 1_000_000
+MAX_ANSWER_TEXT = MAX_INERT_TOTAL
 #: Characters of a diff's multi-line summary.
 SUMMARY_LIMIT = 4_000
 #: Changes of one diff in an answer (the rest are counted by the diff itself).
@@ -82,38 +79,6 @@ class ToolsError(Exception):
         if self.parameter is not None:
             out["parameter"] = self.parameter
         return out
-
-
-# -- inert, bounded JSON -----------------------------------------------------------------------
-
-
-def inert_json(value: Any, budget: list[int] | None = None, limit: int = MAX_STRING) -> Any:
-    """A copy of ``value`` (JSON data) with every string, keys included, made inert and capped
-    at ``limit`` characters; ``budget`` (a one-item list, spent as strings are written) bounds
-    the whole: once spent, strings become ``"…"``."""
-    if budget is None:
-        budget = [MAX_ANSWER_TEXT]
-    if isinstance(value, str):
-        if budget[0] <= 0:
-            return "…"
-        # Newlines stay: descriptions are prose; everything invisible shows as an escape.
-        text = inert_text(value, max(1, min(limit, budget[0])), one_line=False)
-        budget[0] -= len(text)
-        return text
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            name = inert_text(str(key), 200)
-            while name in out:  # two keys made alike by escaping: keep both
-                name += "\u2032"
-            budget[0] -= len(name)
-            out[name] = inert_json(item, budget, limit)
-        return out
-    if isinstance(value, list | tuple):
-        return [inert_json(item, budget, limit) for item in value]
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    return inert_text(repr(value), 200)
 
 
 def _inert_lines(text: str, limit: int) -> str:

@@ -20,17 +20,17 @@ import pytest
 
 from alivemcp.engine.results import CheckInfo
 from alivemcp.engine.status import StatusStore
+from alivemcp.hygiene.untrusted import MAX_INERT_STRING as MAX_STRING
+from alivemcp.hygiene.untrusted import inert_json
 from alivemcp.surface import Surface, build_surface
 from alivemcp.toolsurface.store import SurfaceStore
 from alivemcp.toolsurface.tracker import FIRST_SEEN, SurfaceTracker
 from alivemcp.web.metrics import Metrics
 from alivemcp.web.server import HttpServer
 from alivemcp.web.tools import (
-    MAX_STRING,
     ToolsError,
     changes_document,
     diff_document,
-    inert_json,
     surface_document,
     surface_state,
 )
