@@ -7,13 +7,18 @@ client away from suspects and starts it; a start that runs out of time names the
 was waiting on, and one that fails names the server and its reason (aiokafka only logs it).
 The admin client and the producer are shared and built on first use; a consumer belongs to
 its caller. Clients that may wait on a hung broker are closed in the background.
+
+The idempotent producer's start asks for its producer id itself (``kafka_producer_ids``: one
+broker at a time, each attempt bounded). While the brokers answer only "not yet" (the
+controller they get producer ids from does not answer), a plain ``acks=all`` producer stands
+in and the writer says why: the writes still reach every partition leader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -31,6 +36,7 @@ from alivemcp.plumbing.kafka_brokers import (
 )
 from alivemcp.plumbing.kafka_errors import KafkaPlumbingError
 from alivemcp.plumbing.kafka_partitions import PartitionReader, PartitionWriter, close_quietly
+from alivemcp.plumbing.kafka_producer_ids import NoProducerId, init_producer_id
 from alivemcp.plumbing.kafka_settings import KafkaConnection, split_servers
 from alivemcp.plumbing.kafka_suspects import SuspectWatch
 
@@ -39,6 +45,14 @@ __all__ = ["WAIT_SHARE", "ClientBuilds"]
 #: Of a step's time, the share spent waiting for the answer; the rest is for asking the
 #: brokers it was waiting on whether they answer at all (who hung, or only waited).
 WAIT_SHARE = 0.8
+#: Of the producer start's time, the share brokers answering "not yet" to InitProducerId are
+#: waited for before a plain producer stands in (it is built in the rest).
+PRODUCER_ID_SHARE = 0.5
+
+_PRODUCER_START = "producer start (InitProducerId)"
+
+#: How a client is started within its seconds (``None``: unbounded).
+Starter = Callable[[Any, float | None], Awaitable[None]]
 
 
 class ClientBuilds(SuspectWatch):
@@ -51,6 +65,8 @@ class ClientBuilds(SuspectWatch):
         self._producer_lock = asyncio.Lock()
         self._admin: AIOKafkaAdminClient | None = None
         self._producer: AIOKafkaProducer | None = None
+        #: The plain producer standing in while no producer id can be had (see producer()).
+        self._stand_in: AIOKafkaProducer | None = None
         #: Bootstrap servers' direct asks still running after their build (see Asks).
         self._asking: set[Asks] = set()
 
@@ -126,15 +142,21 @@ class ClientBuilds(SuspectWatch):
                 )
 
     async def _start(
-        self, client: Any, what: str, timeout: float | None, asks: Asks | None = None
+        self,
+        client: Any,
+        what: str,
+        timeout: float | None,
+        asks: Asks | None = None,
+        start: Starter | None = None,
     ) -> Any:
-        """Start ``client`` within ``timeout``; on running out, name the broker(s) it was
-        waiting on and close it in the background (closing may wait on them too)."""
+        """Start ``client`` (with ``start``, else its own ``start()``) within ``timeout``; on
+        running out, name the broker(s) it was waiting on and close it in the background
+        (closing may wait on them too)."""
         steering = steering_of(client)
         bound = asyncio.timeout(None if timeout is None else timeout * WAIT_SHARE)
         try:
             async with bound:
-                await client.start()
+                await (client.start() if start is None else start(client, timeout))
         except BaseException as exc:
             if bound.expired():
                 assert timeout is not None
@@ -148,6 +170,9 @@ class ClientBuilds(SuspectWatch):
                     stuck = steering.stuck() if steering is not None else []
                     reason = await self._blame(stuck, waited, timeout)
                 raise self._error(ErrorKind.TIMEOUT, what, reason) from exc
+            if isinstance(exc, NoProducerId):  # the caller builds a stand-in: do not wait
+                self._close_later(client)
+                raise
             with contextlib.suppress(Exception):
                 await close_quietly(client)
             if isinstance(exc, KafkaError | OSError | TimeoutError):
@@ -167,9 +192,16 @@ class ClientBuilds(SuspectWatch):
             raise
         return client
 
-    async def _build(self, make: Callable[..., Any], what: str, timeout: float | None) -> Any:
+    async def _build(
+        self,
+        make: Callable[..., Any],
+        what: str,
+        timeout: float | None,
+        start: Starter | None = None,
+    ) -> Any:
         """Create a client whose bootstrap list puts answering servers first, steered away from
-        suspects, and start it, all within ``timeout``."""
+        suspects, and start it (with ``start``, else its own ``start()``), all within
+        ``timeout``."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         options = await self.client_options()
@@ -185,7 +217,7 @@ class ClientBuilds(SuspectWatch):
             client = make(**options)
             Steering(inner_client(client), self.health, ranked)
             left = None if deadline is None else max(0.0, deadline - loop.time())
-            return await self._start(client, what, left, asks)
+            return await self._start(client, what, left, asks, start)
         finally:
             self._asking.add(asks)
             asks.when_done(self._asking.discard)
@@ -203,6 +235,19 @@ class ClientBuilds(SuspectWatch):
         client = getattr(self, attr)
         if client is not None:
             return client
+        async with self._holding(lock, what, timeout) as left:
+            client = getattr(self, attr)
+            if client is None:
+                client = await self._build(make, what, left)
+                setattr(self, attr, client)
+            return client
+
+    @contextlib.asynccontextmanager
+    async def _holding(
+        self, lock: asyncio.Lock, what: str, timeout: float | None
+    ) -> AsyncIterator[float | None]:
+        """Hold ``lock``, waiting at most ``timeout`` for another caller's build; gives the
+        seconds left of ``timeout``."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -215,12 +260,7 @@ class ClientBuilds(SuspectWatch):
                 f"another start still running after {seconds_text(timeout or 0)}",
             ) from exc
         try:
-            client = getattr(self, attr)
-            if client is None:
-                left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
-                client = await self._build(make, what, left)
-                setattr(self, attr, client)
-            return client
+            yield None if timeout is None else max(0.0, timeout - (loop.time() - started))
         finally:
             lock.release()
 
@@ -246,15 +286,51 @@ class ClientBuilds(SuspectWatch):
         return client
 
     async def producer(self, timeout: float | None = None) -> PartitionWriter:
-        """The shared idempotent ``acks=all`` producer."""
+        """The shared idempotent ``acks=all`` producer, started within ``timeout``.
 
-        def make(**options: Any) -> AIOKafkaProducer:
-            return AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=0, **options)
+        While no broker hands out a producer id (they answer "not yet": the controller they
+        get ids from does not answer), a plain ``acks=all`` producer stands in, kept until the
+        idempotent one starts, and the writer says why
+        (:attr:`~alivemcp.plumbing.kafka_partitions.PartitionWriter.without_idempotence`).
+        Every call without the idempotent producer tries to start it again."""
+        if self._producer is not None:
+            return PartitionWriter(self._producer)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        async with self._holding(self._producer_lock, _PRODUCER_START, timeout) as left:
+            if self._producer is None:
+                try:
+                    self._producer = await self._build(
+                        _idempotent_producer, _PRODUCER_START, left, self._start_idempotent
+                    )
+                except NoProducerId as missing:
+                    if self._stand_in is None:
+                        rest = None if deadline is None else max(0.0, deadline - loop.time())
+                        self._stand_in = await self._build(
+                            _plain_producer, "producer start (without idempotence)", rest
+                        )
+                    return PartitionWriter(self._stand_in, without_idempotence=missing.reason)
+                self._drop_stand_in()
+            return PartitionWriter(self._producer)
 
-        client: AIOKafkaProducer = await self._shared(
-            "_producer", self._producer_lock, make, "producer start (InitProducerId)", timeout
-        )
-        return PartitionWriter(client)
+    async def _start_idempotent(self, producer: Any, timeout: float | None) -> None:
+        """``AIOKafkaProducer.start()`` with the producer id asked for here: bootstrap, then
+        InitProducerId one broker at a time, giving up on "not yet" answers after
+        :data:`PRODUCER_ID_SHARE` of ``timeout``; then the sender, which finds the id set."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await producer.client.bootstrap()
+        steering = steering_of(producer)
+        assert steering is not None
+        seconds = 2 * self.conn.request_timeout if timeout is None else timeout
+        left = max(0.0, seconds * PRODUCER_ID_SHARE - (loop.time() - started))
+        await init_producer_id(producer, steering, self, left)
+        await producer._sender.start()
+
+    def _drop_stand_in(self) -> None:
+        stand_in, self._stand_in = self._stand_in, None
+        if stand_in is not None:
+            self._close_later(stand_in)
 
     async def new_consumer(
         self, timeout: float | None = None, *, max_wait: float = 0.1
@@ -285,11 +361,12 @@ class ClientBuilds(SuspectWatch):
         producer, self._producer = self._producer, None
         if producer is not None:
             self._close_later(producer)
+        self._drop_stand_in()
 
     def _drop_clients(self) -> None:
         """Forget the shared clients now and close them in the background."""
-        clients = (self._admin, self._producer)
-        self._admin = self._producer = None
+        clients = (self._admin, self._producer, self._stand_in)
+        self._admin = self._producer = self._stand_in = None
         self._bootstrap = None
         for client in clients:
             if client is not None:
@@ -298,10 +375,10 @@ class ClientBuilds(SuspectWatch):
     async def reset(self) -> None:
         """Close every client; the next call rebuilds them (and re-resolves the ARN). What
         the cluster learnt about hung brokers is kept."""
-        admin, producer = self._admin, self._producer
-        self._admin = self._producer = None
+        admin, producer, stand_in = self._admin, self._producer, self._stand_in
+        self._admin = self._producer = self._stand_in = None
         self._bootstrap = None
-        for client in (admin, producer):
+        for client in (admin, producer, stand_in):
             if client is not None:
                 await close_quietly(client)
 
@@ -314,6 +391,14 @@ class ClientBuilds(SuspectWatch):
         await self.reset()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+def _idempotent_producer(**options: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=0, **options)
+
+
+def _plain_producer(**options: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(enable_idempotence=False, acks="all", linger_ms=0, **options)
 
 
 def _is_bootstrap_error(exc: BaseException) -> bool:

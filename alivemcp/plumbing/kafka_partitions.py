@@ -18,12 +18,18 @@ __all__ = ["PartitionReader", "PartitionWriter", "close_quietly"]
 
 
 class PartitionWriter:
-    """The cluster's shared idempotent ``acks=all`` producer, writing to chosen partitions."""
+    """The cluster's shared idempotent ``acks=all`` producer (or the plain ``acks=all`` one
+    standing in while no broker hands out producer ids), writing to chosen partitions."""
 
-    def __init__(self, producer: AIOKafkaProducer) -> None:
+    def __init__(
+        self, producer: AIOKafkaProducer, *, without_idempotence: str | None = None
+    ) -> None:
         self._producer = producer
         #: The aiokafka client inside (steering and leader refreshes find it here).
         self._client = producer.client
+        #: Why this writer is a plain producer standing in for the idempotent one (no broker
+        #: handed out a producer id in time), or None.
+        self.without_idempotence = without_idempotence
 
     async def send(self, topic: str, partition: int, value: bytes, key: bytes | None = None) -> int:
         """Write one message and wait for every in-sync replica; its offset. The caller

@@ -16,7 +16,10 @@ nobody's preferred leader) gets a partition of its own on the next run.
   prober (it hung on an earlier request and has not answered since) is not written to and
   counts as failed, named with that broker;
 - ``degraded``: produce or round-trip latency above its threshold, a message that did not
-  come back within ``roundtrip_timeout``, or a partition that could not be read back.
+  come back within ``roundtrip_timeout``, a partition that could not be read back, or no
+  broker handing out producer ids (new idempotent producers, every Kafka client's default,
+  cannot start: usually the KRaft controller is unreachable; the canary then writes without
+  idempotence, and the reason names what each broker answered).
 
 Every step (metadata, producer start, reader positions, each produce, the read back) gets a
 slice of the check's timeout, so a hung broker ends the run with a verdict naming it, never
@@ -100,7 +103,8 @@ class KafkaCanaryProbe(Probe[KafkaCanaryParams]):
         # metadata refresh: align it with the metadata just read.
         await cluster.refresh_leaders(producer, p.topic, leaders, budget.step(request, share=0.2))
 
-        outcome = Outcome(partitions)
+        # A plain producer stands in while no broker hands out producer ids: said in the verdict.
+        outcome = Outcome(partitions, without_idempotence=producer.without_idempotence)
         reader: PartitionReader | None = None
         try:
             # Bounded: resolving positions waits on every partition leader, and a hung one

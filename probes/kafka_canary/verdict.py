@@ -4,6 +4,11 @@ A run produces to every partition (:class:`Produced`, :class:`Failed`) and reads
 back (:class:`Outcome`); :func:`verdict` is ``down`` when a produce failed, naming partitions
 and leaders, ``degraded`` for slow produces or round trips and messages not read back, else
 ``up``, with the run's observations and details.
+
+A run whose producer could get no producer id (every broker answered "not yet": the
+controller they get ids from does not answer) writes with a plain ``acks=all`` producer
+instead, so the partitions are still judged; that no new idempotent producer can start is
+``degraded`` on its own.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class Outcome:
     reader_error: str | None = None
     #: Partitions that could not be read back, with why.
     unread: dict[int, str] = field(default_factory=dict)
+    #: Why the run wrote with a plain producer: no broker handed out a producer id in time.
+    without_idempotence: str | None = None
 
     def lost(self) -> list[int]:
         """Produced but not read back in time (not counted when reading was impossible)."""
@@ -76,7 +83,8 @@ def failure_text(f: Failed) -> str:
 
 def verdict(params: KafkaCanaryParams, run: Outcome) -> ProbeResult:
     """``down`` when a produce failed (naming partitions and leaders); ``degraded`` for
-    slow produces or round trips and messages not read back; else ``up``."""
+    slow produces or round trips, messages not read back, and no producer id to be had;
+    else ``up``."""
     p = params
     found = Findings()
     _observe(params, found, run)
@@ -91,6 +99,12 @@ def verdict(params: KafkaCanaryParams, run: Outcome) -> ProbeResult:
     else:
         for problem in _read_problems(params, run):
             found.add(Status.DEGRADED, problem)
+    if run.without_idempotence:
+        found.add(
+            Status.DEGRADED,
+            f"new idempotent producers cannot start: {run.without_idempotence} "
+            "(the canary wrote without idempotence)",
+        )
     n = len(run.partitions)
     return found.result(
         f"produced to {'all ' if n > 1 else ''}{n} partition{'s' if n != 1 else ''} of "
@@ -171,4 +185,5 @@ def _details(params: KafkaCanaryParams, run: Outcome) -> dict[str, Any]:
         "not_read_back": run.lost()[:100],
         "reader_error": run.reader_error,
         "unreadable": {str(k): v for k, v in sorted(run.unread.items())[:100]},
+        "without_idempotence": run.without_idempotence,
     }
