@@ -3,12 +3,19 @@
 One :class:`Plumbing` lives for the daemon's lifetime. Each area (AWS, Kafka, HTTP) is created
 on first use and closed once at shutdown, so a thousand checks of one cluster or one AWS
 account share one set of clients.
+
+Every HTTP request of the probe client names the prober in its ``User-Agent``
+(:func:`user_agent`): ``alivemcp/<version>``, and with a location
+``alivemcp/<version> (+location eu-west)``, so a target's operators can tell the vantage points
+of a several-location deployment apart. Each :class:`Plumbing` sends its own (tests run several
+replicas, of several locations, in one process).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from alivemcp.plumbing._http_agent import checked_user_agent, user_agent
 from alivemcp.probe import CheckContext
 
 if TYPE_CHECKING:
@@ -17,11 +24,21 @@ if TYPE_CHECKING:
     from alivemcp.plumbing.kafka import KafkaClients
 
 
-__all__ = ["Plumbing", "plumbing_of"]
+__all__ = ["Plumbing", "plumbing_of", "user_agent"]
+
+
+#: :func:`user_agent` by another name: ``Plumbing.__init__``'s parameter shadows it.
+_default_user_agent = user_agent
 
 
 class Plumbing:
-    def __init__(self) -> None:
+    """``user_agent``: the ``User-Agent`` every HTTP request of the probe client sends
+    (default :func:`user_agent` without a location)."""
+
+    def __init__(self, user_agent: str | None = None) -> None:
+        self.user_agent = (
+            _default_user_agent() if user_agent is None else checked_user_agent(user_agent)
+        )
         self._aws: AwsClients | None = None
         self._kafka: KafkaClients | None = None
         self._http: HttpClients | None = None
@@ -47,7 +64,7 @@ class Plumbing:
         if self._http is None:
             from alivemcp.plumbing.http import HttpClients
 
-            self._http = HttpClients()
+            self._http = HttpClients(user_agent=self.user_agent)
         return self._http
 
     async def aclose(self) -> None:

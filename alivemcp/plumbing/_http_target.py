@@ -5,6 +5,11 @@ decisions), the port, the path with a non-ASCII path or query percent-encoded, t
 line's tail written ahead, and where to connect when no lookup is needed (IP literal,
 localhost). Sessions cache them across runs: a probe hits the same URL several times per run,
 and again every run.
+
+The request line's tail includes the ``User-Agent`` line, so a request pays nothing to name
+the prober; a Target is therefore built for one User-Agent, and its cache belongs to one
+client (:class:`~alivemcp.plumbing.http.HttpClients`, which has one User-Agent): two clients
+of different locations in one process never share Targets.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
+from alivemcp.plumbing._http_agent import user_agent
 from alivemcp.plumbing._http_dns import Address, idna_host, static_addresses, with_port
 from alivemcp.plumbing._http_errors import InvalidRequest
 
@@ -26,14 +32,16 @@ __all__ = [
     "unencodable",
 ]
 
-USER_AGENT = "alivemcp/0.1"
+#: The default ``User-Agent`` (no location): ``alivemcp/<version>``.
+USER_AGENT = user_agent()
 #: Parsed URLs kept across probe runs (one per configured endpoint, plus legacy message URLs).
 MAX_CACHED_TARGETS = 100_000
 
 
 class Target:
     """A parsed request URL (cached across sessions: a probe hits the same URL several times
-    per run, and again every run)."""
+    per run, and again every run), for requests sending ``user_agent`` (checked by the
+    caller: it is written as it is)."""
 
     __slots__ = (
         "absolute",
@@ -47,7 +55,7 @@ class Target:
         "request_tail",
     )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, user_agent: str = USER_AGENT) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidRequest(f"not an http(s) URL: {url[:200]}")
@@ -77,7 +85,7 @@ class Target:
         self.absolute = f"http://{self.host_header}{self.path}"
         #: A direct request's head after its method, up to the caller's headers.
         self.request_tail = (
-            f" {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\nUser-Agent: {USER_AGENT}\r\n"
+            f" {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\nUser-Agent: {user_agent}\r\n"
         )
         self.key = (self.https, self.host, self.port)
         static = static_addresses(self.host)

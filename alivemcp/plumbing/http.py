@@ -14,6 +14,10 @@ Two kinds of user:
 * The alerting receivers: :attr:`HttpClients.httpx`, one shared ``httpx.AsyncClient`` (the
   engine's own deliveries; probes never use it).
 
+Probe requests send the client's ``User-Agent`` (from :class:`~alivemcp.plumbing.Plumbing`;
+it names the replica's location), written once into each cached request head (a Target), so
+it costs a request nothing; Targets are cached per client, so two locations never mix them.
+
 Failures are :class:`~alivemcp.errors.ProbeError` subclasses (:mod:`._http_errors`): each
 class carries its :class:`~alivemcp.errors.ErrorKind` (``dns``, ``connect``, ``tls``,
 ``timeout``, ``protocol``...) and, once it leaves the request, its ``target`` (``host:port``).
@@ -88,6 +92,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from alivemcp.plumbing._http_agent import checked_user_agent
 from alivemcp.plumbing._http_connection import Connection
 from alivemcp.plumbing._http_dns import Address, Resolver, idna_host
 from alivemcp.plumbing._http_errors import (
@@ -235,7 +240,7 @@ class ProbeSession(ConnectionOpener):
     sets too).
     """
 
-    __slots__ = ("_idle", "_proxies", "_targets", "max_body_bytes")
+    __slots__ = ("_idle", "_proxies", "_targets", "_user_agent", "max_body_bytes")
 
     def __init__(
         self,
@@ -247,6 +252,7 @@ class ProbeSession(ConnectionOpener):
         proxies: ProxySettings | None = None,
         tls_sessions: TlsSessions | None = None,
         allow_private_addresses: bool = True,
+        user_agent: str = USER_AGENT,
     ) -> None:
         self.timings = ConnectionTimings()
         #: False: connect only to public addresses (see :mod:`._http_private`).
@@ -257,7 +263,10 @@ class ProbeSession(ConnectionOpener):
         self._tls_sessions = tls_sessions
         self._idle: dict[tuple[bool, str, int], list[Connection]] = {}
         self._all = []
+        #: ``targets``, if given, is a cache of Targets built for this same ``user_agent``
+        #: (the owning :class:`HttpClients`'s): their request heads carry it.
         self._targets = {} if targets is None else targets
+        self._user_agent = user_agent
         self._resolver = resolver if resolver is not None else default_resolver()
         self._proxies = proxies
         self._loop = asyncio.get_running_loop()
@@ -286,7 +295,7 @@ class ProbeSession(ConnectionOpener):
         if target is None:
             if len(self._targets) >= MAX_CACHED_TARGETS:
                 self._targets.clear()  # a crude bound; refilled by the next probes
-            target = self._targets[url] = Target(url)
+            target = self._targets[url] = Target(url, self._user_agent)
         return target
 
     async def _send(
@@ -306,7 +315,7 @@ class ProbeSession(ConnectionOpener):
         else:  # plain http through a proxy: absolute form, credentials for the proxy
             text = (
                 f"{method} {target.absolute} HTTP/1.1\r\nHost: {target.host_header}\r\n"
-                f"User-Agent: {USER_AGENT}\r\n"
+                f"User-Agent: {self._user_agent}\r\n"
             )
             if proxy.authorization:
                 text += f"Proxy-Authorization: {proxy.authorization}\r\n"
@@ -397,7 +406,8 @@ class HttpClients:
     ``environ`` (default ``os.environ``, read once here) gives the proxy variables;
     ``resolver`` the name resolution shared by every probe session; ``tls_resume_seconds``
     how long after a full TLS handshake a server's session is resumed (see
-    :class:`TlsSessions`; 0: never).
+    :class:`TlsSessions`; 0: never); ``user_agent`` what every probe request sends (default
+    ``alivemcp/<version>``; ValueError unless it is printable ASCII).
     """
 
     def __init__(
@@ -406,9 +416,12 @@ class HttpClients:
         resolver: Resolver | None = None,
         environ: Mapping[str, str] | None = None,
         tls_resume_seconds: float = TLS_RESUME_SECONDS,
+        user_agent: str | None = None,
     ) -> None:
+        self.user_agent = USER_AGENT if user_agent is None else checked_user_agent(user_agent)
         self._tls_resume_seconds = tls_resume_seconds
         self._ssl_contexts: dict[tuple[bool, str | None, str | None, str | None], TlsFiles] = {}
+        #: Targets of this client only: their request heads carry its User-Agent.
         self._targets: dict[str, Target] = {}
         self._httpx: httpx.AsyncClient | None = None
         self.resolver = resolver if resolver is not None else Resolver()
@@ -484,6 +497,7 @@ class HttpClients:
             proxies=self.proxy_settings(proxy),
             tls_sessions=tls.sessions if verify and self._tls_resume_seconds > 0 else None,
             allow_private_addresses=allow_private_addresses,
+            user_agent=self.user_agent,
         )
 
     async def fetch(
@@ -556,7 +570,8 @@ class HttpClients:
 
     @property
     def httpx(self) -> httpx.AsyncClient:
-        """One shared httpx client for the alerting receivers (low volume, the engine's own).
+        """One shared httpx client for the alerting receivers (low volume, the engine's own,
+        so its User-Agent is the plain ``alivemcp/<version>`` whatever the location).
 
         Callers pass their own per-request ``timeout=``; the client default is 10 s.
         """
