@@ -227,7 +227,8 @@ class Route(_Strict):
         default_factory=list,
         description="`label=value`, `label!=value`, `label=~regex`, `label!~regex`; "
         "`check` and `probe` match the check's name and probe type; `alert` is "
-        "`tool_surface_changed` for a tool-surface alert (empty for the others), e.g. "
+        "`tool_surface_changed` for a tool-surface alert and `location_disagrees` for "
+        "locations that see a check down below its quorum (empty for the others), e.g. "
         '`alert="tool_surface_changed"` to send those to a security channel.',
     )
     receivers: list[str] = Field(min_length=1, description="Receiver names.")

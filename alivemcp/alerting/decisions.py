@@ -8,6 +8,7 @@ waits: probing calls it for every run.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from alivemcp.alerting.policy import (
 )
 from alivemcp.alerting.routing import Router
 from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.hygiene.untrusted import clean_label, clean_text
 from alivemcp.probe import Status
 from alivemcp.toolsurface.tracker import SurfaceVerdict
 
@@ -41,10 +43,18 @@ Dispatch = Callable[[Sequence[str], Notification], None]
 #: Alerts of one check in decision order: a flapping notice precedes the held target alert.
 _KIND_ORDER = (AlertKind.PROBE_BROKEN, AlertKind.FLAPPING, AlertKind.TARGET)
 _FLAPPING_SEVERITY = "warning"
+_DISAGREES = AlertKind.LOCATION_DISAGREES
+#: Below a page: the quorum says the check is not down.
+_DISAGREEMENT_SEVERITY = "warning"
 #: Every alert of a check, for closing them all when the check goes.
-_ALL_KINDS = (*_KIND_ORDER, AlertKind.TOOL_SURFACE)
+_ALL_KINDS = (*_KIND_ORDER, AlertKind.TOOL_SURFACE, _DISAGREES)
 #: What a tool-surface alert is routed by, beside the check's labels.
 _SURFACE_ROUTE = {"alert": AlertKind.TOOL_SURFACE.value}
+#: What a location_disagrees alert is routed by, beside the check's labels.
+_DISAGREEMENT_ROUTE = {"alert": _DISAGREES.value}
+#: A set of dissenting locations longer than this (never, with real location names: 63
+#: characters at most) is remembered by its digest, so the saved alert stays within bounds.
+_MAX_DISSENT_CHARS = 2_000
 _FAILING = frozenset({Status.DOWN.value, Status.DEGRADED.value})
 _UP = Status.UP.value
 
@@ -203,6 +213,9 @@ class Decider:
             event = reconcile(alert, now, check.policy, held)
             if event is not None:
                 self._emit(check, state, kind, alert, event, now)
+        disagreement = state.alerts.get(_DISAGREES.value)
+        if disagreement is not None:
+            self._tell_disagreement(check, state, disagreement, now, held=window is not None)
         self._ledger.track_firing(name, state)
 
     def observe_surface(self, verdict: SurfaceVerdict) -> None:
@@ -258,6 +271,87 @@ class Decider:
         alert.last_notified_at = now
         ledger.changed.add(name)
         ledger.bump()
+
+    def observe_disagreement(self, info: CheckInfo, dissent: Sequence[str], reason: str) -> None:
+        """Cluster mode with several locations: ``dissent`` names the check's locations that
+        say down while fewer than its quorum do (the verdict is degraded, nobody is paged);
+        empty when they agree. Opens the ``location_disagrees`` alert (severity warning) and
+        notifies again only when the set of dissenting locations changes: this is called
+        about once per check interval. Resolves it when the dissent ends.
+
+        Held by maintenance windows like the status alerts (the true state is sent when the
+        window ends; a resolve is never held): the planned work a window covers is what
+        makes some locations see a target down. Not held by dependencies or flapping, and
+        no reminders: it is a notice, not a page."""
+        name = info.name
+        check = self._catalog.checks.get(name)
+        if check is None or not check.enabled or not self._owns(name):
+            return
+        ledger = self._ledger
+        state = ledger.states.get(name)
+        alert = state.alerts.get(_DISAGREES.value) if state is not None else None
+        if not dissent:
+            if state is None or alert is None:
+                return
+            now = self._clock()
+            alert.active = False
+            alert.reason = clean_text(reason)
+            self._tell_disagreement(check, state, alert, now, held=False)
+            del state.alerts[_DISAGREES.value]
+        else:
+            fingerprint = _dissent_fingerprint(dissent)
+            if alert is not None and alert.active and alert.fingerprint == fingerprint:
+                return  # told already, or held (the tick tells it when the window ends)
+            now = self._clock()
+            if state is None:
+                state = ledger.states[name] = CheckState()
+            alert = state.alert(_DISAGREES)
+            if not alert.active:
+                alert.since = now
+            alert.active = True
+            alert.severity = _DISAGREEMENT_SEVERITY
+            alert.reason = clean_text(reason)
+            alert.fingerprint = fingerprint
+            # What receivers were told (if anything) is about another set: out of date.
+            alert.notified_severity = ""
+            self._tell_disagreement(check, state, alert, now, held=self._held(check, now))
+        ledger.changed.add(name)
+        ledger.bump()
+        ledger.note_attention(name, state)  # the tick releases a held alert
+        ledger.track_firing(name, state)
+
+    def _tell_disagreement(
+        self, check: AlertedCheck, state: CheckState, alert: AlertState, now: float, *, held: bool
+    ) -> None:
+        """Tell receivers what differs from what they were told: a new set of dissenting
+        locations (``notified_severity`` cleared when the set changed), or the end. Unlike
+        :func:`reconcile`, never a reminder."""
+        if not alert.active:
+            if alert.notified:
+                alert.notified = False
+                alert.notified_severity = ""
+                self._emit(check, state, _DISAGREES, alert, Event.RESOLVED, now)
+            return
+        if held or (alert.notified and alert.notified_severity == alert.severity):
+            return
+        alert.notified = True
+        alert.notified_severity = alert.severity
+        alert.last_notified_at = now
+        self._emit(
+            check,
+            state,
+            _DISAGREES,
+            alert,
+            Event.FIRING,
+            now,
+            details={"locations": _dissent_listed(alert.fingerprint)},
+        )
+
+    def _held(self, check: AlertedCheck, now: float) -> bool:
+        """Whether a maintenance window holds the check's pages now."""
+        return bool(self._calendar) and (
+            self._calendar.active_for(check.match_labels, now) is not None
+        )
 
     def _dependency_failing(self, check: AlertedCheck) -> bool:
         """A dependency that fires, or whose latest result failed, suppresses dependants: the
@@ -344,6 +438,8 @@ class Decider:
             receivers = check.owners
         elif kind is AlertKind.TOOL_SURFACE:
             receivers = self._router.receivers_for(match_labels(check.info) | _SURFACE_ROUTE)
+        elif kind is _DISAGREES:
+            receivers = self._router.receivers_for(match_labels(check.info) | _DISAGREEMENT_ROUTE)
         else:
             receivers = check.receivers
         self._dispatch(receivers, notification)
@@ -370,11 +466,33 @@ def _finite(observations: Mapping[str, float]) -> dict[str, float]:
     }
 
 
+def _dissent_fingerprint(dissent: Sequence[str]) -> str:
+    """The set of dissenting locations as the alert remembers it: the names, sorted."""
+    names = ",".join(sorted({clean_label(name) for name in dissent}))
+    if len(names) <= _MAX_DISSENT_CHARS:
+        return names
+    return "sha256:" + hashlib.sha256(names.encode()).hexdigest()
+
+
+def _dissent_listed(fingerprint: str) -> list[str]:
+    """The dissenting locations a notification names (none for a digest)."""
+    if fingerprint.startswith("sha256:"):
+        return []
+    return fingerprint.split(",")
+
+
 def _needs_tick(state: CheckState, policy: AlertPolicy, now: float) -> bool:
     """Whether time alone can change anything for this check: flap history to age out, an
     alert held back (a maintenance window may have ended), or a reminder due."""
     if state.changes:
         return True
+    disagreement = state.alerts.get(_DISAGREES.value)
+    if (
+        disagreement is not None
+        and disagreement.active
+        and disagreement.notified_severity != disagreement.severity
+    ):
+        return True  # a new set of dissenting locations held back (receivers know another)
     for alert in state.alerts.values():
         if alert.active and not alert.notified:
             return True

@@ -201,6 +201,13 @@ class AlertManager:
         """The tool-surface tracker's judgement of a check (see ``Decider.observe_surface``)."""
         self._decider.observe_surface(verdict)
 
+    def observe_disagreement(self, check: CheckInfo, dissent: tuple[str, ...], reason: str) -> None:
+        """Cluster mode with several locations: the check's locations that say down while
+        fewer than its quorum do (empty: none), with the quorum's reason; opens, updates or
+        resolves its ``location_disagrees`` alert (see ``Decider.observe_disagreement``).
+        Must not block."""
+        self._decider.observe_disagreement(check, dissent, reason)
+
     def tick(self) -> None:
         """Time-driven decisions: reminders, ends of maintenance windows and of flapping."""
         self._decider.tick()

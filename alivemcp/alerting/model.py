@@ -12,7 +12,7 @@ __all__ = ["AlertKind", "Event", "Notification", "dedup_key"]
 
 
 class AlertKind(StrEnum):
-    """A check has up to four independent alerts, each with its own lifecycle and key."""
+    """A check has up to five independent alerts, each with its own lifecycle and key."""
 
     TARGET = "target"  # the target is degraded/down: pages the target's owners
     PROBE_BROKEN = "probe_broken"  # the prober cannot decide (unknown): the prober's owners
@@ -20,6 +20,10 @@ class AlertKind(StrEnum):
     #: The target's tool surface differs from the approved one (or has findings): routed with
     #: the label ``alert="tool_surface_changed"``, e.g. to a security channel.
     TOOL_SURFACE = "tool_surface_changed"
+    #: Cluster mode with several locations: some of the check's locations say down, fewer
+    #: than its quorum (the verdict is degraded, nobody is paged). A lower-severity notice,
+    #: routed with the label ``alert="location_disagrees"``.
+    LOCATION_DISAGREES = "location_disagrees"
 
 
 class Event(StrEnum):
@@ -118,6 +122,9 @@ class Notification:
             AlertKind.FLAPPING: "flapping" if self.firing else "stopped flapping",
             AlertKind.TOOL_SURFACE: (
                 "tool surface changed" if self.firing else "tool surface approved"
+            ),
+            AlertKind.LOCATION_DISAGREES: (
+                "locations disagree" if self.firing else "locations agree again"
             ),
         }[self.kind]
         prefix = {

@@ -124,7 +124,8 @@ class CheckState:
         return saved
 
 
-#: The alerts every result decides (the tool-surface alert is decided by surface changes).
+#: The alerts every result decides (the tool-surface alert is decided by surface changes,
+#: the location_disagrees one by the quorum of locations).
 _ALERT_KINDS = frozenset(
     kind.value for kind in (AlertKind.TARGET, AlertKind.PROBE_BROKEN, AlertKind.FLAPPING)
 )

@@ -40,7 +40,7 @@ __all__ = [
 
 Severity = Literal["critical", "error", "warning", "info"]
 Status = Literal["up", "degraded", "down", "unknown"]
-Kind = Literal["target", "probe_broken", "flapping", "tool_surface_changed"]
+Kind = Literal["target", "probe_broken", "flapping", "tool_surface_changed", "location_disagrees"]
 #: A test notification is sent directly, never queued.
 QueuedEvent = Literal["firing", "resolved", "reminder"]
 

@@ -56,4 +56,6 @@ def emoji(n: Notification) -> str:
         return ":repeat:"
     if n.kind is AlertKind.TOOL_SURFACE:
         return ":lock:"
+    if n.kind is AlertKind.LOCATION_DISAGREES:
+        return ":globe_with_meridians:"
     return ":red_circle:" if n.severity in ("critical", "error") else ":large_yellow_circle:"

@@ -128,6 +128,7 @@ def _am_alert(n: Notification, external_url: str | None) -> dict[str, Any]:
             "probe_broken": "ProbeBroken",
             "flapping": "CheckFlapping",
             "tool_surface_changed": "ToolSurfaceChanged",
+            "location_disagrees": "LocationsDisagree",
         }[n.kind.value],
         "check": n.check,
         "probe": n.probe_type,
