@@ -7,6 +7,7 @@ Run by hand (not a test), one part at a time or all:
   .venv/bin/python benchmarks/cluster.py produce      [--results 200000] [--rate 1000]
   .venv/bin/python benchmarks/cluster.py handover     [--checks 300] [--session-timeout 10]
   .venv/bin/python benchmarks/cluster.py throughput   [--levels 3000,30000] [--seconds 60]
+  .venv/bin/python benchmarks/cluster.py locations    [--checks 100000] [--rounds 3]
 
 balance: 1,000,000 check names hashed to 60 shards with the node's own ``shard_of`` (Kafka's
 murmur2 partitioning), and the 60 shards assigned to 20 members by the group's assignor (the
@@ -30,6 +31,29 @@ per load in ``--levels``: results per second on the topic and CPU per replica ov
 ``--seconds``. Two loads give a replica's fixed CPU and its CPU per own result; the projection
 to 1,000,000 checks at 60 s adds the view's cost per record (the produce part's figure, which
 every replica pays for every result of the cluster) and, for real MCP probes, a probe's CPU.
+
+locations (issue #37): the 3-broker cluster of produce; ``--checks`` checks probed from three
+locations (eu-west, us-east, ap-south), each location's results written by a real
+``ResultsStream`` of that location, ``--rounds`` rounds of every check in every location (one an
+interval of 60 s, in record time). Most checks are up everywhere; 2 % are down from one location
+(degraded), 0.2 % down everywhere, 1 % go down everywhere in odd rounds and back up in even ones
+(an incident, location by location). One ``ResultsView`` of a replica that wrote none of them
+(eu-west-2) reads them all back, once as today's view (``votes=None``: every record into the
+status store, the pre-locations path) and once wired to the quorum stage (a real ``Verdicts``:
+board, status store, history off, no alerting; the replica decides a third of the shards). CPU
+of this process per record (``time.process_time``, every thread: fetch, decompression, decode,
+vote, verdict, status store), for the first round (the board and store fill) and the rounds
+after (the steady state), and the projection: the fraction of a core each replica spends on its
+view at 3 locations x 100,000 checks at 60 s (5,000 records/s). Each read is made ``--repeat``
+times, the two views taking turns, and the one that took the least CPU counts (other tenants of
+the machine only ever add to a run's CPU time); the steady state is the difference between
+reading every round and reading the first. The records are read minutes after they were
+written, so the board's freshness window is widened (``--freshness`` intervals): every vote
+counts, as in a steady state where a record is read within a second of being written. Then
+the memory kept by the status store (today) and by the status store and the quorum board
+(locations) after the first round (every check with a vote from each location), with
+``tracemalloc``, and the process's RSS. Status-change log lines are filtered out (structlog at
+warning): the terminal is not what is measured.
 """
 
 from __future__ import annotations
@@ -37,13 +61,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import itertools
 import json
+import logging
 import os
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +79,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import structlog  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # noqa: E402
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor  # noqa: E402
@@ -60,9 +88,11 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from alivemcp.cluster._kafka import ClusterKafka  # noqa: E402
 from alivemcp.cluster.config import ClusterConfig  # noqa: E402
-from alivemcp.cluster.shards import shard_of  # noqa: E402
+from alivemcp.cluster.quorum import QuorumBoard  # noqa: E402
+from alivemcp.cluster.shards import ShardMap, shard_of  # noqa: E402
 from alivemcp.cluster.stream import ResultsStream, result_record  # noqa: E402
-from alivemcp.cluster.view import ResultsView  # noqa: E402
+from alivemcp.cluster.verdicts import Verdicts  # noqa: E402
+from alivemcp.cluster.view import DROP_REASONS, ResultsView  # noqa: E402
 from alivemcp.engine.results import CheckInfo, CheckResult  # noqa: E402
 from alivemcp.engine.status import StatusStore  # noqa: E402
 from alivemcp.history.config import HistoryConfig  # noqa: E402
@@ -257,9 +287,10 @@ async def _feed(
     assert left == 0, f"{left} results never acknowledged"
 
 
-def _config(bootstrap: str, replica: str, compression: str) -> ClusterConfig:
+def _config(bootstrap: str, replica: str, compression: str, **more: Any) -> ClusterConfig:
     return ClusterConfig.model_validate(
         {
+            **more,
             "kafka": {"bootstrap_servers": bootstrap},
             "shards": 60,
             "replica_id": replica,
@@ -369,6 +400,255 @@ async def produce(args: argparse.Namespace) -> None:
                 f"a record; {total / wall:,.0f} records/s"
             )
         await plumbing.aclose()
+    finally:
+        cluster.stop()
+
+
+# -- locations ---------------------------------------------------------------------------------
+
+LOCATIONS = ("eu-west", "us-east", "ap-south")
+#: Seconds between two runs of a check in one location (in record time).
+LOCATION_INTERVAL = 60.0
+#: The projection: every replica's view reads every location's results of these checks.
+LOCATION_GOAL_CHECKS = 100_000
+LOCATION_GOAL_SHARE = 0.10
+#: today's view (every record into the status store) and the view wired to the quorum stage.
+LOCATION_MODES = (("today", False), ("locations", True))
+
+
+def _location_status(i: int, location: int, round_: int) -> Status:
+    if i % 500 == 3 or (i % 100 == 11 and round_ % 2 == 1):
+        return Status.DOWN  # down everywhere: for good, or an incident in odd rounds
+    if i % 50 == 7 and location == 0:
+        return Status.DOWN  # down from one location only: degraded
+    return Status.UP
+
+
+def _location_results(
+    infos: Sequence[CheckInfo], location: int, round_: int, base: float, at: int, to: int
+) -> list[CheckResult]:
+    """Checks ``at``..``to`` of one round as ``LOCATIONS[location]`` ran them."""
+    out = []
+    count = len(infos)
+    for i in range(at, to):
+        status = _location_status(i, location, round_)
+        duration = 0.0123 + (i % 13) * 0.001
+        started = base + (round_ + i / count) * LOCATION_INTERVAL + location * 0.37
+        out.append(
+            CheckResult(
+                check=infos[i],
+                status=status,
+                reason="HTTP 200, 12 tools"
+                if status is Status.UP
+                else ("connection refused" if location == 0 else "timeout after 10s"),
+                duration_seconds=duration,
+                started_at=started,
+                finished_at=started + duration,
+                observations={
+                    "http_status": 200.0,
+                    "tools_count": 12.0,
+                    "response_seconds": duration,
+                },
+            )
+        )
+    return out
+
+
+async def _write_locations(
+    bootstrap: str,
+    args: argparse.Namespace,
+    infos: Sequence[CheckInfo],
+    base: float,
+    rounds: range,
+) -> None:
+    """``rounds`` of every check in every location, each location's through a ResultsStream
+    of that location, until acknowledged."""
+    plumbing = Plumbing()
+    streams = []
+    for location in LOCATIONS:
+        config = _config(bootstrap, f"{location}-1", args.compression, location=location)
+        stream = ResultsStream(config, ClusterKafka(config.kafka, plumbing), CollectorRegistry())
+        await stream.start()
+        streams.append(stream)
+    chunk = 10_000
+    try:
+        for round_ in rounds:
+            for at in range(0, len(infos), chunk):
+                to = min(len(infos), at + chunk)
+                for n, stream in enumerate(streams):
+                    for result in _location_results(infos, n, round_, base, at, to):
+                        stream.consume(result)
+                await asyncio.sleep(0)
+                if to % (3 * chunk) == 0 or to == len(infos):
+                    for stream in streams:
+                        left = await stream.flush(None, 300)
+                        assert left == 0, f"{left} results never acknowledged"
+    finally:
+        for stream in streams:
+            await stream.stop(10)
+            await stream.kafka.aclose()
+        await plumbing.aclose()
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _read_locations(
+    bootstrap: str,
+    args: argparse.Namespace,
+    infos: Sequence[CheckInfo],
+    *,
+    with_votes: bool,
+    trace: bool = False,
+) -> dict[str, float]:
+    """A new view of a new replica reads every record in the topic: the CPU it took, the
+    records, and with ``trace`` the memory left behind (tracemalloc: the status store's
+    results, the board, the view's shard map)."""
+    config = _config(
+        bootstrap,
+        "eu-west-2",
+        args.compression,
+        location="eu-west",
+        freshness_intervals=args.freshness,
+    )
+    store = StatusStore(config.replica_id)
+    store.set_checks(infos)
+    plumbing = Plumbing()
+    kafka = ClusterKafka(config.kafka, plumbing)
+    gc.collect()
+    if trace:
+        tracemalloc.start()
+    traced0 = tracemalloc.get_traced_memory()[0] if trace else 0
+    registry = CollectorRegistry()
+    votes = None
+    if with_votes:
+        board = QuorumBoard(config.location, config.freshness_intervals)
+        board.name_locations(LOCATIONS)
+        shards = ShardMap(config.shards)
+        votes = Verdicts(board, store, None, None, lambda name: shards(name) % 3 == 0, registry)
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        view = ResultsView(
+            config,
+            kafka,
+            store,
+            None,
+            Path(tmp),
+            registry,
+            replay=(args.rounds + 2) * LOCATION_INTERVAL + 7200,
+            save_every=3600,
+            start_wait=900,
+            votes=votes,
+        )
+        c0 = time.process_time()
+        await view.start()
+        out["cpu"] = time.process_time() - c0
+        assert view.caught_up.is_set(), "the view did not catch up"
+        out["records"] = sum(view._next or ())
+        out["rss_mb"] = _rss_mb()
+        await view.stop(10)
+    await kafka.aclose()
+    await plumbing.aclose()
+    if trace:
+        del view, kafka, plumbing
+        gc.collect()
+        out["kept_mb"] = (tracemalloc.get_traced_memory()[0] - traced0) / 1e6
+        tracemalloc.stop()
+    out["dropped"] = sum(
+        registry.get_sample_value("alivemcp_cluster_view_dropped_records_total", {"reason": r})
+        or 0.0
+        for r in DROP_REASONS
+    )
+    del store, votes
+    gc.collect()
+    return out
+
+
+async def _read_each(
+    bootstrap: str, args: argparse.Namespace, infos: Sequence[CheckInfo]
+) -> dict[str, dict[str, float]]:
+    """Today's view and the locations view, ``--repeat`` reads each, taking turns; of each,
+    the read that took the least CPU (other tenants of the machine only ever add to it)."""
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in LOCATION_MODES}
+    for _ in range(args.repeat):
+        for label, with_votes in LOCATION_MODES:
+            runs[label].append(await _read_locations(bootstrap, args, infos, with_votes=with_votes))
+    return {label: min(reads, key=lambda read: read["cpu"]) for label, reads in runs.items()}
+
+
+async def locations(args: argparse.Namespace) -> None:
+    """The first round read by new views (cold: the store and the board fill), then every
+    round: the rounds after the first cost the difference (the steady state)."""
+    assert args.rounds >= 2, "--rounds: at least 2 (the steady state is after the first)"
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    cluster = await KafkaCluster(size=3, heap="512m").start()
+    try:
+        config = _config(cluster.bootstrap, "bench", args.compression)
+        await _topics(cluster.bootstrap, config)
+        infos = [
+            CheckInfo(n, "mcp", {"team": f"t{i % 20}", "env": "prod"}, interval=LOCATION_INTERVAL)
+            for i, n in enumerate(check_names(args.checks))
+        ]
+        base = time.time() - (args.rounds + 2) * LOCATION_INTERVAL
+        modes = LOCATION_MODES
+        w0 = time.monotonic()
+        await _write_locations(cluster.bootstrap, args, infos, base, range(1))
+        written = time.monotonic() - w0
+        first = await _read_each(cluster.bootstrap, args, infos)
+        for label, with_votes in modes:
+            traced = await _read_locations(
+                cluster.bootstrap, args, infos, with_votes=with_votes, trace=True
+            )
+            first[label]["kept_mb"] = traced["kept_mb"]
+        w0 = time.monotonic()
+        await _write_locations(cluster.bootstrap, args, infos, base, range(1, args.rounds))
+        written += time.monotonic() - w0
+        every = await _read_each(cluster.bootstrap, args, infos)
+        records = every["today"]["records"]
+        print(
+            f"locations: {args.checks:,} checks x {len(LOCATIONS)} locations x {args.rounds} "
+            f"rounds = {records:,.0f} records ({args.compression}, 60 partitions, RF 3), "
+            f"written by 3 ResultsStreams in {written:.0f} s; read by the view of eu-west-2",
+            flush=True,
+        )
+        rate = LOCATION_GOAL_CHECKS * len(LOCATIONS) / LOCATION_INTERVAL
+        steady: dict[str, float] = {}
+        print(f"  {'':44s}{'today (votes=None)':>22s}{'locations (Verdicts)':>24s}")
+        cold = [first[m]["cpu"] / first[m]["records"] * 1e6 for m, _ in modes]
+        for m, _ in modes:
+            steady[m] = (
+                (every[m]["cpu"] - first[m]["cpu"])
+                / (every[m]["records"] - first[m]["records"])
+                * 1e6
+            )
+        print(f"  {'CPU a record, first round (fill)':44s}{cold[0]:>19.1f} us{cold[1]:>21.1f} us")
+        print(
+            f"  {'CPU a record, later rounds (steady)':44s}{steady['today']:>19.1f} us"
+            f"{steady['locations']:>21.1f} us"
+        )
+        print(
+            f"  {'a core at 3 x 100,000 checks / 60 s':44s}"
+            f"{steady['today'] * rate / 1e6:>22.3f}{steady['locations'] * rate / 1e6:>24.3f}"
+            f"   (goal <= {LOCATION_GOAL_SHARE:g}; {rate:,.0f} records/s)"
+        )
+        scale = LOCATION_GOAL_CHECKS / args.checks
+        print(
+            f"  {'kept after the first round (tracemalloc)':44s}"
+            f"{first['today']['kept_mb']:>19.1f} MB{first['locations']['kept_mb']:>21.1f} MB"
+            + (f"   (x{scale:g} at {LOCATION_GOAL_CHECKS:,} checks)" if scale != 1 else "")
+        )
+        print(
+            f"  {'process RSS after reading every round':44s}{every['today']['rss_mb']:>19.0f} MB"
+            f"{every['locations']['rss_mb']:>21.0f} MB"
+        )
+        print(
+            f"  {'records dropped by the view':44s}{every['today']['dropped']:>22.0f}"
+            f"{every['locations']['dropped']:>24.0f}"
+        )
     finally:
         cluster.stop()
 
@@ -710,12 +990,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("part", choices=["balance", "produce", "handover", "throughput", "all"])
+    parser.add_argument(
+        "part", choices=["balance", "produce", "handover", "throughput", "locations", "all"]
+    )
     parser.add_argument(
         "--checks",
         type=int,
         default=None,
-        help="balance: 1,000,000; produce: 10,000; handover: 300",
+        help="balance: 1,000,000; produce: 10,000; handover: 300; locations: 100,000",
     )
     parser.add_argument("--shards", type=int, default=60)
     parser.add_argument("--replicas", type=int, default=20)
@@ -725,6 +1007,16 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--session-timeout", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3, help="locations: runs of every check")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="locations: reads of each kind (the least counts)"
+    )
+    parser.add_argument(
+        "--freshness",
+        type=float,
+        default=100.0,
+        help="locations: the board's freshness window, in intervals (see the docstring)",
+    )
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument(
@@ -761,8 +1053,18 @@ def main() -> None:
         help="CPU of one real MCP probe (aiohttp, notes/mcp-wire.md)",
     )
     args = parser.parse_args()
-    parts = ["balance", "produce", "handover", "throughput"] if args.part == "all" else [args.part]
-    defaults = {"balance": 1_000_000, "produce": 10_000, "handover": 300, "throughput": 30_000}
+    parts = (
+        ["balance", "produce", "handover", "throughput", "locations"]
+        if args.part == "all"
+        else [args.part]
+    )
+    defaults = {
+        "balance": 1_000_000,
+        "produce": 10_000,
+        "handover": 300,
+        "throughput": 30_000,
+        "locations": LOCATION_GOAL_CHECKS,
+    }
     for part in parts:
         args.checks = args.checks or defaults[part]
         if part == "balance":
@@ -771,6 +1073,8 @@ def main() -> None:
             asyncio.run(produce(args))
         elif part == "handover":
             asyncio.run(handover(args))
+        elif part == "locations":
+            asyncio.run(locations(args))
         else:
             asyncio.run(throughput(args))
         args.checks = None

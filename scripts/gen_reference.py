@@ -316,6 +316,8 @@ def metrics_section() -> list[str]:
             labels += ", `status`"
         if family == "alivemcp_check_runs_total":
             labels += ", `result`"
+        if family == "alivemcp_check_location_status":
+            labels = "`check`, `location`, `status`"
         rows.append((family, kind, labels, doc))
     registry: CollectorRegistry = metrics.registry
     # prometheus-client keeps label names on the metric objects only.

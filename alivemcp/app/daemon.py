@@ -13,13 +13,13 @@ alerting flushes its queue, and the process exits 0. The whole stop takes at mos
 The daemon holds ``data_dir`` exclusively (:mod:`alivemcp.app.datadir`): a second daemon on the same
 directory exits 2 with one line saying who holds it.
 
-Cluster mode (``cluster:`` set; docs/cluster.md): the replica probes only the checks of the
-shards its consumer group hands it (:class:`~alivemcp.cluster.node.ClusterNode` drives
-:class:`~alivemcp.cluster.probing.ProbingListener`); its results take the route declared in
-:mod:`alivemcp.app.route` (admission, status, the results stream, alerting), and the view of
-the results topic feeds status (other replicas' checks) and history (every check). Kafka is
-joined in the background after the HTTP server is up; cluster topics whose layout cannot serve
-the config stop the daemon with exit code 2 and one line.
+Cluster mode (``cluster:`` set; docs/cluster.md; wired in :mod:`alivemcp.app.clustered`): the
+replica probes only the checks of the shards its location's consumer group hands it, and
+decides (pages for) the checks of the shards the deployment's verdict group hands it. Its
+results take the route declared in :mod:`alivemcp.app.route` (admission, the quorum stage, the
+results stream), and the view of the results topic gives the quorum stage every other
+replica's results. Kafka is joined in the background after the HTTP server is up; cluster
+topics whose layout cannot serve the config stop the daemon with exit code 2 and one line.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from alivemcp.alerting.manager import AlertManager
+from alivemcp.app.clustered import ClusterParts, cluster_parts, quorum_board
 from alivemcp.app.configload import load_in_child
 from alivemcp.app.datadir import DataDirInUseError, DataDirLock
 from alivemcp.app.discovered import DiscoveredChecks, DiscoveryParts
@@ -46,14 +46,9 @@ from alivemcp.app.instruments import ConfigMetrics
 from alivemcp.app.lifecycle import STOP_SIGNALS, take_held_signals
 from alivemcp.app.route import Admission, result_route
 from alivemcp.cluster._kafka import ClusterKafka
-from alivemcp.cluster.alert_state import AlertStateLog
-from alivemcp.cluster.config import ClusterConfig
-from alivemcp.cluster.node import ClusterNode
-from alivemcp.cluster.probing import ProbingListener
-from alivemcp.cluster.shards import ShardMap
+from alivemcp.cluster.config import DEFAULT_LOCATION
 from alivemcp.cluster.stream import ResultsStream
-from alivemcp.cluster.topics import ClusterTopicsError, KafkaUnavailableError, ensure_topics
-from alivemcp.cluster.view import ResultsView
+from alivemcp.cluster.verdicts import Verdicts
 from alivemcp.config import (
     ConfigError,
     LoadedConfig,
@@ -72,7 +67,7 @@ from alivemcp.history.store import HistoryStore
 from alivemcp.hygiene.collector import collector_paused
 from alivemcp.hygiene.heap import dropping, settle_heap, tune_allocator
 from alivemcp.hygiene.logging import configure_logging
-from alivemcp.plumbing import Plumbing
+from alivemcp.plumbing import Plumbing, user_agent
 from alivemcp.toolsurface.metrics import SurfaceCollector
 from alivemcp.toolsurface.store import SurfaceStore
 from alivemcp.toolsurface.tracker import SurfaceTracker
@@ -94,14 +89,8 @@ HISTORY_FLUSH_SECONDS = 3.0
 #: Beyond the grace: a reload in progress 1 s to cancel, runs cut at the end of the grace 2 s
 #: to unwind, teardowns and flush 3 s, requests being answered 1 s, closing clients ~1 s.
 STOP_OVERHEAD_SECONDS = 8.0
-#: Cluster mode, beyond that: the node's revoke (probing stopped, up to 5 s for the results
-#: stream's flush, then the alert state written: a request timeout and a second), then the
-#: stream, alert-state and view stops, one after the other.
-CLUSTER_STOP_SECONDS = {"node": 12.0, "stream": 3.0, "alert_state": 3.0, "view": 2.0}
 EXIT_DATA_DIR_IN_USE = 2
 EXIT_CLUSTER_TOPICS = 2
-#: Between two attempts to ensure the cluster topics while Kafka does not answer.
-TOPICS_RETRY_SECONDS = 5.0
 #: A config file at least this large is loaded for a reload in a child process (about 15,000
 #: checks; below it the thread is cheaper than starting a Python process).
 LOAD_IN_CHILD_BYTES = 1 << 20
@@ -127,7 +116,13 @@ class Daemon:
         self.store = StatusStore(replica=cluster.replica_id if cluster is not None else "")
         self.metrics = Metrics(self.store)
         self.config_metrics = ConfigMetrics(self.metrics.registry)
-        self.plumbing = Plumbing()
+        # The probes' User-Agent names this replica's location (its targets can tell the
+        # vantage points apart).
+        self.plumbing = Plumbing(
+            user_agent=user_agent(cluster.location)
+            if cluster is not None and cluster.location != DEFAULT_LOCATION
+            else None
+        )
         #: The checks' infos as the last applied config made them: status, history, probe
         #: handles and alerting share one each (at 100,000 checks a second set was 13 MB).
         with collector_paused():  # (an entry per check each; see _apply)
@@ -158,12 +153,21 @@ class Daemon:
         )
         self.metrics.registry.register(SurfaceCollector(self.surfaces))
         stream: ResultsStream | None = None
+        verdicts: Verdicts | None = None
         if cluster is not None:
             kafka = ClusterKafka(cluster.kafka, self.plumbing)
             stream = ResultsStream(
                 cluster, kafka, self.metrics.registry, surface_of=self.surfaces.record_for
             )
             self.surfaces.publish = stream.publish
+            verdicts = Verdicts(
+                quorum_board(cluster),
+                self.store,
+                self.alerts,
+                self.history,
+                lambda name: self.cluster is not None and self.cluster.decides(name),
+                self.metrics.registry,
+            )
         self.pipeline = result_route(
             store=self.store,
             alerts=self.alerts,
@@ -172,6 +176,7 @@ class Daemon:
             stream=stream,
             admission=Admission(self._admit) if cluster is not None else None,
             surfaces=self.surfaces,
+            verdicts=verdicts,
         )
         self.scheduler = Scheduler(
             self.store.mark_in_flight,
@@ -179,10 +184,25 @@ class Daemon:
             self.pipeline,
             loaded.config.scheduler,
         )
-        self.cluster: _ClusterParts | None = None
+        self.cluster: ClusterParts | None = None
         if cluster is not None:
-            assert stream is not None
-            self.cluster = self._cluster_parts(cluster, kafka, stream)
+            assert stream is not None and verdicts is not None
+            self.cluster = cluster_parts(
+                cluster,
+                kafka,
+                stream,
+                verdicts,
+                store=self.store,
+                history=self.history,
+                alerts=self.alerts,
+                surfaces=self.surfaces,
+                metrics=self.metrics,
+                data_dir=Path(loaded.config.data_dir),
+                scheduler=self.scheduler,
+                checks=self._configured_checks,
+                build=self._build_handle,
+                retire=self._retire,
+            )
         self.discovered = DiscoveredChecks(
             DiscoveryParts(
                 scheduler=self.scheduler,
@@ -191,7 +211,7 @@ class Daemon:
                 history=self.history,
                 build_handle=self._build_discovered_handle,
                 retire=self._retire,
-                probed=self._probed,
+                probed=self._probed_check,
                 configured=lambda: self._configured_names,
                 counted=self._count_configured,
                 surfaces=self.surfaces,
@@ -238,47 +258,9 @@ class Daemon:
 
     # -- cluster mode ------------------------------------------------------------------------
 
-    def _cluster_parts(
-        self, config: ClusterConfig, kafka: ClusterKafka, stream: ResultsStream
-    ) -> _ClusterParts:
-        registry = self.metrics.registry
-        view = ResultsView(
-            config,
-            kafka,
-            self.store,
-            self.history,
-            Path(self._loaded.config.data_dir),
-            registry,
-            surfaces=self.surfaces,
-        )
-        alert_state = AlertStateLog(config, kafka, self.alerts, registry)
-        shard_of = ShardMap(config.shards)
-        probing = ProbingListener(
-            self.scheduler,
-            shard_of,
-            self._configured_checks,
-            self._build_handle,
-            self._retire,
-            last_run=self._last_run,
-            # The previous owner's last results read before ``last_run`` is asked (bounded).
-            before_probing=view.read_to_end,
-        )
-        # Told in this order of shards gained, in reverse of shards lost: alert state is read
-        # before a shard's checks run; probing stops before its results are flushed and its
-        # alert state written.
-        node = ClusterNode(
-            config, kafka, [alert_state, stream, probing], registry, shard_map=shard_of
-        )
-        self.metrics.checks.set_owned(node.owns)
-        return _ClusterParts(config, kafka, node, stream, view, alert_state, probing)
-
     def _status_of(self, name: str) -> str | None:
         state = self.store.get(name)
         return state.last.status.value if state is not None and state.last is not None else None
-
-    def _last_run(self, name: str) -> float | None:
-        state = self.store.get(name)
-        return state.last.started_at if state is not None and state.last is not None else None
 
     def _admit(self, name: str) -> bool:
         """Cluster mode: a result goes on only while its shard is held and the lease is live
@@ -305,55 +287,24 @@ class Daemon:
             self._retiring.add(teardown)
             teardown.add_done_callback(self._retiring.discard)
 
-    def _probed(self, name: str) -> bool:
-        """Whether this process schedules the check: all in standalone mode, the checks of
-        the shards held in cluster mode."""
-        return self.cluster is None or self.cluster.probing.owns(name)
-
-    async def _start_cluster(self, parts: _ClusterParts) -> None:
-        """Topics, then view, stream, alert state and the node (whose assignments start the
-        probing). Kafka not answering is retried; a topic layout that cannot serve the
-        config stops the daemon."""
-        while True:
-            try:
-                created = await ensure_topics(parts.config, parts.kafka)
-                break
-            except ClusterTopicsError as exc:
-                print(f"alivemcp: {exc}", file=sys.stderr, flush=True)
-                log.error("cluster topics unusable; stopping", error=str(exc))
-                self._exit_code = EXIT_CLUSTER_TOPICS
-                self._stop.set()
-                return
-            except KafkaUnavailableError as exc:
-                log.warning(
-                    "cannot reach the cluster's Kafka to check its topics; retrying",
-                    error=str(exc),
-                    kafka=parts.kafka.describe(),
-                )
-                await asyncio.sleep(TOPICS_RETRY_SECONDS)
-        await parts.view.start()
-        await parts.stream.start()
-        await parts.alert_state.start()
-        await parts.node.start()
-        log.info(
-            "cluster mode: joining the group",
-            group=parts.config.group,
-            replica=parts.config.replica_id,
-            shards=parts.config.shards,
-            topics_created=created,
-            kafka=parts.kafka.describe(),
+    def _probed_check(self, check: ResolvedCheck) -> bool:
+        """Whether this process schedules the check: all in standalone mode; in cluster mode
+        the checks of the shards held, where the check's locations include this one's."""
+        cluster = self.cluster
+        return cluster is None or (
+            check.probed_in(cluster.config.location) and cluster.probing.owns(check.name)
         )
 
-    async def _stop_cluster(self, parts: _ClusterParts) -> None:
+    def _cluster_failed(self, why: str) -> None:
+        self._exit_code = EXIT_CLUSTER_TOPICS
+        self._stop.set()
+
+    async def _stop_cluster(self, parts: ClusterParts) -> None:
         starter, self._cluster_starter = self._cluster_starter, None
         if starter is not None and not starter.done():
             starter.cancel()
             await asyncio.wait({starter}, timeout=2)
-        budget = CLUSTER_STOP_SECONDS
-        await parts.node.stop(budget["node"])
-        await parts.stream.stop(budget["stream"])
-        await parts.alert_state.stop(budget["alert_state"])
-        await parts.view.stop(budget["view"])
+        await parts.stop()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -410,7 +361,7 @@ class Daemon:
         await self.surfaces.start()
         if self._stop.is_set():
             return
-        await self._apply(self._loaded, self._probed, self._applied_infos)
+        await self._apply(self._loaded, self._probed_check, self._applied_infos)
         self.config_metrics.config_loaded(True)
         settle_heap()
         self.scheduler.start()
@@ -418,7 +369,7 @@ class Daemon:
         self._reloader = asyncio.create_task(self._reload_on_request(), name="alivemcp-reload")
         if self.cluster is not None:
             self._cluster_starter = asyncio.create_task(
-                self._start_cluster(self.cluster), name="alivemcp-cluster-start"
+                self.cluster.start(self._cluster_failed), name="alivemcp-cluster-start"
             )
         log.info(
             "alivemcp running",
@@ -516,7 +467,7 @@ class Daemon:
             async with self.discovered.lock:
                 self._configured_names = frozenset(c.name for c in loaded.checks)
                 self.discovered.yield_names(self._configured_names)
-                old_teardowns = await self._apply(loaded, self._probed, infos)
+                old_teardowns = await self._apply(loaded, self._probed_check, infos)
                 if self.cluster is not None:
                     self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
                 self.scheduler.configure_limits(loaded.config.scheduler)
@@ -607,7 +558,7 @@ class Daemon:
     async def _apply(
         self,
         loaded: LoadedConfig,
-        probed: Callable[[str], bool] | None = None,
+        probed: Callable[[ResolvedCheck], bool] | None = None,
         infos_made: Sequence[CheckInfo] | None = None,
     ) -> list[ProbeHandle]:
         """Make the scheduler match ``loaded`` (only the checks ``probed`` says this process
@@ -636,7 +587,7 @@ class Daemon:
                 info = check_info(check) if infos_made is None else infos_made[i]
                 infos.append(info)
                 name = check.name
-                if probed is None or probed(name):
+                if probed is None or probed(check):
                     entry = running.get(name)
                     if entry is None or entry.fingerprint != check.fingerprint():
                         handle = build_handle(check, self.plumbing, results=self.store, info=info)
@@ -654,7 +605,7 @@ class Daemon:
                 elif entry is not None and (
                     configured is None
                     or configured.fingerprint() != entry.fingerprint
-                    or (probed is not None and not probed(name))
+                    or (probed is not None and not probed(configured))
                 ):
                     self.scheduler.remove(name)
                     if entry.handle.needs_teardown:
@@ -669,7 +620,7 @@ class Daemon:
             with self.scheduler.batch():  # one start window for all the new first runs
                 for check, info in zip(loaded.checks, infos, strict=True):
                     name = check.name
-                    if name not in running and (probed is None or probed(name)):
+                    if name not in running and (probed is None or probed(check)):
                         built = fresh.get(name)
                         if built is None:  # a shard gained while the others were built
                             built = (
@@ -686,19 +637,6 @@ class Daemon:
             self._retire(retired)
             raise asyncio.CancelledError
         return retired
-
-
-@dataclass
-class _ClusterParts:
-    """A replica's cluster-mode components (cluster mode only)."""
-
-    config: ClusterConfig
-    kafka: ClusterKafka
-    node: ClusterNode
-    stream: ResultsStream
-    view: ResultsView
-    alert_state: AlertStateLog
-    probing: ProbingListener
 
 
 def _raise_open_files_limit() -> None:

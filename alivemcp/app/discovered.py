@@ -56,7 +56,8 @@ class DiscoveryParts:
     build_handle: Callable[[ResolvedCheck, CheckInfo], ProbeHandle]
     retire: Callable[[list[ProbeHandle]], None]
     #: Cluster mode: whether this replica probes the check (standalone: always).
-    probed: Callable[[str], bool]
+    #: Whether this process probes a check (cluster mode: its shard held, its locations).
+    probed: Callable[[ResolvedCheck], bool]
     #: The names of the hand-written checks (they win a name collision).
     configured: Callable[[], Collection[str]]
     #: Told the configured checks' counts by probe type, discovered ones included.
@@ -147,7 +148,7 @@ class DiscoveredChecks:
         with parts.scheduler.batch():  # one start window for the new first runs
             for i, (check, info) in enumerate(fresh):
                 self._unschedule(check.name, retired)
-                if parts.probed(check.name):
+                if parts.probed(check):
                     parts.scheduler.add(parts.build_handle(check, info), check.fingerprint())
                 if i % APPLY_SLICE == APPLY_SLICE - 1:
                     await asyncio.sleep(0)

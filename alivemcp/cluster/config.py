@@ -11,11 +11,42 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from alivemcp.durations import Duration
 from alivemcp.plumbing.kafka_settings import KafkaConnection
 
-__all__ = ["ClusterConfig", "ClusterTopics"]
+__all__ = [
+    "DEFAULT_LOCATION",
+    "LOCATION_NAME",
+    "LOCATION_NAME_RULE",
+    "ClusterConfig",
+    "ClusterTopics",
+    "check_locations",
+    "check_quorum",
+]
 
 DAY = 86400.0
 #: Kafka topic names: at most 249 of [a-zA-Z0-9._-], not "." or "..".
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+#: A location's name: it goes into consumer group ids, metric labels and the User-Agent.
+LOCATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+LOCATION_NAME_RULE = "1-63 of A-Z a-z 0-9 _ -, starting with a letter or digit"
+DEFAULT_LOCATION = "default"
+
+
+def check_locations(value: list[str] | None) -> list[str] | None:
+    """A check's (or discovery template's) ``locations``: names, at least one, none twice."""
+    if value is None:
+        return None
+    if not value:
+        raise ValueError("at least one location (leave it out for every location)")
+    for name in value:
+        if not LOCATION_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a location name ({LOCATION_NAME_RULE})")
+    if len(set(value)) != len(value):
+        raise ValueError("a location is listed twice")
+    return value
+
+
+def check_quorum(quorum: int | None, locations: list[str] | None) -> None:
+    if quorum is not None and locations is not None and quorum > len(locations):
+        raise ValueError(f"quorum {quorum} exceeds the {len(locations)} locations listed")
 
 
 class _Strict(BaseModel):
@@ -69,9 +100,24 @@ class ClusterConfig(_Strict):
     replica_id: str = Field(
         "",
         max_length=249,
-        description="This replica's id (empty: the host name): the owner shown in /status, "
-        "and its static group membership (a replica restarted with the same id within the "
+        description="This replica's id, unique in the whole deployment (empty: the host "
+        "name, after the location and a dot when it is not `default`): the owner shown in "
+        "/status, and its static group membership (a replica restarted with the same id within the "
         "session timeout gets its shards back without a rebalance).",
+    )
+    location: str = Field(
+        DEFAULT_LOCATION,
+        description="Where this replica probes from (a region, a data centre, a private "
+        "location inside a network). Replicas of one location share its checks by shards; "
+        "every location probes each of its checks, and a check's verdict is the quorum of its "
+        "locations (docs/cluster.md). Named in the probes' User-Agent.",
+    )
+    freshness_intervals: float = Field(
+        2.0,
+        ge=1.0,
+        le=100.0,
+        description="A location's latest result of a check votes while it is younger than "
+        "this many of the check's intervals; older, the location does not vote.",
     )
     topics: ClusterTopics = Field(default_factory=ClusterTopics, description="Topic names.")
     session_timeout: Duration = Field(
@@ -114,10 +160,37 @@ class ClusterConfig(_Strict):
         "the oldest are dropped and counted (probing never waits for Kafka).",
     )
 
+    @field_validator("location")
+    @classmethod
+    def _location_name(cls, value: str) -> str:
+        if not LOCATION_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a location name ({LOCATION_NAME_RULE})")
+        return value
+
+    @property
+    def probing_group(self) -> str:
+        """The consumer group of this location's replicas: they share its checks by shards.
+        The default location keeps the group's own name (a deployment from before locations
+        goes on as it was)."""
+        if self.location == DEFAULT_LOCATION:
+            return self.group
+        return f"{self.group}.location.{self.location}"
+
+    @property
+    def verdict_group(self) -> str:
+        """The consumer group of every replica of every location: the holder of a shard
+        decides its checks' verdicts, pages and keeps their alert state."""
+        return f"{self.group}.verdict"
+
     @model_validator(mode="after")
     def _consistent(self) -> ClusterConfig:
         if not self.replica_id.strip():
-            self.replica_id = socket.gethostname()
+            # Host names repeat across locations (a StatefulSet's pod-0 in each cluster), and
+            # every location's replicas meet in the verdict group.
+            host = socket.gethostname()
+            self.replica_id = (
+                host if self.location == DEFAULT_LOCATION else f"{self.location}.{host}"
+            )
         if self.heartbeat_interval * 3 > self.session_timeout:
             raise ValueError("heartbeat_interval must be at most a third of session_timeout")
         if self.min_insync_replicas > self.replication_factor:

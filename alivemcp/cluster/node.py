@@ -109,9 +109,16 @@ class ClusterNode:
         registry: CollectorRegistry,
         *,
         shard_map: ShardMap | None = None,
+        group: str | None = None,
+        role: str = "",
     ) -> None:
-        """``shard_map``: a check-to-shard cache to share (the daemon's probing uses it)."""
+        """``shard_map``: a check-to-shard cache to share (the daemon's probing uses it).
+        ``group``: the consumer group (default ``config.group``). ``role``: "" for the
+        probing group (metrics ``alivemcp_cluster_*``), else a word that goes into its
+        metrics' names (``alivemcp_cluster_<role>_*``) and its logs."""
         self.config = config
+        self.group = config.group if group is None else group
+        self.role = role
         self.kafka = kafka
         self.listeners = tuple(listeners)
         self.topic = config.topics.results
@@ -141,50 +148,54 @@ class ClusterNode:
     # -- metrics ------------------------------------------------------------------------------
 
     def _metrics(self, registry: CollectorRegistry) -> None:
+        prefix = f"alivemcp_cluster_{self.role}_" if self.role else "alivemcp_cluster_"
         Gauge(
-            "alivemcp_cluster_member",
+            f"{prefix}member",
             "1 while this replica is a member of the group in good standing (joined, lease "
             "live); 0 while joining, fenced, or away from Kafka.",
             registry=registry,
         ).set_function(lambda: 1.0 if self.member else 0.0)
         Gauge(
-            "alivemcp_cluster_shards_held", "Shards this replica probes.", registry=registry
+            f"{prefix}shards_held",
+            "Shards this replica holds in its group (probing: the checks it probes; verdict: "
+            "the checks whose verdicts, pages and alert state it keeps).",
+            registry=registry,
         ).set_function(lambda: float(len(self.held)))
-        Gauge("alivemcp_cluster_shards", "Shards in all (cluster.shards).", registry=registry).set(
+        Gauge(f"{prefix}shards", "Shards in all (cluster.shards).", registry=registry).set(
             self.config.shards
         )
         Gauge(
-            "alivemcp_cluster_lease_age_seconds",
+            f"{prefix}lease_age_seconds",
             "Seconds since the last commit the group coordinator accepted (the lease ends "
             "at session_timeout - 2 x heartbeat_interval); 0 when holding no shards.",
             registry=registry,
         ).set_function(self._lease_age)
         self._rebalances = Counter(
-            "alivemcp_cluster_rebalances",
+            f"{prefix}rebalances",
             "Shard assignments received from the group.",
             registry=registry,
         )
         self._fences = Counter(
-            "alivemcp_cluster_fenced",
+            f"{prefix}fenced",
             "Times this replica stopped probing its shards because its lease ran out "
             "(no contact with the group coordinator).",
             registry=registry,
         )
         self._withheld = Counter(
-            "alivemcp_cluster_results_withheld",
+            f"{prefix}results_withheld",
             "Results of this replica's runs not published: their shard was no longer held, "
             "or the lease had run out, when the run finished.",
             registry=registry,
         )
         self._listener_errors = Counter(
-            "alivemcp_cluster_listener_errors",
+            f"{prefix}listener_errors",
             "Shard listeners (probing, results stream, alert state) that failed or overran "
             "when told of shards gained or lost.",
             ["listener"],
             registry=registry,
         )
         self._handover = Histogram(
-            "alivemcp_cluster_handover_seconds",
+            f"{prefix}handover_seconds",
             "Time the listeners took to act on shards gained (assign) or lost (revoke).",
             ["phase"],
             registry=registry,
@@ -265,7 +276,7 @@ class ClusterNode:
         config = self.config
         session_ms = int(config.session_timeout * 1000)
         consumer = await self.kafka.consumer(
-            group_id=config.group,
+            group_id=self.group,
             group_instance_id=config.replica_id,
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=int(config.heartbeat_interval * 1000),

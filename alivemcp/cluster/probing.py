@@ -51,13 +51,15 @@ class ProbingListener:
         cancel_timeout: float = CANCEL_TIMEOUT_SECONDS,
         last_run: Callable[[str], float | None] = lambda name: None,
         before_probing: Callable[[frozenset[int]], Awaitable[object]] | None = None,
+        probed_here: Callable[[ResolvedCheck], bool] = lambda check: True,
     ) -> None:
         """``checks``: the configured checks (all of them; the current config after a
         reload). ``build``: a new probe instance for a check. ``retire``: tear instances
         down in the background. ``last_run``: when a check's latest known run started (unix
         time), None if none is known. ``before_probing``: awaited with the gained shards
         before their checks are scheduled (it must bound its own wait: it runs inside the
-        group's rebalance); its failure is logged and the checks are scheduled anyway."""
+        group's rebalance); its failure is logged and the checks are scheduled anyway.
+        ``probed_here``: whether this replica's location probes a check (its ``locations``)."""
         self._scheduler = scheduler
         self._shard_of = shard_of
         self._checks = checks
@@ -66,6 +68,7 @@ class ProbingListener:
         self._cancel_timeout = cancel_timeout
         self._last_run = last_run
         self._before_probing = before_probing
+        self._probed_here = probed_here
         self.held: frozenset[int] = frozenset()
         #: Instances taken off the scheduler by a revoke, by check: (handle, fingerprint).
         self._parked: dict[str, tuple[ProbeHandle, object]] = {}
@@ -88,7 +91,11 @@ class ProbingListener:
         now = time.time()
         for check in self._checks():
             name = check.name
-            if name in self._scheduler.checks or self._shard_of(name) not in shards:
+            if (
+                name in self._scheduler.checks
+                or self._shard_of(name) not in shards
+                or not self._probed_here(check)
+            ):
                 continue
             fingerprint = check.fingerprint()
             parked = self._parked.pop(name, None)

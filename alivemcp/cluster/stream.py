@@ -19,6 +19,9 @@ through the view the other replicas' runs); each is also a record in the status-
 is not a change: there is no "from" (a replica restarted with an empty store would otherwise
 announce every check).
 
+A result's record also carries its vote header (:mod:`alivemcp.cluster.vote_header`): what
+every replica's view takes from it, packed, so that the view need not parse the JSON value.
+
 When Kafka cannot be reached (the producer cannot start, a batch cannot be handed over, or a
 batch waits longer than the connection's request timeout) one warning says so; one line says
 when records flow again, with how long it took and how many were dropped meanwhile.
@@ -42,6 +45,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from alivemcp.cluster._kafka import AIOKafkaProducer, ClusterKafka, KafkaError
 from alivemcp.cluster.config import ClusterConfig
 from alivemcp.cluster.shards import ShardMap
+from alivemcp.cluster.vote_header import result_headers
 from alivemcp.engine.results import CheckResult
 from alivemcp.engine.status import StatusChange
 from alivemcp.plumbing.kafka_partitions import close_quietly
@@ -68,7 +72,10 @@ def _finite(values: Iterable[tuple[str, float]]) -> dict[str, float]:
 
 
 def result_record(
-    result: CheckResult, replica: str, surface: Mapping[str, Any] | None = None
+    result: CheckResult,
+    replica: str,
+    surface: Mapping[str, Any] | None = None,
+    location: str = "default",
 ) -> bytes:
     """The results topic's value for ``result`` (JSON, UTF-8). ``surface``: what the tool
     surface tracker adds for the other replicas (its digest and approval, the whole surface
@@ -85,6 +92,7 @@ def result_record(
         "finished_at": result.finished_at,
         "observations": dict(result.observations),
         "replica": replica,
+        "location": location,
     }
     if result.labeled_observations:
         doc["labeled_observations"] = [
@@ -134,6 +142,7 @@ class _Item:
     value: bytes
     timestamp_ms: int
     finished_at: float
+    headers: list[tuple[str, bytes]]
 
 
 @dataclass(slots=True)
@@ -238,14 +247,22 @@ class ResultsStream:
             if self.surface_of is not None and result.surface is not None
             else None
         )
-        self._enqueue_for(RESULTS, result, result_record(result, replica, surface))
+        location = self.config.location
+        self._enqueue_for(
+            RESULTS,
+            result,
+            result_record(result, replica, surface, location),
+            result_headers(result, replica, location, surface=surface is not None),
+        )
 
     def publish(self, check: str, doc: Mapping[str, Any]) -> None:
         """Another record about ``check`` on the results topic (a tool-surface approval made
         here, for the replica that probes the check and every other view)."""
         value = json.dumps({**doc, "check": check, "replica": self._replica}).encode()
         now = time.time()
-        self._enqueue(RESULTS, self._shard_of(check), check.encode(), value, int(now * 1000), now)
+        self._enqueue(
+            RESULTS, self._shard_of(check), check.encode(), value, int(now * 1000), now, []
+        )
 
     def status_changed(self, change: StatusChange) -> None:
         """A watcher of the status store: the change goes to the status-changes topic."""
@@ -253,16 +270,35 @@ class ResultsStream:
         replica = result.replica or self._replica
         self._enqueue_for(CHANGES, result, change_record(result, change.before.value, replica))
 
-    def _enqueue_for(self, kind: int, result: CheckResult, value: bytes) -> None:
+    def _enqueue_for(
+        self,
+        kind: int,
+        result: CheckResult,
+        value: bytes,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         name = result.check.name
         stamp = int(result.finished_at * 1000) if math.isfinite(result.finished_at) else None
         timestamp_ms = stamp if stamp is not None and stamp >= 0 else int(time.time() * 1000)
         self._enqueue(
-            kind, self._shard_of(name), name.encode(), value, timestamp_ms, result.finished_at
+            kind,
+            self._shard_of(name),
+            name.encode(),
+            value,
+            timestamp_ms,
+            result.finished_at,
+            headers or [],
         )
 
     def _enqueue(
-        self, kind: int, shard: int, key: bytes, value: bytes, timestamp_ms: int, finished_at: float
+        self,
+        kind: int,
+        shard: int,
+        key: bytes,
+        value: bytes,
+        timestamp_ms: int,
+        finished_at: float,
+        headers: list[tuple[str, bytes]],
     ) -> None:
         if self._closing:
             self._drop("shutdown", 1)
@@ -271,7 +307,7 @@ class ResultsStream:
             self._drop_oldest()
         self._seq += 1
         self._lanes[kind * self._shards + shard].append(
-            _Item(self._seq, key, value, timestamp_ms, finished_at)
+            _Item(self._seq, key, value, timestamp_ms, finished_at, headers)
         )
         self._buffered += 1
         self._wake.set()
@@ -435,7 +471,12 @@ class ResultsStream:
             while queue:
                 item = queue[0]
                 if (
-                    batch.append(timestamp=item.timestamp_ms, key=item.key, value=item.value)
+                    batch.append(
+                        timestamp=item.timestamp_ms,
+                        key=item.key,
+                        value=item.value,
+                        headers=item.headers,
+                    )
                     is None
                 ):
                     break

@@ -1,10 +1,11 @@
 """The global view: every replica reads every partition of the results topic.
 
-Results of other replicas go to the status store (as results with ``replica`` set: /status,
-the status page and the API show every check, each row with its owner); every result, this
-replica's own included, goes to history when it is on, so history is built from one source
-and is the same on every replica. The stream is the only source: in cluster mode history is
-not a pipeline consumer, so nothing is counted twice.
+Results of other replicas are votes of their locations: they go to the quorum stage
+(:class:`~alivemcp.cluster.verdicts.Verdicts`, ``votes``), whose verdicts reach the status
+store (/status, the status page and the API show every check), alerting and history. Every
+result, this replica's own included, goes to history as its location's own result
+(``check@location``, when the check has several locations), once per record. Without
+``votes`` (a view on its own) results go to the status store and history as they are.
 
 Position. The next offset of every partition is saved in ``data_dir`` every few seconds (after
 history has written what was read up to it) and when the view stops; a restart resumes there,
@@ -30,6 +31,13 @@ Whatever is in the topic, the view does not crash: a record that is not a result
 wrong types, non-finite numbers, oversized collections) is dropped and counted, and so is one
 for a check this config does not have, or one in a partition that is not its check's shard.
 Labels and probe type come from this replica's config, never from the record.
+
+Cost. Every replica reads every result of every location, so a record is read from its vote
+header (:mod:`alivemcp.cluster.vote_header`: a few fields packed, checked as strictly as the
+JSON value) and its JSON value is parsed only when the header says the value holds more
+(labeled observations, a tool-surface part) or the result is not up (the results alerting acts
+on): then the two must agree, or the record is dropped as invalid. Records without the header
+(written by older replicas, or approvals) are read from their JSON value as before.
 """
 
 from __future__ import annotations
@@ -47,9 +55,18 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from alivemcp.cluster._kafka import AIOKafkaConsumer, ClusterKafka, TopicPartition
-from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.config import DEFAULT_LOCATION, LOCATION_NAME, ClusterConfig
 from alivemcp.cluster.shards import ShardMap
-from alivemcp.engine.results import CheckResult
+from alivemcp.cluster.vote_header import (
+    MAX_OBSERVATIONS,
+    MAX_REASON_CHARS,
+    MAX_TEXT,
+    decode_vote,
+    find_vote,
+    needs_value,
+    same_vote,
+)
+from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.engine.status import StatusStore
 from alivemcp.history.store import HistoryStore
 from alivemcp.plumbing.kafka_partitions import close_quietly
@@ -71,20 +88,28 @@ HANDOVER_WAIT_SECONDS = 2.0
 HANDOVER_WAIT_SESSION_SHARE = 0.2
 #: Records handed over per fetch: the event loop gets a turn between batches.
 MAX_RECORDS = 2000
-#: Bounds on what one record may bring into memory.
-MAX_REASON_CHARS = 1000
-MAX_OBSERVATIONS = 200
+#: Bounds on what one record may bring into memory (and MAX_REASON_CHARS, MAX_OBSERVATIONS,
+#: MAX_TEXT: the vote header's, the same whichever way a record is read).
 MAX_LABELS = 32
-MAX_TEXT = 249
 
 DROP_REASONS = ("invalid", "unknown_check", "wrong_partition", "error")
 HANDOVER_OUTCOMES = ("read", "timeout", "failed", "not_ready")
 
 
+class VoteSink(Protocol):
+    """Takes every replica's results as votes of their locations (the quorum stage)."""
+
+    def take(self, result: CheckResult, location: str, *, to_history: bool = True) -> None: ...
+
+    def take_history(self, result: CheckResult, location: str) -> None: ...
+
+
 class SurfaceSink(Protocol):
     """Takes the tool-surface part of another replica's record (the surface tracker)."""
 
-    def take_remote(self, check: str, data: Mapping[str, Any], at: float) -> None: ...
+    def take_remote(
+        self, check: str, data: Mapping[str, Any], at: float, info: CheckInfo | None = None
+    ) -> None: ...
 
 
 class _Invalid(Exception):
@@ -110,6 +135,14 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str:
 #: Observation names seen valid (few distinct ones in a fleet): no pattern match for them.
 _VALID_NAMES: set[str] = set()
 _VALID_NAMES_KEPT = 10_000
+
+
+def _location(value: Any) -> str:
+    if value == DEFAULT_LOCATION:
+        return DEFAULT_LOCATION
+    if type(value) is not str or not LOCATION_NAME.fullmatch(value):
+        raise _Invalid
+    return value
 
 
 def _observations(value: Any) -> dict[str, float]:
@@ -193,6 +226,7 @@ def decode_doc(doc: dict[str, Any], store: StatusStore) -> tuple[str, CheckResul
             observations=_observations(doc.get("observations", {})),
             labeled_observations=_labeled(doc.get("labeled_observations")),
             replica=replica,
+            location=_location(doc.get("location", DEFAULT_LOCATION)),
         )
     except (_Invalid, ValueError, TypeError, OverflowError):
         return name, "invalid"
@@ -216,12 +250,14 @@ class ResultsView:
         start_wait: float = START_WAIT_SECONDS,
         surfaces: SurfaceSink | None = None,
         handover_wait: float | None = None,
+        votes: VoteSink | None = None,
     ) -> None:
         """``surfaces``: where the tool-surface parts of records go (other replicas' surface
         versions and approvals, for this replica's surface store). ``handover_wait``: the
         bound of :meth:`read_to_end` (None: 2 s, at most a fifth of the session timeout)."""
         self.config = config
         self.surfaces = surfaces
+        self.votes = votes
         self.kafka = kafka
         self.store = store
         self.history = history
@@ -236,6 +272,7 @@ class ResultsView:
             else handover_wait
         )
         self._replica = config.replica_id
+        self._location = config.location
         self._shards = config.shards
         self._shard_of = ShardMap(config.shards)
         #: Next offset to read, per partition (None until positioned).
@@ -294,6 +331,11 @@ class ResultsView:
             self._taken.labels(outcome=outcome)
         for reason in DROP_REASONS:
             self._dropped.labels(reason=reason)
+        # Nearly every record counts in one of these: counted here, added after each fetch.
+        self._taken_status = self._taken.labels(outcome="status")
+        self._taken_own = self._taken.labels(outcome="own")
+        self._status_count = self._own_count = 0
+        self._dropped_invalid = self._dropped.labels(reason="invalid")
 
     def behind(self) -> float:
         consumer, positions = self._consumer, self._next
@@ -410,10 +452,13 @@ class ResultsView:
                 )
                 await asyncio.sleep(1.0)
                 continue
+            take = self._take
             for tp, records in batches.items():
+                partition = tp.partition
                 for record in records:
-                    self._take(tp.partition, record.offset, record.value)
+                    take(partition, record.offset, record.value, record.key, record.headers)
                 taken += len(records)
+            self._count_taken()
             self._progress.set()
             self._progress = asyncio.Event()
             if not self.caught_up.is_set() and self._reached_start_end():
@@ -482,43 +527,85 @@ class ResultsView:
             n >= e for n, e in zip(positions, self._catch_up_to, strict=True)
         )
 
-    def _take(self, partition: int, offset: int, value: bytes | None) -> None:
+    def _take(
+        self,
+        partition: int,
+        offset: int,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Any = (),
+    ) -> None:
         assert self._next is not None
         self._next[partition] = offset + 1
         try:
-            doc = parse_record(value)
-            if doc is None:
-                self._dropped.labels(reason="invalid").inc()
-                return
-            if "surface_approval" in doc:
-                self._take_approval(partition, doc)
-                return
-            name, outcome = decode_doc(doc, self.store)
+            header = find_vote(headers) if headers else None
+            doc: dict[str, Any] | None = None
+            if header is not None:
+                name, outcome, flags = decode_vote(header, key, self.store)
+                if not isinstance(outcome, str) and needs_value(outcome, flags):
+                    # The value has more than the header, or alerting may act on the result:
+                    # read it too, and take it only if it says what the header says.
+                    doc = parse_record(value)
+                    full = decode_doc(doc, self.store)[1] if doc is not None else "invalid"
+                    if isinstance(full, str) or not same_vote(full, outcome):
+                        outcome = "invalid"
+                    else:
+                        outcome = full
+            else:
+                doc = parse_record(value)
+                if doc is None:
+                    self._dropped_invalid.inc()
+                    return
+                if "surface_approval" in doc:
+                    self._take_approval(partition, doc)
+                    return
+                name, outcome = decode_doc(doc, self.store)
             if isinstance(outcome, str):
                 self._dropped.labels(reason=outcome).inc()
                 return
             if self._shard_of(name) != partition:
                 self._dropped.labels(reason="wrong_partition").inc()
                 return
-            if self.history is not None and offset >= self._history_from[partition]:
+            new_to_history = offset >= self._history_from[partition]
+            votes = self.votes
+            if votes is not None:
+                if new_to_history:
+                    votes.take_history(outcome, outcome.location)
+            elif self.history is not None and new_to_history:
                 self.history.consume(outcome)
-            surface = doc.get("surface")
+            if doc is not None:
+                surface = doc.get("surface")
+                if (
+                    self.surfaces is not None
+                    and type(surface) is dict
+                    and outcome.replica != self._replica
+                ):
+                    self.surfaces.take_remote(name, surface, outcome.finished_at, outcome.check)
             if (
-                self.surfaces is not None
-                and type(surface) is dict
-                and outcome.replica != self._replica
+                outcome.replica == self._replica
+                and outcome.started_at >= self._born
+                and outcome.location == self._location
             ):
-                self.surfaces.take_remote(name, surface, outcome.finished_at)
-            if outcome.replica == self._replica and outcome.started_at >= self._born:
-                self._taken.labels(outcome="own").inc()  # the echo of a run of this process
+                self._own_count += 1  # the echo of a run of this process
                 return
-            self.store.record(outcome)
-            self._taken.labels(outcome="status").inc()
+            if votes is not None:
+                votes.take(outcome, outcome.location, to_history=new_to_history)
+            else:
+                self.store.record(outcome)
+            self._status_count += 1
         except Exception:  # a record must never stop the view
             self._dropped.labels(reason="error").inc()
             log.exception(
                 "results view could not take a record", partition=partition, offset=offset
             )
+
+    def _count_taken(self) -> None:
+        if self._status_count:
+            self._taken_status.inc(self._status_count)
+            self._status_count = 0
+        if self._own_count:
+            self._taken_own.inc(self._own_count)
+            self._own_count = 0
 
     def _take_approval(self, partition: int, doc: dict[str, Any]) -> None:
         """A tool-surface approval another replica published (its CLI was used there)."""

@@ -92,6 +92,11 @@ class ResolvedCheck:
     #: the fingerprint (the probe instance is built from the params and labels, which already
     #: carry the target, server and version), but part of :meth:`same_as`.
     discovered: DiscoveredOrigin | None = None
+    #: Cluster mode: the locations that probe it and vote (empty: every location seen), and
+    #: how many must agree (0: a majority of them). Not part of the fingerprint (the probe
+    #: instance does not depend on them), but part of :meth:`same_as`.
+    locations: tuple[str, ...] = ()
+    quorum: int = 0
     _fingerprint: bytes | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )
@@ -139,7 +144,13 @@ class ResolvedCheck:
             and self.depends_on == other.depends_on
             and self.alert == other.alert
             and self.discovered == other.discovered
+            and self.locations == other.locations
+            and self.quorum == other.quorum
         )
+
+    def probed_in(self, location: str) -> bool:
+        """Whether replicas of ``location`` probe this check (cluster mode)."""
+        return not self.locations or location in self.locations
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # The fields in order, not dataclasses' own state (it calls ``fields()`` on every
@@ -158,6 +169,8 @@ class ResolvedCheck:
             self._fingerprint,
             self._reload_digest,
             self.discovered,
+            self.locations,
+            self.quorum,
         )
 
     def reload_digest(self) -> bytes:
@@ -168,7 +181,17 @@ class ResolvedCheck:
         cached = self._reload_digest
         if cached is None:
             alert = None if self.alert is None else self.alert.model_dump_json()
-            text = repr((self.name, self.fingerprint(), self.depends_on, alert, self.discovered))
+            text = repr(
+                (
+                    self.name,
+                    self.fingerprint(),
+                    self.depends_on,
+                    alert,
+                    self.discovered,
+                    self.locations,
+                    self.quorum,
+                )
+            )
             cached = hashlib.blake2b(
                 text.encode("utf-8", "surrogatepass"), digest_size=RELOAD_DIGEST_BYTES
             ).digest()
@@ -241,6 +264,8 @@ def _unpickled_check(
     fingerprint: bytes | None,
     reload_digest: bytes | None,
     discovered: DiscoveredOrigin | None = None,
+    locations: tuple[str, ...] = (),
+    quorum: int = 0,
 ) -> ResolvedCheck:
     shared = _UNPICKLED_SHARE.get()
     if shared is not None:
@@ -252,7 +277,18 @@ def _unpickled_check(
         if type(labels) is dict:
             labels = shared.labels(labels)
     check = ResolvedCheck(
-        name, probe_type, interval, timeout, labels, params, depends_on, alert, reads, discovered
+        name,
+        probe_type,
+        interval,
+        timeout,
+        labels,
+        params,
+        depends_on,
+        alert,
+        reads,
+        discovered,
+        locations,
+        quorum,
     )
     object.__setattr__(check, "_fingerprint", fingerprint)
     object.__setattr__(check, "_reload_digest", reload_digest)

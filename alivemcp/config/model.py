@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alivemcp.alerting.config import AlertingConfig, AlertPolicyOverride
-from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.config import ClusterConfig, check_locations, check_quorum
 from alivemcp.discovery.config import DiscoverySource, no_items
 from alivemcp.durations import Duration
 from alivemcp.history.config import HistoryConfig
@@ -146,11 +146,29 @@ class CheckSpec(_Strict):
         default_factory=list, description="Checks whose firing alerts suppress this one's."
     )
     alert: AlertPolicyOverride | None = Field(None, description="Alert policy overrides.")
+    locations: list[str] | None = Field(
+        None,
+        description="Cluster mode: the locations (cluster.location of the replicas) that probe "
+        "this check and vote on its verdict (default: every location seen in the cluster). "
+        "Standalone: ignored.",
+    )
+    quorum: int | None = Field(
+        None,
+        ge=1,
+        description="Cluster mode: how many locations must agree for the check to be down (or "
+        "up); default a majority of its locations. At most the number of locations listed.",
+    )
+
+    @field_validator("locations")
+    @classmethod
+    def _location_names(cls, value: list[str] | None) -> list[str] | None:
+        return check_locations(value)
 
     @model_validator(mode="after")
     def _one_target_source(self) -> CheckSpec:
         if self.targets is not None and self.targets_file is not None:
             raise ValueError("use either targets or targets_file, not both")
+        check_quorum(self.quorum, self.locations)
         return self
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from alivemcp.cluster.config import LOCATION_NAME
 from alivemcp.config.checks import ResolvedCheck, SharedValues
 from alivemcp.config.model import CheckSpec, Config, TargetSpec
 from alivemcp.config.registry import Registry
@@ -93,11 +94,15 @@ def resolve_checks(
                     params=params,
                     depends_on=tuple(spec.depends_on),
                     alert=spec.alert,
+                    locations=tuple(spec.locations or ()),
+                    quorum=spec.quorum or 0,
                 )
             )
         if len(errors) > errors_before:
             failed.add(spec.name)
     known = {c.name for c in resolved}
+    if config.cluster is not None:
+        _no_location_history_names(seen, errors)
     resolved = _resolve_references(resolved, seen, groups, failed, errors)
     for index, spec in specs:
         for dep in spec.depends_on:
@@ -253,3 +258,15 @@ def check_type_limits(config: Config, reg: Registry, errors: list[str]) -> None:
             hint = difflib.get_close_matches(name, known, n=1)
             more = f"; did you mean {hint[0]!r}?" if hint else f" (known: {', '.join(known)})"
             errors.append(f"scheduler.per_probe_type.{name}: no probe type {name!r}{more}")
+
+
+def _no_location_history_names(seen: dict[str, str], errors: list[str]) -> None:
+    """Cluster mode keeps a location's own results of check ``c`` in history as
+    ``c@location``: no check may be named so, or both would share one history."""
+    for name, where in seen.items():
+        check, at, location = name.rpartition("@")
+        if at and check in seen and LOCATION_NAME.fullmatch(location):
+            errors.append(
+                f"{where}.name: {name!r} is the name history keeps the results of check "
+                f"{check!r} from location {location!r} under (cluster mode); rename it"
+            )

@@ -72,6 +72,9 @@ class TemplatePlan:
     validated: tuple[ProbeParams, ...] = ()
     #: Runs at once against one host, for this source's checks (the scheduler enforces it).
     max_per_host: int | None = None
+    #: Cluster mode: the template's ``locations`` and ``quorum`` (see ResolvedCheck).
+    locations: tuple[str, ...] = ()
+    quorum: int = 0
     shared: SharedValues = field(default_factory=SharedValues)
 
     def make_check(
@@ -120,6 +123,8 @@ class TemplatePlan:
             depends_on=(),
             alert=None,
             discovered=dataclasses.replace(origin, max_per_host=self.max_per_host),
+            locations=self.locations,
+            quorum=self.quorum,
         )
 
 
@@ -189,6 +194,8 @@ def plan_template(
         owners=owners,
         validated=tuple(validated),
         max_per_host=source.max_per_host,
+        locations=tuple(template.locations or ()),
+        quorum=template.quorum or 0,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from alivemcp.cluster.config import check_locations, check_quorum
 from alivemcp.durations import Duration
 from alivemcp.plumbing.http import check_http_url
 
@@ -143,6 +144,24 @@ class DiscoveryTemplate(_Strict):
         default_factory=no_items,
         description="Params and labels for some targets, applied in order (later ones win).",
     )
+    locations: list[str] | None = Field(
+        None,
+        description="Cluster mode: the locations that probe these checks and vote on their "
+        "verdicts (default: every location seen), as a check's `locations`.",
+    )
+    quorum: int | None = Field(
+        None, ge=1, description="Cluster mode: as a check's `quorum` (default: a majority)."
+    )
+
+    @field_validator("locations")
+    @classmethod
+    def _location_names(cls, value: list[str] | None) -> list[str] | None:
+        return check_locations(value)
+
+    @model_validator(mode="after")
+    def _quorum_fits(self) -> DiscoveryTemplate:
+        check_quorum(self.quorum, self.locations)
+        return self
 
 
 class DiscoverySource(_Strict):

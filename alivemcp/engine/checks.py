@@ -66,6 +66,9 @@ def check_info(check: ResolvedCheck) -> CheckInfo:
         labels=check.labels,
         depends_on=check.depends_on,
         discovered=check.discovered,
+        interval=check.interval,
+        locations=check.locations,
+        quorum=check.quorum,
     )
 
 

@@ -16,7 +16,7 @@ from alivemcp.surface import Surface
 if TYPE_CHECKING:
     from alivemcp.config.checks import DiscoveredOrigin
 
-__all__ = ["CheckInfo", "CheckResult"]
+__all__ = ["CheckInfo", "CheckResult", "LocationVote"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,34 @@ class CheckInfo:
     depends_on: Sequence[str] = ()
     #: Where a discovered check came from (None: written in the config file).
     discovered: DiscoveredOrigin | None = None
+    #: Seconds between runs (0: unknown). Cluster mode: how long a location's vote stays fresh.
+    interval: float = 0.0
+    #: Cluster mode: the locations that vote on it (empty: every location seen) and how many
+    #: must agree (0: a majority).
+    locations: tuple[str, ...] = ()
+    quorum: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LocationVote:
+    """One location's latest result of a check, as the quorum saw it."""
+
+    status: Status
+    reason: str
+    started_at: float  # unix time
+    finished_at: float  # unix time
+    replica: str
+    #: Whether it still votes (younger than the freshness window).
+    fresh: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "reason": self.reason,
+            "last_run": self.started_at,
+            "replica": self.replica,
+            "fresh": self.fresh,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +77,10 @@ class CheckResult:
     replica: str = ""
     #: What the target offers its clients (see :mod:`alivemcp.surface`); None: not looked at.
     surface: Surface | None = None
+    #: Cluster mode: where the run was made (a result), or the votes of every location of
+    #: the check (a quorum verdict: ``locations`` set).
+    location: str = ""
+    locations: Mapping[str, LocationVote] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The shape ``check --json`` prints and ``/status`` serves for a run."""
@@ -70,4 +102,6 @@ class CheckResult:
             out["labels"] = dict(self.check.labels)
         if self.details:
             out["details"] = self.details
+        if self.locations is not None:
+            out["locations"] = {k: v.as_json() for k, v in self.locations.items()}
         return out

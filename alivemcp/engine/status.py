@@ -25,6 +25,9 @@ HISTORY = 20
 _STATUS_CODES = {Status.UP: 0, Status.DEGRADED: 1, Status.DOWN: 2, Status.UNKNOWN: 3}
 _CODE_STATUS = {v: k for k, v in _STATUS_CODES.items()}
 _NO_RUNS = (0, 0, 0, 0)
+#: Read for every result (every location's, in cluster mode): a module's name is found faster
+#: than an enum class's member.
+_UP, _DEGRADED, _DOWN = Status.UP, Status.DEGRADED, Status.DOWN
 
 
 @dataclass(slots=True)
@@ -86,6 +89,8 @@ class StatusStore:
         self._states: dict[str, CheckState] = {}
         self._history: dict[str, _History] = {}
         self._watchers: list[Callable[[StatusChange], None]] = []
+        #: Cluster mode: whether this replica decides a check's verdict (it pages for it).
+        self.decides: Callable[[str], bool] | None = None
 
     def watch(self, watcher: Callable[[StatusChange], None]) -> None:
         """Call ``watcher`` for every status change of a result taken by :meth:`consume` (the
@@ -152,11 +157,11 @@ class StatusStore:
             since = result.finished_at
         up, degraded, down, unknown = state.runs
         status = result.status
-        if status is Status.UP:
+        if status is _UP:
             up += 1
-        elif status is Status.DOWN:
+        elif status is _DOWN:
             down += 1
-        elif status is Status.DEGRADED:
+        elif status is _DEGRADED:
             degraded += 1
         else:
             unknown += 1
@@ -217,41 +222,54 @@ class StatusStore:
             last = state.last
             summary[last.status.value if last else "pending"] += 1
         for state in states:
-            last = state.last
-            status = last.status.value if last else "pending"
             if only is None:
-                summary[status] += 1
-            row: dict[str, Any] = {
-                "check": state.info.name,
-                "probe": state.info.probe_type,
-                "labels": dict(state.info.labels),
-                "status": status,
-                "reason": last.reason if last else "not run yet",
-                "since": state.since,
-                "last_run": last.started_at if last else None,
-                "duration_seconds": round(last.duration_seconds, 6) if last else None,
-            }
-            if self.replica:
-                row["owner"] = (last.replica or self.replica) if last else None
-            origin = state.info.discovered
-            if origin is not None:
-                row["discovered"] = origin.as_json()
-            if brief:
-                checks.append(row)
-                continue
-            row["observations"] = dict(last.observations) if last else {}
-            history = self._history.get(state.info.name)
-            row["history"] = history.rows() if history is not None else []
-            if last and last.labeled_observations:
-                row["labeled_observations"] = [
-                    {"name": o.name, "labels": dict(o.labels), "value": o.value}
-                    for o in last.labeled_observations
-                ]
-            if last and last.details:
-                row["details"] = last.details
-            checks.append(row)
+                last = state.last
+                summary[last.status.value if last else "pending"] += 1
+            checks.append(self._row(state, brief))
         document: dict[str, Any] = {"generated_at": time.time(), "summary": summary}
         if self.replica:
             document["replica"] = self.replica
         document["checks"] = checks
         return document
+
+    def row(self, name: str) -> dict[str, Any] | None:
+        """One check's full ``/status`` row (None: no such check), without the summary a
+        snapshot counts over every check."""
+        state = self._states.get(name)
+        return None if state is None else self._row(state, False)
+
+    def _row(self, state: CheckState, brief: bool) -> dict[str, Any]:
+        last = state.last
+        status = last.status.value if last else "pending"
+        row: dict[str, Any] = {
+            "check": state.info.name,
+            "probe": state.info.probe_type,
+            "labels": dict(state.info.labels),
+            "status": status,
+            "reason": last.reason if last else "not run yet",
+            "since": state.since,
+            "last_run": last.started_at if last else None,
+            "duration_seconds": round(last.duration_seconds, 6) if last else None,
+        }
+        if self.replica:
+            row["owner"] = (last.replica or self.replica) if last else None
+        if self.decides is not None:
+            row["decided_here"] = self.decides(state.info.name)
+        if last is not None and last.locations is not None:
+            row["locations"] = {k: v.as_json() for k, v in last.locations.items()}
+        origin = state.info.discovered
+        if origin is not None:
+            row["discovered"] = origin.as_json()
+        if brief:
+            return row
+        row["observations"] = dict(last.observations) if last else {}
+        history = self._history.get(state.info.name)
+        row["history"] = history.rows() if history is not None else []
+        if last and last.labeled_observations:
+            row["labeled_observations"] = [
+                {"name": o.name, "labels": dict(o.labels), "value": o.value}
+                for o in last.labeled_observations
+            ]
+        if last and last.details:
+            row["details"] = last.details
+        return row

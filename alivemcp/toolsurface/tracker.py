@@ -62,6 +62,8 @@ _MAX_QUEUED = 10_000
 _TOUCH_EVERY = 60.0
 #: The largest surface a result record carries whole (Kafka's default message limit is 1 MB).
 _MAX_PUBLISHED_CHARS = 256 * 1024
+#: A record repeats a check's unchanged surface digest and approval this often.
+REPEAT_SECONDS = 600.0
 _HEX = frozenset("0123456789abcdef")
 #: Finding severities that keep a surface approved on first sight from counting as approved.
 _PAGED_SEVERITIES = frozenset({"critical", "warning"})
@@ -116,11 +118,13 @@ class SurfaceTracker:
         self._known: dict[str, _Known] = {}
         self._infos: dict[str, CheckInfo] = {}
         self._queue: deque[tuple[CheckInfo, Surface, float]] = deque()
-        self._remote: deque[tuple[str, Mapping[str, Any], float]] = deque()
+        self._remote: deque[tuple[str, Mapping[str, Any], float, CheckInfo | None]] = deque()
         #: Per check: the approval as [digest, at, by] (for the records other replicas read).
         self._approvals: dict[str, list[Any]] = {}
         #: Per check: the digest this process last published whole.
         self._published: dict[str, str] = {}
+        #: Per check: what its last record said of the surface, and when (see record_for).
+        self._said: dict[str, tuple[tuple[str, str, str], float]] = {}
         self._wake = asyncio.Event()
         self._seen: dict[tuple[str, str], float] = {}
         self._new_digests: dict[str, deque[float]] = {}
@@ -153,7 +157,12 @@ class SurfaceTracker:
         self._wake.set()
 
     def record_for(self, result: CheckResult) -> dict[str, Any] | None:
-        """What a result's record on the results topic says of its surface (cluster mode)."""
+        """What a result's record on the results topic says of its surface (cluster mode):
+        its digest, mode and approval when one of them changed since this process last said
+        them for the check, or :data:`REPEAT_SECONDS` ago (a replica started since learns them
+        then); else None. A record without it is read without parsing its JSON by every
+        replica's view (see alivemcp.cluster.vote_header): on a fleet of MCP checks that is
+        most records."""
         surface = result.surface
         if surface is None:
             return None
@@ -162,6 +171,12 @@ class SurfaceTracker:
         approval = self._approvals.get(name)
         if approval is not None:
             doc["approved"] = approval
+        said = (surface.digest, surface.mode.value, repr(approval))
+        last = self._said.get(name)
+        now = self._clock()
+        if last is not None and last[0] == said and now - last[1] < REPEAT_SECONDS:
+            return None
+        self._said[name] = (said, now)
         if self._published.get(name) != surface.digest:
             text = stored_text(surface)
             if len(text) <= _MAX_PUBLISHED_CHARS:
@@ -169,12 +184,17 @@ class SurfaceTracker:
             self._published[name] = surface.digest
         return doc
 
-    def take_remote(self, check: str, data: Mapping[str, Any], at: float) -> None:
-        """Another replica's word on ``check``'s surface (untrusted: checked in the worker)."""
+    def take_remote(
+        self, check: str, data: Mapping[str, Any], at: float, info: CheckInfo | None = None
+    ) -> None:
+        """Another replica's word on ``check``'s surface (untrusted: checked in the worker).
+        With ``info`` (a result's record), a surface other than the one last judged here is
+        judged here too: alerting opens the alert only on the replica that decides the check
+        (with several locations, not necessarily the one that probed it)."""
         if len(self._remote) >= _MAX_QUEUED:
             self._remote.popleft()
             self.dropped_total += 1
-        self._remote.append((check, data, at))
+        self._remote.append((check, data, at, info))
         self._wake.set()
 
     def forget(self, names: Iterable[str]) -> None:
@@ -188,6 +208,7 @@ class SurfaceTracker:
                 self.findings,
                 self._approvals,
                 self._published,
+                self._said,
                 self.changes_total,
             ):
                 kept.pop(name, None)
@@ -254,8 +275,10 @@ class SurfaceTracker:
 
     async def _process_one(self) -> None:
         if self._remote:
-            check, data, at = self._remote.popleft()
-            await self._guarded(lambda: self._record_remote(check, data, at))
+            check, data, at, info = self._remote.popleft()
+            remote = await self._guarded(lambda: self._record_remote(check, data, at, info))
+            if remote is not None:
+                self._deliver(remote)
             return
         if not self._queue:
             return
@@ -333,8 +356,11 @@ class SurfaceTracker:
 
     # -- judging (in the worker thread) ----------------------------------------------------------
 
-    def _record_remote(self, check: str, data: Mapping[str, Any], at: float) -> None:
+    def _record_remote(
+        self, check: str, data: Mapping[str, Any], at: float, info: CheckInfo | None
+    ) -> SurfaceVerdict | None:
         approved = data.get("approved")
+        approval_taken = False
         if (
             isinstance(approved, list)
             and len(approved) == 3
@@ -344,9 +370,38 @@ class SurfaceTracker:
             and len(approved[2]) <= 200
         ):
             self.store.approve_remote(check, approved[0], float(approved[1]), approved[2])
+            approval_taken = True
+        digest = data.get("digest")
+        if not isinstance(digest, str) or not _is_digest(digest):
+            return None
         whole = data.get("surface")
-        if not isinstance(whole, dict) or not _is_digest(data.get("digest")):
-            return
+        surface: Surface | None = None
+        if isinstance(whole, dict):
+            surface = self._remote_surface(whole, digest)
+            if surface is None:
+                return None  # a record that does not hold together: nothing of it is taken
+            self.findings[check] = self._record_version(
+                check, surface, at, self.store.latest(check)
+            )
+        if info is None:
+            return None
+        try:
+            mode = SurfaceMode(str(data.get("mode")))
+        except ValueError:
+            return None
+        known = self._known.get(check)
+        if (
+            known is not None
+            and known.digest == digest
+            and known.mode == mode
+            and (not approval_taken or known.approved)
+        ):
+            return None
+        if surface is None and (known is None or known.digest != digest):
+            self.findings.pop(check, None)  # those of another digest: read again for this one
+        return self._judge(info, digest, mode, surface)
+
+    def _remote_surface(self, whole: dict[str, Any], digest: str) -> Surface | None:
         try:
             surface = Surface.from_json(whole)
             # Recomputed from the documents when every one was kept: a record cannot claim a
@@ -354,12 +409,12 @@ class SurfaceTracker:
             if surface.dropped == 0 and all(i.document is not None for i in surface.items):
                 rebuilt = build_surface((i.kind, i.name, i.document or {}) for i in surface.items)
                 if rebuilt.digest != surface.digest:
-                    return
+                    return None
         except (KeyError, TypeError, ValueError, RecursionError):
-            return
-        if surface.digest != data.get("digest") or len(stored_text(surface)) > MAX_STORED_BYTES:
-            return
-        self._record_version(check, surface, at, self.store.latest(check))
+            return None
+        if surface.digest != digest or len(stored_text(surface)) > MAX_STORED_BYTES:
+            return None
+        return surface
 
     def _record_version(
         self, name: str, surface: Surface, at: float, before: str | None

@@ -3,7 +3,13 @@
 Every answer is JSON with a stable shape (docs/http-api.md is the reference); errors are JSON
 too, ``{"error": "..."}``, with ``parameter`` and ``allowed`` when a query parameter was
 wrong. Check names in paths are percent-encoded; an encoded ``/`` (``%2F``) and a literal one
-both work, because the last path segment always names the view (``uptime``, ``status.svg``...).
+both work, because the last path segment always names the view (``uptime``, ``status.svg``...);
+``/api/v1/checks/{name}`` itself (a check's status row), routed after every view, takes what
+no view took.
+
+Cluster mode with several locations: each location's own results are in history under
+``check@location`` (:func:`~alivemcp.cluster.verdicts.location_history_name`), the quorum
+verdict under the check's name; ``?location=`` on a history endpoint answers for the former.
 
 Nothing here writes: history answers come from :class:`~alivemcp.history.store.HistoryStore`
 (flushed first, so a result recorded before the request is in the answer), the check list
@@ -20,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from alivemcp.cluster.config import LOCATION_NAME, LOCATION_NAME_RULE
+from alivemcp.cluster.verdicts import location_history_name
 from alivemcp.discovery.manager import SourceSnapshot
 from alivemcp.durations import parse_instant
 from alivemcp.engine.results import CheckInfo
@@ -49,6 +57,7 @@ DEFAULT_INCIDENTS_LIMIT = 100
 MAX_INCIDENTS = 1000
 #: JSON answers are live data: a proxy or browser must not answer from a stale copy.
 JSON_CACHE_CONTROL = "no-store"
+CHECKS_PATH = "/api/v1/checks"
 RETRY_UNAVAILABLE_SECONDS = "5"
 BADGE_WINDOWS = ("24h", "7d", "30d")
 
@@ -255,33 +264,56 @@ class _Api:
             headers={"Cache-Control": JSON_CACHE_CONTROL},
         )
 
-    async def uptime(self, request: web.Request) -> web.Response:
-        history, name = await self._history_check(request)
-        window = _window(_params(request, ("window",)), WINDOWS)
-        return _json(await history.uptime(name, window))
-
-    async def series(self, request: web.Request) -> web.Response:
-        history, name = await self._history_check(request)
-        window = _window(_params(request, ("window",)), WINDOWS)
-        return _json(await history.series(name, window))
-
-    async def incidents(self, request: web.Request) -> web.Response:
-        history, name = await self._history_check(request)
-        params = _params(request, ("since", "limit"))
-        since = parse_since(params.get("since", DEFAULT_INCIDENTS_SINCE), time.time())
-        limit = _limit(params)
-        return _json({"check": name, "incidents": await history.incidents(name, since, limit)})
-
-    async def api_not_found(self, request: web.Request) -> web.Response:
-        return _json(
-            {
-                "error": f"no API endpoint {request.path!r}; see "
-                "/api/v1/checks and /api/v1/checks/{name}/uptime|incidents|history"
-            },
-            status=404,
+    async def check(self, request: web.Request) -> web.Response:
+        """One check: its ``/status`` row in full, and its live uptime windows."""
+        name = request.match_info["name"]
+        _params(request, ())
+        row = self._store.row(name)
+        if row is None:
+            if self._literal_slash(request):
+                # ``/api/v1/checks/a/b``: the check ``a/b``, or a view ``b`` of ``a`` that
+                # does not exist; neither is here.
+                raise _ApiError(
+                    404, {"error": f"{_no_endpoint(request.path)}; nor is there a check {name!r}"}
+                )
+            raise _ApiError(404, {"error": f"no check named {name!r}"})
+        now = time.time()
+        doc: dict[str, Any] = row
+        doc["uptime"] = None if self._history is None else _uptime_of(self._history, name, now)
+        doc["generated_at"] = now
+        # As /status writes it: details are a probe's, whatever it put in them.
+        return web.Response(
+            text=json.dumps(doc, default=str),
+            content_type="application/json",
+            headers={"Cache-Control": JSON_CACHE_CONTROL},
         )
 
-    async def _history_check(self, request: web.Request) -> tuple[HistoryStore, str]:
+    async def uptime(self, request: web.Request) -> web.Response:
+        history, name, kept, params = await self._history_check(request, ("window",))
+        window = _window(params, WINDOWS)
+        return _json(_as_check(await history.uptime(kept, window), name, params))
+
+    async def series(self, request: web.Request) -> web.Response:
+        history, name, kept, params = await self._history_check(request, ("window",))
+        window = _window(params, WINDOWS)
+        return _json(_as_check(await history.series(kept, window), name, params))
+
+    async def incidents(self, request: web.Request) -> web.Response:
+        history, name, kept, params = await self._history_check(request, ("since", "limit"))
+        since = parse_since(params.get("since", DEFAULT_INCIDENTS_SINCE), time.time())
+        limit = _limit(params)
+        found = [_as_check(i, name, params) for i in await history.incidents(kept, since, limit)]
+        return _json(_as_check({"check": name, "incidents": found}, name, params))
+
+    async def api_not_found(self, request: web.Request) -> web.Response:
+        return _json({"error": _no_endpoint(request.path)}, status=404)
+
+    async def _history_check(
+        self, request: web.Request, accepted: tuple[str, ...]
+    ) -> tuple[HistoryStore, str, str, dict[str, str]]:
+        """The history, the check's name, the name its history is kept under (the check's,
+        or with ``?location=`` that location's own: ``check@location``) and the query
+        parameters (``accepted`` and ``location``)."""
         name = request.match_info["name"]
         if self._history is None:
             raise _ApiError(
@@ -289,7 +321,34 @@ class _Api:
             )
         if not await self._known(name):
             raise _ApiError(404, {"error": f"no check named {name!r}"})
-        return self._history, name
+        params = _params(request, (*accepted, "location"))
+        location = params.get("location")
+        if location is None:
+            return self._history, name, name, params
+        if not LOCATION_NAME.fullmatch(location):
+            raise _bad_parameter(
+                "location",
+                f"location: {location[:80]!r} is not a location name ({LOCATION_NAME_RULE})",
+            )
+        kept = location_history_name(name, location)
+        await self._history.flush()  # a location's first results may be on their way in
+        if not await self._history.known(kept):
+            raise _ApiError(
+                404,
+                {
+                    "error": f"no history of check {name!r} from location {location!r}: a "
+                    "location's own results are kept in cluster mode, for a check probed "
+                    "from two or more locations",
+                    "parameter": "location",
+                },
+            )
+        return self._history, name, kept, params
+
+    @staticmethod
+    def _literal_slash(request: web.Request) -> bool:
+        """Whether the name in the path holds an unencoded ``/`` (``%2F`` stays encoded in
+        :attr:`~yarl.URL.path_safe`)."""
+        return "/" in request.rel_url.path_safe[len(CHECKS_PATH) + 1 :]
 
     async def _known(self, name: str) -> bool:
         if self._store.get(name) is not None:
@@ -380,6 +439,22 @@ def _only_api(handler: Handler) -> Handler:
     return wrapped
 
 
+def _no_endpoint(path: str) -> str:
+    return (
+        f"no API endpoint {path!r}; see /api/v1/checks, /api/v1/checks/{{name}} and "
+        "/api/v1/checks/{name}/uptime|incidents|history (?location= for one location's own)"
+    )
+
+
+def _as_check(doc: dict[str, Any], name: str, params: Mapping[str, str]) -> dict[str, Any]:
+    """A history answer about ``check@location`` as one about the check, from ``location``."""
+    location = params.get("location")
+    if location is not None:
+        doc["check"] = name
+        doc["location"] = location
+    return doc
+
+
 def add_api_routes(
     app: web.Application,
     store: StatusStore,
@@ -402,11 +477,14 @@ def add_api_routes(
         router.add_get("/api/v1/discovery", _only_api(discovery_sources))
     # ``{name:.+}`` (not the default one-segment pattern): a name may hold literal slashes
     # when a client does not encode them; the view is always the last segment.
-    router.add_get("/api/v1/checks", _only_api(api.checks))
-    router.add_get("/api/v1/checks/{name:.+}/uptime", _only_api(api.uptime))
-    router.add_get("/api/v1/checks/{name:.+}/incidents", _only_api(api.incidents))
-    router.add_get("/api/v1/checks/{name:.+}/history", _only_api(api.series))
+    # aiohttp tries the routes of one prefix in the order they were added: every view first,
+    # the check itself (``{name:.+}`` alone matches any of them) last.
+    router.add_get(CHECKS_PATH, _only_api(api.checks))
+    router.add_get(CHECKS_PATH + "/{name:.+}/uptime", _only_api(api.uptime))
+    router.add_get(CHECKS_PATH + "/{name:.+}/incidents", _only_api(api.incidents))
+    router.add_get(CHECKS_PATH + "/{name:.+}/history", _only_api(api.series))
     tools.add_api(router)
+    router.add_get(CHECKS_PATH + "/{name:.+}", _only_api(api.check))
     router.add_get("/api/{tail:.*}", api.api_not_found)
     router.add_get("/badge/{name:.+}/status.svg", api.status_badge)
     router.add_get(

@@ -37,6 +37,8 @@ from alivemcp.outcome import (
     engine_label_owners,
 )
 from alivemcp.probe import Status
+from alivemcp.web.metrics_locations import FAMILY as LOCATION_STATUS_FAMILY
+from alivemcp.web.metrics_locations import LocationStatusFamily
 
 __all__ = [
     "CHECK_IDENTITY_LABELS",
@@ -60,6 +62,7 @@ ENGINE_METRIC_NAMES = frozenset(
         "alivemcp_check_runs_total",
         "alivemcp_check_last_run_timestamp_seconds",
         "alivemcp_check_status_since_timestamp_seconds",
+        LOCATION_STATUS_FAMILY,
         "alivemcp_scheduler_lateness_seconds",
         "alivemcp_scheduler_runs_in_flight",
         "alivemcp_scheduler_skipped_runs_total",
@@ -193,6 +196,8 @@ class CheckExposition:
         self._lines: dict[str, _CheckLines] = {}
         self._uptime: tuple[str, UptimeSource] | None = None
         self._owned: Callable[[str], bool] | None = None
+        #: Cluster mode, several locations: each location's vote (:mod:`.metrics_locations`).
+        self.locations = LocationStatusFamily()
         #: Held by a render: the kept lines are one thread's at a time, even if the scrape
         #: that started a render was abandoned while its thread went on.
         self._lock = threading.Lock()
@@ -364,6 +369,7 @@ class CheckExposition:
             ):
                 parts.append(_family_header(family, "gauge", doc, openmetrics).encode())
                 _join_into(parts, lines_of, breathe)
+        self.locations.render_into(parts, states, breathe, RENDER_CHUNK)
         helps = _observable_help()
         for name, observed_lines in observed.items():
             doc = helps.get(name) or f"{name} as reported by a probe that does not declare it."

@@ -972,6 +972,23 @@ class Trio:
         """Who produced the check's latest result, as any running replica sees it."""
         return str(self.running()[0].status_of(name).get("owner") or "")
 
+    def decider(self, name: str) -> str:
+        """The replica that decides the check's verdict and pages for it ("" while none
+        does: a rebalance of the verdict group)."""
+        for replica, daemon in self.daemons.items():
+            if daemon in self.running() and daemon.status_of(name).get("decided_here"):
+                return replica
+        return ""
+
+    def wait_decider(self, name: str, other_than: str = "") -> str:
+        poll_until(
+            lambda: self.decider(name) not in ("", other_than),
+            60,
+            f"a replica deciding {name}" + (f" other than {other_than}" if other_than else ""),
+            every=0.2,
+        )
+        return self.decider(name)
+
     def metric(self, daemon: DaemonProcess, name: str, **labels: str) -> float:
         """A sample of the replica's /metrics (0 when it has none)."""
         for line in daemon.get("/metrics")[1].splitlines():
@@ -997,7 +1014,7 @@ class Trio:
     def wait_page_recorded(self, name: str) -> DaemonProcess:
         """The check's owner, once it counted the page delivered at both receivers and no
         record of it is pending: the alert-state topic says the page was sent."""
-        owner = self.daemons[self.owner(name)]
+        owner = self.daemons[self.wait_decider(name)]
         owner.wait_for(
             lambda: (
                 all(
@@ -1080,17 +1097,13 @@ def test_daemons_kill_the_owner_mid_incident_one_page_and_one_resolve(daemons: T
     trio = daemons
     trio.set("api", "down")
     trio.wait_paged("api")
-    victim = trio.owner("api")
-    assert victim in REPLICAS
     # Delivered, and its record says so (a kill in between would repeat the page: see the
-    # receivers above).
+    # receivers above). The victim is the replica that paged (it decides api's verdict).
+    victim = trio.wait_decider("api")
     trio.wait_page_recorded("api")
     trio.daemons[victim].kill()  # kill -9: nothing written on the way out
-    survivor = trio.running()[0]
-    survivor.wait_for(
-        lambda: trio.owner("api") not in ("", victim), 60, "another replica probing api"
-    )
-    trio.wait_more_results("api")  # the new owner sees api fail several times more
+    trio.wait_decider("api", other_than=victim)
+    trio.wait_more_results("api")  # the new decider sees api fail several times more
     trio.assert_once("api", resolved=False)
     trio.set("api", "up")
     trio.wait_resolved("api")
@@ -1215,9 +1228,9 @@ _TOOLS = [{"name": "echo", "description": "Echo the text.", "inputSchema": {"typ
 def test_daemons_tool_surface_handover_keeps_the_baseline_and_any_replica_approves(
     kafka3: GatedKafkaCluster, tmp_path: Path, lab: ServerProcess
 ) -> None:
-    """A surface changed: paged once by the owner; the owner killed: the new owner keeps the
-    baseline and the open alert (no second page); approved with the CLI on a replica that
-    does not probe the check: resolved once."""
+    """A surface changed: paged once by the replica deciding the check; it (and the prober)
+    killed: the new ones keep the baseline and the open alert (no second page); approved with
+    the CLI on a replica that does not probe the check (when one is left): resolved once."""
     path = _lab_request("POST", lab.base + "/_surface", {"tools": _TOOLS})["path"]
     token = path.rsplit("/", 1)[-1]
     check = {
@@ -1244,17 +1257,22 @@ def test_daemons_tool_surface_handover_keeps_the_baseline_and_any_replica_approv
             _lab_request("PUT", f"{lab.base}/_surface/{token}", {"tools": changed})
             pd.wait_for(lambda: per_key(pd.events()).get(key), 60, "surface change paged")
             trio.wait_page_recorded("tools")
-            victim = trio.owner("tools")
-            trio.daemons[victim].kill()
+            # The replica that paged (it decides the check) is killed; the prober too, if
+            # another one: the baseline must survive on replicas that did neither.
+            victims = {trio.wait_decider("tools"), trio.owner("tools")}
+            for victim in victims:
+                trio.daemons[victim].kill()
+            trio.wait_decider("tools", other_than="")
             survivor = trio.running()[0]
             survivor.wait_for(
-                lambda: trio.owner("tools") not in ("", victim), 60, "another replica probing"
+                lambda: trio.owner("tools") not in ("", *victims), 60, "another replica probing"
             )
             trio.wait_more_results("tools")
             assert per_key(pd.events()) == {key: ["trigger"]}
             new_owner = trio.owner("tools")
             approver = next(
-                r for r, d in trio.daemons.items() if d in trio.running() and r != new_owner
+                (r for r, d in trio.daemons.items() if d in trio.running() and r != new_owner),
+                new_owner,
             )
             done = subprocess.run(
                 [

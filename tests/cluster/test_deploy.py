@@ -1,13 +1,15 @@
 """deploy/kubernetes/cluster/: the cluster-mode kustomization validates against the Kubernetes
 schemas, its pieces fit together (StatefulSet, governing Service, disruption budget, config),
 and it takes the pieces it shares with the single-replica kustomization from
-deploy/kubernetes/base/ rather than holding copies of them.
+deploy/kubernetes/base/ rather than holding copies of them. deploy/kubernetes/cluster-location/,
+the overlay of one location, changes nothing but the replicas' location.
 
 The overlay is rendered with ``kubectl kustomize`` (what ``kubectl apply -k`` sends).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,8 @@ import pytest
 import yaml
 from kubernetes_validate.utils import all_versions
 
-from alivemcp.app.daemon import CLUSTER_STOP_SECONDS, STOP_OVERHEAD_SECONDS
+from alivemcp.app.clustered import CLUSTER_STOP_SECONDS
+from alivemcp.app.daemon import STOP_OVERHEAD_SECONDS
 from alivemcp.config import load_config_text, split_listen
 from tests.support import kustomize
 
@@ -25,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 STANDALONE = REPO / "deploy" / "kubernetes"
 SHARED = STANDALONE / "base"
 OVERLAY = STANDALONE / "cluster"
+LOCATION_OVERLAY = STANDALONE / "cluster-location"
 SCHEMAS = REPO / "tests" / "ship" / "schemas"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SCHEMAS / "servicemonitor-v1.json",
@@ -139,3 +143,49 @@ def test_replicas_have_stable_ids_own_volumes_and_roll_one_at_a_time() -> None:
         + sum(CLUSTER_STOP_SECONDS.values())
     )
     assert pod["terminationGracePeriodSeconds"] >= needed
+
+
+def _location_of(objects: list[dict[str, Any]]) -> str:
+    """cluster.location as a replica of these objects loads it (its ConfigMap, its env)."""
+    (sts,) = [o for o in objects if o["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    loaded = load_config_text(config_map["data"]["config.yaml"], source="configmap", env=env)
+    assert loaded.config.cluster is not None
+    return loaded.config.cluster.location
+
+
+def test_the_location_comes_from_the_pods_environment() -> None:
+    assert _location_of(built(OVERLAY)) == "default"
+    # Unset (a pod spec of your own): the config's own default.
+    config = load_config_text(one("ConfigMap")["data"]["config.yaml"], source="cm", env={})
+    assert config.config.cluster is not None and config.config.cluster.location == "default"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_location_overlay_changes_only_the_location_and_the_pod_names(version: str) -> None:
+    located = built(LOCATION_OVERLAY)
+    for resource in located:
+        if (resource["apiVersion"], resource["kind"]) not in CRD_SCHEMAS:
+            kubernetes_validate.validate(resource, version, strict=True)
+    assert _location_of(located) == "eu-west"
+    # The pods (the replica ids) are named after the location: ids must differ across
+    # locations, which share the verdict group.
+    (sts,) = [r for r in located if r["kind"] == "StatefulSet"]
+    assert sts["metadata"]["name"] == "alivemcp-eu-west"
+    # Everything else as the cluster overlay renders it: the same config, the same objects.
+    plain = {_identity(r): r for r in built(OVERLAY)}
+    others = {_identity(r): r for r in located if r["kind"] != "StatefulSet"}
+    assert set(others) == {i for i in plain if i[0] != "StatefulSet"}
+    assert all(others[i] == plain[i] for i in others)
+    plain_sts = plain[("StatefulSet", "alivemcp")]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    (plain_container,) = plain_sts["spec"]["template"]["spec"]["containers"]
+    envs = {e["name"]: e for e in container["env"]}
+    plain_envs = {e["name"]: e for e in plain_container["env"]}
+    assert {k for k in envs if envs[k] != plain_envs.get(k)} == {"ALIVEMCP_LOCATION"}
+    renamed = copy.deepcopy(sts)  # the rendered objects are cached: change a copy
+    renamed["metadata"]["name"] = "alivemcp"
+    renamed["spec"]["template"]["spec"]["containers"][0]["env"] = plain_container["env"]
+    assert renamed == plain_sts

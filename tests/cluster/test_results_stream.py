@@ -47,6 +47,7 @@ RESULT_FIELDS = {
     "finished_at",
     "observations",
     "replica",
+    "location",
 }
 
 
@@ -111,6 +112,7 @@ async def test_record_per_result_keyed_by_check_in_its_shards_partition(
             "finished_at": sent.finished_at,
             "observations": {"http_status": 200.0, "tools_count": float(n)},
             "replica": "replica-a",
+            "location": "default",
         }
     assert rig.metric("alivemcp_cluster_produced_records_total", topic="results") == 40
     assert rig.metric("alivemcp_cluster_produce_lag_seconds_count") == 40

@@ -13,7 +13,9 @@ from alivemcp.alerting.manager import AlertManager
 from alivemcp.app.route import Admission, result_route
 from alivemcp.cluster._kafka import ClusterKafka
 from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.quorum import QuorumBoard
 from alivemcp.cluster.stream import ResultsStream
+from alivemcp.cluster.verdicts import Verdicts
 from alivemcp.engine.status import StatusChange, StatusStore
 from alivemcp.history.config import HistoryConfig
 from alivemcp.history.store import HistoryStore
@@ -47,6 +49,33 @@ def _cluster_route(tmp_path: Path, owned: set[str]) -> tuple[StatusStore, Result
     store = StatusStore(replica="r1")
     store.set_checks(CHECKS)
     return store, stream, Admission(lambda name: name in owned)
+
+
+def test_cluster_route_with_locations_votes_then_streams(tmp_path: Path) -> None:
+    """The daemon's cluster route: the quorum stage stands for status, alerting and history
+    (it passes each verdict on); the raw result goes to the stream."""
+    store, stream, admission = _cluster_route(tmp_path, {"svc-a/tools"})
+    alerts = _alerts(tmp_path, shared=True)
+    history = HistoryStore(tmp_path, HistoryConfig())
+    verdicts = Verdicts(
+        QuorumBoard("eu-west"), store, alerts, history, lambda name: True, CollectorRegistry()
+    )
+    route = result_route(
+        store=store,
+        alerts=alerts,
+        history=history,
+        registry=CollectorRegistry(),
+        stream=stream,
+        admission=admission,
+        verdicts=verdicts,
+    )
+    assert route.stages == ("admission", "quorum", "results_stream")
+    route(result(CHECKS[0]))
+    state = store.get("svc-a/tools")
+    assert state is not None and state.last is not None
+    assert state.last.locations is not None and set(state.last.locations) == {"eu-west"}
+    assert verdicts.board.votes("svc-a/tools")["eu-west"].status is state.last.status
+    assert stream.pending() == 1
 
 
 def test_cluster_route_gates_first_then_status_stream_alerting_and_no_history(

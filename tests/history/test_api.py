@@ -281,7 +281,7 @@ def test_unknown_names_and_paths_are_json_404(daemon: Any) -> None:
     for view in ("uptime", "history", "incidents"):
         status, doc = fetch_json(d, f"/api/v1/checks/{quoted('no/such check')}/{view}")
         assert status == 404 and doc == {"error": "no check named 'no/such check'"}
-    for path in ("/api/v1/nothing", "/api/v1/checks/flip", "/api/v1/checks/flip/latency"):
+    for path in ("/api/v1/nothing", "/api/v1/checks/", "/api/v1/checks/flip/latency"):
         status, doc = fetch_json(d, path)
         assert status == 404 and "/api/v1/checks" in doc["error"], path
 

@@ -348,6 +348,27 @@ def test_cluster_mode_is_a_statefulset_with_replica_ids_from_pod_names() -> None
     assert config_of(fixed)["cluster"]["replica_id"] == "r1"
 
 
+def test_cluster_location_goes_into_the_config_and_the_pods_environment() -> None:
+    objects = render("cluster-values.yaml", "cluster.location=eu-west")
+    assert config_of(objects)["cluster"]["location"] == "eu-west"
+    env = {e["name"]: e for e in container(objects)["env"]}
+    assert env["ALIVEMCP_LOCATION"]["value"] == "eu-west"
+    # The same location in both places is fine; two different ones are refused.
+    same = render(
+        "cluster-values.yaml", "cluster.location=eu-west", "config.cluster.location=eu-west"
+    )
+    assert config_of(same)["cluster"]["location"] == "eu-west"
+    assert "differ" in render_fails(
+        "mode=cluster", "config.cluster.kafka.bootstrap_servers=k:9092",
+        "cluster.location=eu-west", "config.cluster.location=us-east",
+    )  # fmt: skip
+    assert "location" in render_fails("cluster.location=not a name")
+    # Unset: nothing of it in the config or the environment (the config's default applies).
+    plain = render("cluster-values.yaml")
+    assert "location" not in config_of(plain)["cluster"]
+    assert "ALIVEMCP_LOCATION" not in {e["name"] for e in container(plain)["env"]}
+
+
 def test_mode_and_config_must_agree() -> None:
     assert "cluster:" in render_fails("mode=cluster")
     assert "mode: cluster" in render_fails("config.cluster.group=alivemcp")

@@ -53,6 +53,14 @@ def test_readme_config_is_valid() -> None:
     }
 
 
+def test_readme_locations_example_is_valid() -> None:
+    loaded = load_config_text(block("locations"), source="README", env={})
+    cluster = loaded.config.cluster
+    assert cluster is not None and cluster.location == "eu-west"
+    (check,) = loaded.checks
+    assert check.locations == ("eu-west", "us-east", "ap-south") and check.quorum == 2
+
+
 def test_readme_mentions_every_builtin_probe_type() -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     from gen_reference import builtin_entry_points

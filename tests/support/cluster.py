@@ -214,7 +214,9 @@ def cluster_metric_names() -> set[str]:
     from alivemcp.cluster.alert_state import AlertStateLog
     from alivemcp.cluster.config import ClusterConfig
     from alivemcp.cluster.node import ClusterNode
+    from alivemcp.cluster.quorum import QuorumBoard
     from alivemcp.cluster.stream import ResultsStream
+    from alivemcp.cluster.verdicts import Verdicts
     from alivemcp.cluster.view import ResultsView
     from alivemcp.engine.status import StatusStore
     from alivemcp.plumbing import Plumbing
@@ -232,4 +234,7 @@ def cluster_metric_names() -> set[str]:
         ResultsView(config, kafka, store, None, Path(tmp), registry)
         AlertStateLog(config, kafka, alerts, registry)
         ClusterNode(config, kafka, [], registry)
+        ClusterNode(config, kafka, [], registry, group=config.verdict_group, role="verdict")
+        board = QuorumBoard(config.location, config.freshness_intervals)
+        Verdicts(board, store, None, None, lambda name: False, registry)
         return sample_names_from_exposition(generate_latest(registry).decode())

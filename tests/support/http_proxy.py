@@ -3,7 +3,9 @@
 CONNECT opens a tunnel; absolute-form requests (``GET http://host:port/path``) are forwarded
 in origin form, one request per connection (``Connection: close``). Only loopback
 destinations are allowed. With ``credentials`` it answers 407 unless the request carries the
-matching ``Proxy-Authorization: Basic``; ``refuse`` lists ``host:port`` it answers 403 for.
+matching ``Proxy-Authorization: Basic``; ``refuse`` lists ``host:port`` it answers 403 for;
+``drop`` (changeable while it runs) lists path prefixes of plain-http requests whose connection
+it closes without an answer, as a network that drops the traffic to one target would.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class LocalProxy:
     ) -> None:
         self.credentials = credentials
         self.refuse = set(refuse)
+        self.drop: set[str] = set()
         self.seen: list[Seen] = []
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -110,6 +113,9 @@ class LocalProxy:
             target = "/" + path
         else:
             await self._answer(writer, "400 Bad Request")
+            return
+        if method != "CONNECT" and any(target.startswith(p) for p in list(self.drop)):
+            writer.close()
             return
         host, _, port = authority.rpartition(":")
         if authority in self.refuse or not _loopback(host):

@@ -107,6 +107,13 @@ address, data_dir on the volume and, in cluster mode, the replica id from the po
 {{- if not (get $cluster "replica_id") }}
 {{- $_ := set $cluster "replica_id" "${ALIVEMCP_REPLICA_ID}" }}
 {{- end }}
+{{- with .Values.cluster.location }}
+{{- $own := get $cluster "location" }}
+{{- if and $own (ne $own .) }}
+{{- fail (printf "cluster.location %q and config.cluster.location %q differ: set one of them" . $own) }}
+{{- end }}
+{{- $_ := set $cluster "location" . }}
+{{- end }}
 {{- else if hasKey $config "cluster" }}
 {{- fail "config has a cluster: section: set mode: cluster (a standalone Deployment runs one replica)" }}
 {{- end }}
@@ -243,6 +250,12 @@ containers:
         valueFrom:
           fieldRef:
             fieldPath: metadata.name
+      {{- with .Values.cluster.location }}
+      # Where the replicas probe from (cluster.location): in the rendered config already; an
+      # existingConfig can say `location: ${ALIVEMCP_LOCATION}`.
+      - name: ALIVEMCP_LOCATION
+        value: {{ . | quote }}
+      {{- end }}
       {{- end }}
       {{- with .Values.extraEnv }}
       {{- toYaml . | nindent 6 }}
