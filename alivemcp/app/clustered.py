@@ -163,8 +163,16 @@ def cluster_parts(
         surfaces=surfaces,
         votes=verdicts,
     )
-    alert_state = AlertStateLog(config, kafka, alerts, registry)
     shard_of = ShardMap(config.shards)
+    alert_state = AlertStateLog(
+        config,
+        kafka,
+        alerts,
+        registry,
+        # A changed surface is judged once: if that was before the shard's alert state was
+        # adopted here (the probing group may hand the check over first), judged again now.
+        on_adopted=lambda shards: surfaces.redeliver(lambda name: shard_of(name) in shards),
+    )
     parts: ClusterParts | None = None
 
     def last_run(name: str) -> float | None:

@@ -130,7 +130,13 @@ class AlertStateLog:
         kafka: ClusterKafka,
         alerts: AlertManager,
         registry: CollectorRegistry,
+        *,
+        on_adopted: Callable[[frozenset[int]], None] | None = None,
     ) -> None:
+        """``on_adopted``: told of shards whose alert state was adopted (alerting evaluates
+        their checks from then on): judgements made once, before, are given again (the tool
+        surface tracker's: a surface changes once, and its verdict may have come first)."""
+        self._on_adopted = on_adopted
         self._config = config
         self._kafka = kafka
         self._alerts = alerts
@@ -280,6 +286,11 @@ class AlertStateLog:
             report = self._alerts.adopt(shards, records)
             self._unread -= shards
             self._held |= shards
+            if self._on_adopted is not None:
+                try:
+                    self._on_adopted(shards)
+                except Exception:  # a judgement not given again costs only itself
+                    log.exception("telling of adopted shards failed", shards=sorted(shards))
             seconds = time.monotonic() - started
             self._metrics.read_seconds.observe(seconds)
             if report.damaged_entries:

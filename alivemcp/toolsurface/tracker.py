@@ -123,6 +123,8 @@ class SurfaceTracker:
         self._approvals: dict[str, list[Any]] = {}
         #: Per check: the digest this process last published whole.
         self._published: dict[str, str] = {}
+        #: Per check: the latest verdict given to alerting (see redeliver).
+        self._delivered: dict[str, SurfaceVerdict] = {}
         #: Per check: what its last record said of the surface, and when (see record_for).
         self._said: dict[str, tuple[tuple[str, str, str], float]] = {}
         self._wake = asyncio.Event()
@@ -209,6 +211,7 @@ class SurfaceTracker:
                 self._approvals,
                 self._published,
                 self._said,
+                self._delivered,
                 self.changes_total,
             ):
                 kept.pop(name, None)
@@ -310,8 +313,17 @@ class SurfaceTracker:
             log.info("tool surface store works again", path=str(self.store.path))
         return done
 
+    def redeliver(self, which: Callable[[str], bool]) -> None:
+        """Give alerting the latest verdict of each check ``which`` names again (cluster mode:
+        their alert state was just adopted here; a verdict given before was not acted on).
+        Alerting takes a verdict it already acted on as told."""
+        for name, verdict in list(self._delivered.items()):
+            if which(name):
+                self._deliver(verdict)
+
     def _deliver(self, verdict: SurfaceVerdict) -> None:
         name = verdict.check.name
+        self._delivered[name] = verdict
         self._infos[name] = verdict.check
         try:
             self._on_verdict(verdict)
