@@ -991,13 +991,7 @@ class Trio:
 
     def metric(self, daemon: DaemonProcess, name: str, **labels: str) -> float:
         """A sample of the replica's /metrics (0 when it has none)."""
-        for line in daemon.get("/metrics")[1].splitlines():
-            sample, _, value = line.rpartition(" ")
-            head, _, rest = sample.partition("{")
-            pairs = [p.split("=", 1) for p in rest.rstrip("}").split(",") if p]
-            if head == name and {k: v.strip('"') for k, v in pairs} == labels:
-                return float(value)
-        return 0.0
+        return daemon.metric(name, **labels) or 0.0
 
     def pages(self) -> dict[str, int]:
         return pages(self.pd.events())

@@ -160,15 +160,6 @@ class Locations:
 
         poll_until(enough, 20 * rounds * INTERVAL, f"{rounds} more rounds of {name}", every=0.2)
 
-    def metric(self, daemon: DaemonProcess, name: str, **labels: str) -> float | None:
-        for line in daemon.get("/metrics")[1].splitlines():
-            sample, _, value = line.rpartition(" ")
-            head, _, rest = sample.partition("{")
-            pairs = [p.split("=", 1) for p in rest.rstrip("}").split(",") if p]
-            if head == name and {k: v.strip('"') for k, v in pairs} == labels:
-                return float(value)
-        return None
-
     def close(self) -> None:
         for daemon in self.daemons.values():
             try:
@@ -296,9 +287,7 @@ def test_a_location_killed_mid_incident_no_repage_no_resolve_and_it_is_silent(
         row = rig.wait_verdict("api", "down", daemon=survivor)
         assert row["reason"].startswith("down from 2 of 3 locations")
         poll_until(
-            lambda: (
-                rig.metric(survivor, "alivemcp_cluster_location_silent", location=victim) == 1.0
-            ),
+            lambda: survivor.metric("alivemcp_cluster_location_silent", location=victim) == 1.0,
             30,
             f"{victim} silent",
             every=0.2,
@@ -330,8 +319,7 @@ def test_a_location_cut_from_kafka_stops_voting_and_the_others_carry_on(
             assert row["locations"]["eu-west"]["fresh"] is False
             poll_until(
                 lambda: (
-                    rig.metric(others[0], "alivemcp_cluster_location_silent", location="eu-west")
-                    == 1.0
+                    others[0].metric("alivemcp_cluster_location_silent", location="eu-west") == 1.0
                 ),
                 30,
                 "eu-west silent",

@@ -259,6 +259,16 @@ class DaemonProcess:
         rows = {row["check"]: row for row in self.get_json("/status")["checks"]}
         return rows.get(check, {})
 
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The sample of ``name`` with exactly ``labels`` on /metrics (None: none)."""
+        for line in self.get("/metrics")[1].splitlines():
+            sample, _, value = line.rpartition(" ")
+            head, _, rest = sample.partition("{")
+            pairs = [p.split("=", 1) for p in rest.rstrip("}").split(",") if p]
+            if head == name and {k: v.strip('"') for k, v in pairs} == labels:
+                return float(value)
+        return None
+
     def wait_for(self, predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
         return poll_until(predicate, timeout, what, every=0.1, context=lambda: self.logs()[-3000:])
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import free_port
+from tests.support import free_port, poll_until
 
 INSTALL_HINT = (
     "Prometheus is required: apt-get install -y prometheus (`make test` does this itself)"
@@ -77,21 +76,22 @@ class Prometheus:
         return {r["metric"].get("job", ""): float(r["value"][1]) for r in answer["data"]["result"]}
 
     def wait_for(self, what: str, predicate: Any, timeout: float = 60) -> Any:
-        """Until ``predicate()`` is truthy (an OSError counts as not yet), with a deadline."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
+        """Until ``predicate()`` is truthy (an OSError counts as not yet), with a deadline:
+        Prometheus answers over HTTP and scrapes on its own schedule, so it is polled."""
+
+        def answered() -> Any:
             assert self.proc.poll() is None, self.log_path.read_text()
             try:
-                last = predicate()
-            except OSError as exc:
-                last = exc
-            else:
-                if last:
-                    return last
-            time.sleep(0.25)  # why: the poll's pause (Prometheus scrapes on its own schedule)
-        raise AssertionError(
-            f"timed out waiting for {what}: {last!r}\n" + self.log_path.read_text()[-3000:]
+                return predicate()
+            except OSError:
+                return None
+
+        return poll_until(
+            answered,
+            timeout,
+            what,
+            every=0.25,
+            context=lambda: self.log_path.read_text()[-3000:],
         )
 
     def stop(self) -> None:
