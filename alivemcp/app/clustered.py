@@ -178,6 +178,11 @@ def cluster_parts(
     def last_run(name: str) -> float | None:
         return parts.last_run_here(name) if parts is not None else None
 
+    async def read_gained(shards: frozenset[int]) -> object:
+        # A shard that comes straight back has no results newer than this replica's own.
+        new = shards - node.returning
+        return await view.read_to_end(new) if new else True
+
     location = config.location
     probing = ProbingListener(
         scheduler,
@@ -187,8 +192,9 @@ def cluster_parts(
         retire,
         last_run=last_run,
         # The previous owner's last results read before ``last_run`` is asked (bounded).
-        before_probing=view.read_to_end,
+        before_probing=read_gained,
         probed_here=lambda check: check.probed_in(location),
+        returning=lambda: node.returning,
     )
     # Told in this order of shards gained, in reverse of shards lost: probing stops before its
     # results are flushed.

@@ -128,6 +128,12 @@ class ClusterNode:
         #: What the listeners act on: ``assigned``, unless fenced.
         self.held: frozenset[int] = frozenset()
         self.fenced = False
+        #: The shards of the latest assignment this replica held right up to the rebalance
+        #: before it (no fence, no new consumer between): nobody else probed them meanwhile,
+        #: so the results known here are their latest.
+        self.returning: frozenset[int] = frozenset()
+        #: Shards given up in the rebalance under way, and when (monotonic).
+        self._released: tuple[frozenset[int], float] = (frozenset(), 0.0)
         self.lease_seconds = (
             config.session_timeout - LEASE_MARGIN_HEARTBEATS * config.heartbeat_interval
         )
@@ -205,6 +211,13 @@ class ClusterNode:
             self._listener_errors.labels(listener=listener.name)
         for phase in ("assign", "revoke"):
             self._handover.labels(phase=phase)
+        self._pause = Histogram(
+            f"{prefix}rebalance_pause_seconds",
+            "Time from giving up this replica's shards in a rebalance to holding the new "
+            "assignment: the checks it kept were not probed meanwhile.",
+            registry=registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+        )
 
     def _lease_age(self) -> float:
         return time.monotonic() - self._lease_from if self.held else 0.0
@@ -259,6 +272,7 @@ class ClusterNode:
                 async with self._lock:
                     self._epoch += 1
                     shards, self.held = self.held, frozenset()
+                    self.returning = frozenset()
                     if shards:
                         await self._tell_revoked(shards)
         except TimeoutError:
@@ -342,6 +356,8 @@ class ClusterNode:
             self._joined = False
             self.assigned = frozenset()
             shards, self.held = self.held, frozenset()
+            self.returning = frozenset()
+            self._released = (shards if why is None else frozenset(), time.monotonic())
             if shards:
                 if why is not None:
                     log.warning("shards released", reason=why, shards=len(shards))
@@ -359,6 +375,11 @@ class ClusterNode:
             self._rebalances.inc()
             self._joined = True
             self.assigned = shards
+            released, released_at = self._released
+            self._released = (frozenset(), 0.0)
+            self.returning = shards & released
+            if released:
+                self._pause.observe(time.monotonic() - released_at)
             self._lease_from = time.monotonic()  # the coordinator just answered SyncGroup
             self._ends = {}
             if self.fenced:
@@ -451,6 +472,7 @@ class ClusterNode:
             self.fenced = True
             self._fences.inc()
             shards, self.held = self.held, frozenset()
+            self.returning = frozenset()
             log.error(
                 "no contact with the group coordinator for longer than the lease: stopped "
                 "probing this replica's shards (the group gives them to others after the "
@@ -468,6 +490,7 @@ class ClusterNode:
             self.fenced = False
             self._epoch += 1
             self.held = self.assigned
+            self.returning = frozenset()  # others may have had them while fenced
             log.warning(
                 "the group coordinator answers again: probing resumes", shards=len(self.held)
             )

@@ -12,13 +12,15 @@ Parked instances the next assignment does not take back are retired (torn down: 
 clean-up) in the background, as a reload retires replaced checks.
 
 A gained shard's checks are scheduled after ``before_probing`` (the daemon's: the view reads
-the shard's results up to their end, bounded) so that ``last_run`` knows the previous owner's
-last runs: a check it ran less than an interval ago waits for its grid point.
+the shard's results up to their end, bounded; skipped for a shard that comes straight back) so
+that ``last_run`` knows the previous owner's last runs: a check that ran before resumes on its
+grid (:meth:`Scheduler.add`). A check whose shard comes straight back resumes where it left off
+(its next planned run then): a grid point that passed during the rebalance runs late rather
+than not at all.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -52,6 +54,7 @@ class ProbingListener:
         last_run: Callable[[str], float | None] = lambda name: None,
         before_probing: Callable[[frozenset[int]], Awaitable[object]] | None = None,
         probed_here: Callable[[ResolvedCheck], bool] = lambda check: True,
+        returning: Callable[[], frozenset[int]] = frozenset,
     ) -> None:
         """``checks``: the configured checks (all of them; the current config after a
         reload). ``build``: a new probe instance for a check. ``retire``: tear instances
@@ -59,7 +62,9 @@ class ProbingListener:
         time), None if none is known. ``before_probing``: awaited with the gained shards
         before their checks are scheduled (it must bound its own wait: it runs inside the
         group's rebalance); its failure is logged and the checks are scheduled anyway.
-        ``probed_here``: whether this replica's location probes a check (its ``locations``)."""
+        ``probed_here``: whether this replica's location probes a check (its ``locations``).
+        ``returning``: the shards being assigned that this replica held right up to the
+        rebalance (the node's: nobody else probed them meanwhile)."""
         self._scheduler = scheduler
         self._shard_of = shard_of
         self._checks = checks
@@ -69,9 +74,11 @@ class ProbingListener:
         self._last_run = last_run
         self._before_probing = before_probing
         self._probed_here = probed_here
+        self._returning = returning
         self.held: frozenset[int] = frozenset()
-        #: Instances taken off the scheduler by a revoke, by check: (handle, fingerprint).
-        self._parked: dict[str, tuple[ProbeHandle, object]] = {}
+        #: Instances taken off the scheduler by a revoke, by check: (handle, fingerprint,
+        #: its next planned run then, None if none was planned).
+        self._parked: dict[str, tuple[ProbeHandle, object, float | None]] = {}
 
     def owns(self, name: str) -> bool:
         return self._shard_of(name) in self.held
@@ -87,8 +94,8 @@ class ProbingListener:
                     shards=len(shards),
                 )
         self.held = self.held | shards
+        returning = self._returning()
         added = 0
-        now = time.time()
         for check in self._checks():
             name = check.name
             if (
@@ -99,18 +106,22 @@ class ProbingListener:
                 continue
             fingerprint = check.fingerprint()
             parked = self._parked.pop(name, None)
+            next_run: float | None = None
             if parked is not None and parked[1] == fingerprint:
                 handle = parked[0]
+                if self._shard_of(name) in returning:
+                    next_run = parked[2]
             else:
                 if parked is not None:
                     self._retire([parked[0]])
                 handle = self._build(check)
-            # A check that ran less than an interval ago (its shard came straight back after
-            # an eager rebalance, or its last owner just ran it) waits for its next grid point:
-            # a rebalance gives it no extra run.
-            last = self._last_run(name)
-            recent = last is not None and now - last < check.interval
-            self._scheduler.add(handle, fingerprint, run_soon=not recent)
+            # A check that ran before resumes on its grid, with no extra run for the rebalance.
+            # Handed straight back, where it left off: a point that passed during the rebalance
+            # runs late, not never. From another owner: after its last known run.
+            if next_run is not None:
+                self._scheduler.add(handle, fingerprint, next_run=next_run)
+            else:
+                self._scheduler.add(handle, fingerprint, last_run=self._last_run(name))
             added += 1
         self.retire_parked()
         log.info("probing shards", shards=len(shards), checks=added)
@@ -119,9 +130,11 @@ class ProbingListener:
         self.held = self.held - shards
         names = [name for name in self._scheduler.checks if self._shard_of(name) in shards]
         for name in names:
+            planned = self._scheduler.checks[name].due  # -1 once removed
             entry = self._scheduler.remove(name)
             if entry is not None:
-                self._parked[name] = (entry.handle, entry.fingerprint)
+                next_run = planned if planned > 0 else None
+                self._parked[name] = (entry.handle, entry.fingerprint, next_run)
         cancelled = await self._scheduler.cancel_runs(set(names), self._cancel_timeout)
         log.info(
             "stopped probing shards",
@@ -133,12 +146,12 @@ class ProbingListener:
     def retire_parked(self) -> None:
         """Tear down the parked instances (the shards did not come back)."""
         if self._parked:
-            handles = [handle for handle, _ in self._parked.values()]
+            handles = [parked[0] for parked in self._parked.values()]
             self._parked.clear()
             self._retire(handles)
 
     def parked(self) -> list[ProbeHandle]:
         """Parked instances, for the daemon's shutdown teardown (emptied)."""
-        handles = [handle for handle, _ in self._parked.values()]
+        handles = [parked[0] for parked in self._parked.values()]
         self._parked.clear()
         return handles

@@ -146,6 +146,30 @@ class ScheduledCheck:
         interval later (the next grid point when the previous run was on the grid)."""
         return self.grid_at_or_after(previous_run + self.interval / 2)
 
+    def resumed_at(
+        self, now: float, *, next_run: float | None = None, last_run: float | None = None
+    ) -> float | None:
+        """The first planned run of a check scheduled again at ``now`` (None: planned like a
+        new check).
+
+        ``next_run``: its next planned run where it was unscheduled a moment ago (a cluster's
+        shard handed straight back): kept, also when it passed meanwhile, as long as the
+        scheduler would still start it that late (the misfire grace): it runs at once, as a
+        run the loop was late for would; past the grace, its next grid point. Runs planned
+        before it were started there, so none is started twice.
+        ``last_run``: when its latest run started in another process (its previous owner):
+        its first grid point at least half an interval after that run, if still to come;
+        None if it passed (that owner may have started a run there that left no result)."""
+        if next_run is not None:
+            if now - next_run <= max(MIN_MISFIRE_GRACE, self.interval / 2):
+                return next_run
+            return self.grid_at_or_after(now)
+        if last_run is not None:
+            point = self.next_after(min(last_run, now))
+            if point >= now:
+                return point
+        return None
+
     def plan_first_run(self, now: float, window: float) -> float:
         """When the check first runs if added at ``now`` with a start window of ``window``:
         its next grid point if that falls inside its window, else a point in the window."""
@@ -233,7 +257,8 @@ class Scheduler:
         self._stopping = False
         self._started = False
         self._arrivals: list[ScheduledCheck] = []  # added, first run not planned yet
-        self._on_grid: set[ScheduledCheck] = set()  # arrivals whose first run is a grid point
+        #: Arrivals that ran before: (next_run, last_run) (see add()).
+        self._resuming: dict[ScheduledCheck, tuple[float | None, float | None]] = {}
         self._planning_soon = False
         self._batching = 0  # batch() blocks open
         self._idle_waiters: list[tuple[set[str] | None, asyncio.Future[None]]] = []
@@ -270,14 +295,16 @@ class Scheduler:
         handle: ProbeHandle,
         fingerprint: object,
         *,
-        run_soon: bool = True,
+        next_run: float | None = None,
+        last_run: float | None = None,
         host: tuple[str, int] | None = None,
     ) -> None:
         """Schedule a check. Its first run is planned with the others added at the same time:
         at start(), or, once started, as soon as the caller yields to the event loop (a reload
-        adds all its checks in one go, so they share one start window). ``run_soon=False``: no
-        early first run, the first run is the check's next grid point (a check that ran less
-        than an interval ago, e.g. handed straight back after a rebalance). ``host``: (host,
+        adds all its checks in one go, so they share one start window). ``next_run`` (where it
+        was unscheduled a moment ago) or ``last_run`` (when its latest run started elsewhere):
+        a check that ran before resumes on its grid, with no early first run (see
+        :meth:`ScheduledCheck.resumed_at`). ``host``: (host,
         limit): at most ``limit`` runs at once of the checks that name this host (a discovered
         check's own, from its source's ``max_per_host``, when not given)."""
         name = handle.info.name
@@ -298,8 +325,8 @@ class Scheduler:
         )
         self._checks[name] = entry
         self._arrivals.append(entry)
-        if not run_soon:
-            self._on_grid.add(entry)
+        if next_run is not None or last_run is not None:
+            self._resuming[entry] = (next_run, last_run)
         if self._started and not self._planning_soon and not self._batching:
             self._planning_soon = True
             asyncio.get_running_loop().call_soon(self._plan_arrivals)
@@ -336,7 +363,7 @@ class Scheduler:
         self._planning_soon = False
         batch = [entry for entry in self._arrivals if self._checks.get(entry.name) is entry]
         self._arrivals = []
-        on_grid, self._on_grid = self._on_grid, set()
+        resuming, self._resuming = self._resuming, {}
         if not batch or self._stopping:
             return
         heap = self._heap
@@ -351,13 +378,20 @@ class Scheduler:
             heapq.heapify(heap)
             self._stale = 0
         now = time.time()
-        window = start_window(sum(1 for entry in batch if entry not in on_grid))
-        self._plan_slice(batch, on_grid, now, window, 0, now)
+        resumed: dict[ScheduledCheck, float] = {}
+        for entry, (next_run, last_run) in resuming.items():
+            if self._checks.get(entry.name) is not entry:
+                continue  # removed (or replaced) since it arrived
+            at = entry.resumed_at(now, next_run=next_run, last_run=last_run)
+            if at is not None:
+                resumed[entry] = at
+        window = start_window(sum(1 for entry in batch if entry not in resumed))
+        self._plan_slice(batch, resumed, now, window, 0, now)
 
     def _plan_slice(
         self,
         batch: list[ScheduledCheck],
-        on_grid: set[ScheduledCheck],
+        resumed: dict[ScheduledCheck, float],
         now: float,
         window: float,
         start: int,
@@ -380,11 +414,11 @@ class Scheduler:
             # not removed (or replaced) since it arrived
             if checks.get(entry.name) is entry and entry.due >= 0
         ]
-        plan = plan_first_runs([entry for entry in live if entry not in on_grid], now, window)
+        plan = plan_first_runs([entry for entry in live if entry not in resumed], now, window)
         for entry in live:
-            if entry in on_grid:
+            if (at := resumed.get(entry)) is not None:
                 entry.first_run = None
-                plan.append((entry.grid_at_or_after(now), entry))
+                plan.append((at, entry))  # a grid point, maybe just past: then run at once
         for first_run, entry in plan:
             entry.due = first_run
             keyed[entry.key] = entry
@@ -394,7 +428,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         if start + PLAN_SLICE < len(batch):
             loop.call_soon(
-                self._plan_slice, batch, on_grid, now, window, start + PLAN_SLICE, latest
+                self._plan_slice, batch, resumed, now, window, start + PLAN_SLICE, latest
             )
         else:
             # One pending settle: a later batch's replaces it (it comes after both batches).

@@ -149,14 +149,66 @@ async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignm
         await probing.on_assigned(frozenset(range(SHARDS)))
         await asyncio.sleep(0)  # the arrivals are planned
         entries = scheduler.checks
-        # The recent ones wait for their grid point (no extra run), the others run soon.
+        # The recent ones wait for their grid point (no extra run; at least half an interval
+        # after the last run, as after any off-grid run), the others run soon.
         for name in recent:
             entry = entries[name]
             assert entry.first_run is None
-            assert abs(entry.due - entry.grid_at_or_after(now)) < 1, name
+            assert entry.due == entry.next_after(now - 5), name
         assert any(entries[name].due > now + 10 for name in recent)
         for name in set(entries) - recent:
             assert entries[name].due <= now + 3, name
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
+
+
+async def test_a_shard_handed_straight_back_resumes_where_it_left_off() -> None:
+    """Its checks keep their next planned runs (a point passed during the rebalance runs at
+    once); handed back after a fence (others may have had it), they go by the last runs known."""
+    checks = [{"name": f"k{i:02d}", "probe": "test_static", "interval": 60} for i in range(20)]
+    loaded = load_config_text(yaml.safe_dump({"checks": checks}))
+    store = StatusStore()
+    store.set_checks([])
+    scheduler = Scheduler(
+        store.mark_in_flight,
+        SchedulerMetrics(CollectorRegistry()),
+        lambda result: None,
+        loaded.config.scheduler,
+    )
+    plumbing = Plumbing()
+    returning: frozenset[int] = frozenset()
+    probing = ProbingListener(
+        scheduler,
+        ShardMap(SHARDS),
+        lambda: loaded.checks,
+        lambda c: build_handle(c, plumbing),
+        lambda handles: None,
+        last_run=lambda name: None,
+        returning=lambda: returning,
+    )
+    every = frozenset(range(SHARDS))
+    scheduler.start()
+    try:
+        await probing.on_assigned(every)
+        await asyncio.sleep(0)  # the arrivals are planned
+        planned = {name: entry.due for name, entry in scheduler.checks.items()}
+        assert len(planned) == 20
+        await probing.on_revoked(every)
+        assert not scheduler.checks
+        returning = every
+        await probing.on_assigned(every)
+        await asyncio.sleep(0)
+        assert {name: entry.due for name, entry in scheduler.checks.items()} == planned
+        # After a fence nothing is returning: no run known (last_run None), planned as new.
+        await probing.on_revoked(every)
+        returning = frozenset()
+        await probing.on_assigned(every)
+        await asyncio.sleep(0)
+        assert all(
+            entry.first_run is not None or entry.due <= time.time() + 3
+            for entry in scheduler.checks.values()
+        )
     finally:
         await scheduler.stop(1)
         await plumbing.aclose()

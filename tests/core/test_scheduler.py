@@ -122,6 +122,55 @@ def test_after_an_extra_first_run_a_check_rejoins_its_grid_no_sooner_than_half_a
             assert entry.planned_before(second + 0.2) == pytest.approx(second)
 
 
+def test_a_check_scheduled_again_resumes_its_grid_and_runs_a_point_just_missed() -> None:
+    for entry in entries(200, 10.0):
+        point = entry.grid_at_or_after(1_700_000_000.0)
+        # Handed straight back (its next planned run kept): before that point, that point;
+        # just after it (the rebalance spanned it), that point, in the past, so it runs at once
+        # and its lateness counts from the point; later than any run may be late (half an
+        # interval), the next point.
+        assert entry.resumed_at(point - 0.3, next_run=point) == point
+        assert entry.resumed_at(point + 0.4, next_run=point) == point
+        assert entry.resumed_at(point + 5.1, next_run=point) == point + 10.0
+        # Its last run elsewhere, on its grid: the next point, while still to come; once
+        # passed, planned as a new check (the run there may have been started and cancelled).
+        assert entry.resumed_at(point - 0.3, last_run=point - 10.0) == point
+        assert entry.resumed_at(point + 0.4, last_run=point - 10.0) is None
+        # Its last run an off-grid first run: the point at least half an interval after it.
+        assert entry.resumed_at(point - 3.9, last_run=point - 4.0) == point + 10.0
+        # A last run from a clock ahead of this one's: as if it ran now.
+        assert entry.resumed_at(point - 0.5, last_run=point + 30.0) == entry.next_after(point - 0.5)
+        assert entry.resumed_at(point) is None
+
+
+async def test_a_check_handed_back_whose_point_passed_while_unscheduled_runs_at_once() -> None:
+    interval = 30.0
+    now = time.time()
+
+    def latest_point(name: str) -> float:
+        offset = stable_offset(name, interval)
+        return now - ((now - offset) % interval)
+
+    # A check whose grid point passed 0.2 to 5 s ago (as if during a rebalance).
+    name = next(f"kept-{i}" for i in range(1000) if 0.2 < now - latest_point(f"kept-{i}") < 5)
+    passed = latest_point(name)
+    doc = {"checks": [{"name": name, "probe": "test_static", "interval": interval}]}
+    check = load_config_text(yaml.safe_dump(doc), env={}).checks[0]
+    scheduler, metrics, results, plumbing = started_scheduler([])
+    try:
+        # Its next planned run, when it was unscheduled, was that point: it runs now (late),
+        # not at the next one, 25-30 s on.
+        scheduler.add(build_handle(check, plumbing), check.fingerprint(), next_run=passed)
+        await until(lambda: results, 5, "the missed point's run")
+        result = results[0]
+        assert result.started_at - result.lateness_seconds == pytest.approx(passed, abs=1e-6)
+        assert result.lateness_seconds >= now - passed
+        assert skipped(metrics, "missed") == 0
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
+
+
 async def run_scheduler(
     checks: list[dict],
     enough: Callable[[list[CheckResult]], bool],

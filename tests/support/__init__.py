@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -188,6 +189,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: In the daemon's start-up line, JSON or console (``alivemcp running ... listen=127.0.0.1:PORT``,
+#: its fields in either order).
+_LISTEN_FIELD = re.compile(r"\blisten\W+127\.0\.0\.1:(\d+)")
+
+
 class DaemonProcess:
     """The real ``alivemcp run`` in a subprocess, on a free loopback port.
 
@@ -198,7 +204,9 @@ class DaemonProcess:
         self, config_path: Path, *, env: dict[str, str] | None = None, start_timeout: float = 60.0
     ) -> None:
         self.config_path = Path(config_path)
-        self.port = free_port()
+        #: 0 until the first start: the daemon binds a port of the kernel's choosing and says
+        #: which; a restart asks for the same one again (a scraper may be pointed at it).
+        self.port = 0
         self.env = env
         self.start_timeout = start_timeout
         self.log_path = self.config_path.with_suffix(".log")
@@ -209,19 +217,18 @@ class DaemonProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> DaemonProcess:
-        import time
-        import urllib.error
+        """Start the daemon and return once it answers /healthz on its own port.
 
+        A port picked here and handed over would be a race: another test's process may take
+        it before the daemon binds (and /healthz would be answered by a stranger). So the
+        first start binds port 0 and reads the port from the daemon's "alivemcp running" line.
+        """
+        import time
+
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [
-                *ALIVEMCP,
-                "run",
-                "--config",
-                str(self.config_path),
-                "--listen",
-                f"127.0.0.1:{self.port}",
-            ],
+            [*ALIVEMCP, "run", "--config", str(self.config_path), *self.run_args()],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=subprocess_env(self.env),
@@ -231,12 +238,31 @@ class DaemonProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
-            try:
-                self.get("/healthz")
-                return self
-            except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(0.1)
+            port = self._announced_port(offset)
+            if port:
+                self.port = port
+                try:
+                    self.get("/healthz")
+                    return self
+                except OSError:  # urllib's URLError and ssl's errors are OSErrors
+                    pass
+            time.sleep(0.1)  # why: a process's start-up has no event to wait on but its log
         raise AssertionError(f"daemon did not become healthy:\n{self.logs()}")
+
+    def run_args(self) -> list[str]:
+        """The arguments after ``alivemcp run --config PATH``."""
+        return ["--listen", f"127.0.0.1:{self.port}"]
+
+    def _announced_port(self, offset: int) -> int:
+        """The port in this start's "alivemcp running" log line (0 until it is written)."""
+        with self.log_path.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+        for line in text.splitlines():
+            found = _LISTEN_FIELD.search(line) if "alivemcp running" in line else None
+            if found:
+                return int(found.group(1))
+        return 0
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
         import urllib.error
@@ -323,7 +349,11 @@ def poll_until(
 
     deadline = time.monotonic() + within
     while True:
-        last = predicate()
+        try:
+            last = predicate()
+        except Exception as exc:
+            # Say what was being waited for, with the log tail, not only the bare error.
+            raise AssertionError(f"while waiting for {what}: {exc!r}\n{context()}") from exc
         if last:
             return last
         if time.monotonic() >= deadline:

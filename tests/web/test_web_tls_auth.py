@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import ssl
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +26,10 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import (
-    ALIVEMCP,
-    REPO,
     DaemonProcess,
     cli,
     free_port,
     poll_until,
-    subprocess_env,
     write_daemon_config,
 )
 from tests.support.chromium_cdp import (
@@ -126,26 +122,9 @@ class WebDaemon(DaemonProcess):
         self.tls = tls
         self.auth = auth
 
-    def start(self) -> WebDaemon:
-        args = [*ALIVEMCP, "run", "--config", str(self.config_path)]
-        args += ["--listen", f"127.0.0.1:{self.port}"]
-        if self.web_config is not None:
-            args += ["--web.config.file", str(self.web_config)]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO
-            )
-        poll_until(self._healthy, self.start_timeout, "the daemon's /healthz", every=0.1)
-        return self
-
-    def _healthy(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
-        try:
-            return self.fetch("/healthz").status == 200
-        except OSError:
-            return False
+    def run_args(self) -> list[str]:
+        web = ["--web.config.file", str(self.web_config)] if self.web_config is not None else []
+        return [*super().run_args(), *web]
 
     def fetch(self, path: str, **kwargs: Any) -> Answer:
         return fetch(self.port, path, tls=self.tls, **kwargs)
