@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from alivemcp.testbed import mcp_servers  # noqa: E402
 from alivemcp.testbed.mcp_servers import ServerProcess  # noqa: E402
 from alivemcp.testbed.moto import MotoServer  # noqa: E402
 from tests.support.alerting_receivers import StandIn  # noqa: E402
+from tests.support.cluster import GatedKafkaCluster  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +31,19 @@ def moto_server() -> Iterator[MotoServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+async def kafka3() -> AsyncIterator[GatedKafkaCluster]:
+    """Three combined broker+controller nodes (ids 1, 2, 3; RF 3, min ISR 2) with gated
+    listeners (tests/support/cluster.py), shared by the Kafka probes' and cluster mode's tests
+    of a worker: three JVMs started once rather than once for each. Tests that pause brokers
+    or cut the gates resume and heal before they finish."""
+    cluster = await GatedKafkaCluster(size=3).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Real Kafka brokers for the Kafka tests, each started on first use (the shared ones once per
-session).
+session; the three-broker one is the session's ``kafka3``, shared with cluster mode's tests).
 
 Startup costs CPU seconds on a small machine, so the single broker and the three-broker
 cluster are session-scoped and shared; tests that pause a broker must resume it before they
@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from alivemcp.testbed.kafka import KafkaCluster
+from tests.support.cluster import GatedKafkaCluster
 
 
 @pytest.fixture(scope="session")
@@ -27,13 +28,10 @@ async def kafka_single() -> AsyncIterator[KafkaCluster]:
 
 
 @pytest.fixture(scope="session")
-async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
-    """Three combined nodes (ids 1, 2, 3): replication factor 3, min.insync.replicas 2."""
-    cluster = await KafkaCluster(size=3).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+def kafka_cluster3(kafka3: GatedKafkaCluster) -> KafkaCluster:
+    """Three combined nodes (ids 1, 2, 3): replication factor 3, min.insync.replicas 2 (the
+    session's, tests/conftest.py: cluster mode's tests use the same brokers)."""
+    return kafka3
 
 
 @pytest.fixture(scope="module")
