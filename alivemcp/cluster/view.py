@@ -21,16 +21,17 @@ it ends at that moment (:meth:`ResultsView.read_to_end`) before it schedules the
 checks: the previous owner flushed its last results before it gave the shard up, and the new
 owner must know when they ran, or it would run them again within their interval. The wait is
 bounded (it happens inside the group's rebalance, when aiokafka sends no heartbeat); past the
-bound the checks are scheduled on what the view knows, as if it had not waited.
+bound the checks are scheduled on what the view knows, as if it had not waited. (A shard that
+comes straight back to the replica that held it is not read: nobody else ran its checks.)
 
 Our own records. Records with this replica's id are the echo of this process's runs (already
 in the store through the pipeline) when their run started after the view did; older ones were
 written by an earlier process with the same id and refill the store like the others.
 
-Whatever is in the topic, the view does not crash: a record that is not a result (not JSON,
-wrong types, non-finite numbers, oversized collections) is dropped and counted, and so is one
-for a check this config does not have, or one in a partition that is not its check's shard.
-Labels and probe type come from this replica's config, never from the record.
+Whatever is in the topic, the view does not crash: a record that is not a result
+(:mod:`alivemcp.cluster.result_record`) is dropped and counted, and so is one for a check this
+config does not have, or one in a partition that is not its check's shard. Labels and probe
+type come from this replica's config, never from the record.
 
 Cost. Every replica reads every result of every location, so a record is read from its vote
 header (:mod:`alivemcp.cluster.vote_header`: a few fields packed, checked as strictly as the
@@ -55,24 +56,16 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from alivemcp.cluster._kafka import AIOKafkaConsumer, ClusterKafka, TopicPartition
-from alivemcp.cluster.config import DEFAULT_LOCATION, LOCATION_NAME, ClusterConfig
+from alivemcp.cluster.config import ClusterConfig
+from alivemcp.cluster.result_record import decode_doc, parse_record
 from alivemcp.cluster.shards import ShardMap
-from alivemcp.cluster.vote_header import (
-    MAX_OBSERVATIONS,
-    MAX_REASON_CHARS,
-    MAX_TEXT,
-    decode_vote,
-    find_vote,
-    needs_value,
-    same_vote,
-)
+from alivemcp.cluster.vote_header import decode_vote, find_vote, needs_value, same_vote
 from alivemcp.engine.results import CheckInfo, CheckResult
 from alivemcp.engine.status import StatusStore
 from alivemcp.history.store import HistoryStore
 from alivemcp.plumbing.kafka_partitions import close_quietly
-from alivemcp.probe import OBSERVATION_NAME, LabeledObservation, Status
 
-__all__ = ["POSITION_FILE", "ResultsView", "decode_result"]
+__all__ = ["POSITION_FILE", "ResultsView"]
 
 log = structlog.get_logger("alivemcp.cluster")
 
@@ -88,9 +81,6 @@ HANDOVER_WAIT_SECONDS = 2.0
 HANDOVER_WAIT_SESSION_SHARE = 0.2
 #: Records handed over per fetch: the event loop gets a turn between batches.
 MAX_RECORDS = 2000
-#: Bounds on what one record may bring into memory (and MAX_REASON_CHARS, MAX_OBSERVATIONS,
-#: MAX_TEXT: the vote header's, the same whichever way a record is read).
-MAX_LABELS = 32
 
 DROP_REASONS = ("invalid", "unknown_check", "wrong_partition", "error")
 HANDOVER_OUTCOMES = ("read", "timeout", "failed", "not_ready")
@@ -110,127 +100,6 @@ class SurfaceSink(Protocol):
     def take_remote(
         self, check: str, data: Mapping[str, Any], at: float, info: CheckInfo | None = None
     ) -> None: ...
-
-
-class _Invalid(Exception):
-    """The record is not a result this replica can take."""
-
-
-def _number(value: Any) -> float:
-    if type(value) is float:  # what the stream writes: the common case first
-        if value - value == 0.0:  # finite (NaN and infinities give NaN)
-            return value
-        raise _Invalid
-    if type(value) is not int:  # bool is not a number here
-        raise _Invalid
-    return float(value)
-
-
-def _text(value: Any, limit: int = MAX_TEXT) -> str:
-    if type(value) is not str or len(value) > limit:
-        raise _Invalid
-    return value
-
-
-#: Observation names seen valid (few distinct ones in a fleet): no pattern match for them.
-_VALID_NAMES: set[str] = set()
-_VALID_NAMES_KEPT = 10_000
-
-
-def _location(value: Any) -> str:
-    if value == DEFAULT_LOCATION:
-        return DEFAULT_LOCATION
-    if type(value) is not str or not LOCATION_NAME.fullmatch(value):
-        raise _Invalid
-    return value
-
-
-def _observations(value: Any) -> dict[str, float]:
-    if type(value) is not dict or len(value) > MAX_OBSERVATIONS:
-        raise _Invalid
-    for name, number in value.items():
-        if name not in _VALID_NAMES:
-            if not OBSERVATION_NAME.match(_text(name)):
-                raise _Invalid
-            if len(_VALID_NAMES) < _VALID_NAMES_KEPT:
-                _VALID_NAMES.add(name)
-        if type(number) is not float:
-            value[name] = _number(number)
-        elif number - number != 0.0:
-            raise _Invalid
-    return value
-
-
-def _labeled(value: Any) -> tuple[LabeledObservation, ...]:
-    if value is None:
-        return ()
-    if type(value) is not list or len(value) > MAX_OBSERVATIONS:
-        raise _Invalid
-    out = []
-    for entry in value:
-        if type(entry) is not dict:
-            raise _Invalid
-        labels = entry.get("labels", {})
-        if type(labels) is not dict or len(labels) > MAX_LABELS:
-            raise _Invalid
-        out.append(
-            LabeledObservation(
-                name=_text(entry.get("name")),
-                value=_number(entry.get("value")),
-                labels={_text(k): _text(v) for k, v in labels.items()},
-            )
-        )
-    return tuple(out)
-
-
-def parse_record(value: bytes | None) -> dict[str, Any] | None:
-    """The JSON object a record holds (None: not one)."""
-    try:
-        doc = json.loads(value) if value is not None else None
-    except (ValueError, RecursionError):  # RecursionError: a deeply nested document
-        return None
-    return doc if type(doc) is dict else None
-
-
-def decode_result(value: bytes | None, store: StatusStore) -> tuple[str, CheckResult | str]:
-    """(check name or "", the result or the reason it is dropped: invalid, unknown_check)."""
-    doc = parse_record(value)
-    if doc is None:
-        return "", "invalid"
-    return decode_doc(doc, store)
-
-
-def decode_doc(doc: dict[str, Any], store: StatusStore) -> tuple[str, CheckResult | str]:
-    """:func:`decode_result` of a record already parsed."""
-    name = doc.get("check")
-    if type(name) is not str:
-        return "", "invalid"
-    state = store.get(name)
-    if state is None:
-        return name, "unknown_check"
-    try:
-        reason = doc.get("reason")
-        if type(reason) is not str:
-            raise _Invalid
-        duration = doc.get("duration_seconds")
-        replica = _text(doc.get("replica"))
-        if not replica:
-            raise _Invalid
-        result = CheckResult(
-            check=state.info,
-            status=Status(_text(doc.get("status"))),
-            reason=reason[:MAX_REASON_CHARS],
-            duration_seconds=0.0 if duration is None else max(0.0, _number(duration)),
-            started_at=_number(doc.get("started_at")),
-            finished_at=_number(doc.get("finished_at")),
-            observations=_observations(doc.get("observations", {})),
-            labeled_observations=_labeled(doc.get("labeled_observations")),
-            replica=replica,
-            location=_location(doc.get("location", DEFAULT_LOCATION)),
-        )
-    except (_Invalid, ValueError, TypeError, OverflowError):
-        return name, "invalid"
-    return name, result
 
 
 class ResultsView:

@@ -19,9 +19,10 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import CollectorRegistry
 
 from alivemcp.cluster.quorum import RESULT_FIELDS, QuorumBoard, _verdict_result
+from alivemcp.cluster.result_record import decode_result
 from alivemcp.cluster.shards import shard_of
 from alivemcp.cluster.stream import ResultsStream, result_record
-from alivemcp.cluster.view import ResultsView, decode_result
+from alivemcp.cluster.view import ResultsView
 from alivemcp.cluster.vote_header import (
     HEAD,
     VOTE_HEADER,
