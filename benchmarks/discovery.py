@@ -53,7 +53,10 @@ tick, what the daemon's own work held the loop for.
 
 Goals (issue #35): a refresh changing 1 % applies in <= 1 s with no loop stall over 50 ms;
 15,000 remotes at 60 s cost the daemon <= 0.5 of a core and <= 1 GB RSS (the issue's remotes
-answer over HTTPS in 50 ms: ``--delay-ms 50`` gives the latency; the labs here speak HTTP).
+answer over HTTPS in 50 ms: ``--https --delay-ms 50``; ``--variants registry`` runs the
+registry source alone).
+
+  .venv/bin/python benchmarks/discovery.py --https --delay-ms 50 --labs 3 --variants registry
 """
 
 from __future__ import annotations
@@ -109,26 +112,33 @@ def common_config(work: Path) -> str:
     )
 
 
-def registry_config(work: Path, url: str, interval: float) -> str:
+def tls_params(ca_file: Path | None) -> str:
+    """The check's ``tls`` params (flow YAML, with a leading ", "): the labs' CA, when HTTPS."""
+    return f", tls: {{ca_file: '{ca_file}'}}" if ca_file is not None else ""
+
+
+def registry_config(work: Path, url: str, interval: float, ca_file: Path | None = None) -> str:
+    params = f", params: {{{tls_params(ca_file)[2:]}}}" if ca_file is not None else ""
     return common_config(work) + (
         "discovery:\n"
         f"  - name: {SOURCE}\n"
         f"    mcp_registry: {{url: '{url}', refresh: 1h, page_size: 100,\n"
         "                   allow_private_addresses: true}\n"
         "    max_per_host: 100000\n"
-        f"    template: {{probe: mcp_endpoint, interval: {interval:g}}}\n"
+        f"    template: {{probe: mcp_endpoint, interval: {interval:g}{params}}}\n"
     )
 
 
-def file_config(work: Path, urls: list[str], interval: float) -> str:
+def file_config(work: Path, urls: list[str], interval: float, ca_file: Path | None = None) -> str:
     """The registry's checks as a hand-written file: the names, labels and params that
     discovery gives them."""
     lines = [common_config(work), "checks:\n"]
+    tls = tls_params(ca_file)
     for i, url in enumerate(urls):
         lines.append(
             f"  - {{name: {check_name(i)}, probe: mcp_endpoint, interval: {interval:g}, "
             f"labels: {{discovery: {SOURCE}, server: {server_name(i)}, version: 1.0.0, "
-            f"remote: streamable-http}}, params: {{url: '{url}'}}}}\n"
+            f"remote: streamable-http}}, params: {{url: '{url}'{tls}}}}}\n"
         )
     return "".join(lines)
 
@@ -223,6 +233,7 @@ ROWS: list[tuple[str, str, str]] = [
 
 
 async def parent(args: argparse.Namespace) -> None:
+    from alivemcp.testbed.mcp_certs import make_test_ca
     from alivemcp.testbed.mcp_registry import LocalRegistry, remote
     from alivemcp.testbed.mcp_servers import start_server
 
@@ -231,7 +242,11 @@ async def parent(args: argparse.Namespace) -> None:
     others = set(cores[args.cores :]) or set(cores)
     os.sched_setaffinity(0, others)  # the registry and the labs beside the daemon, not on it
     work = Path(tempfile.mkdtemp(prefix="alivemcp-bench-discovery-"))
-    labs = [await asyncio.to_thread(start_server, "lab") for _ in range(args.labs)]
+    # HTTPS: a throwaway CA signs the labs' certificate; every check verifies it with that CA.
+    ca = make_test_ca(work / "ca") if args.https else None
+    ca_file = ca.ca_file if ca is not None else None
+    cert = ca.server_pem if ca is not None else None
+    labs = [await asyncio.to_thread(start_server, "lab", tls_cert=cert) for _ in range(args.labs)]
     figures: dict[str, dict[str, Any]] = {}
     try:
         bases = [lab.base for lab in labs]
@@ -250,17 +265,21 @@ async def parent(args: argparse.Namespace) -> None:
             async def nothing() -> None:
                 return None
 
-            config = work / "registry.yaml"
-            config.write_text(registry_config(work / "registry", registry.url, args.interval))
-            figures["registry"] = await run_child("registry", config, args, work, churn)
-            crawls = sum(1 for query in registry.requests if not query.get("cursor"))
-            figures["registry"]["crawl_pages"] = len(registry.requests) / max(1, crawls)
-            config = work / "file.yaml"
-            config.write_text(file_config(work / "file", urls, args.interval))
-            (work / "file-churned.yaml").write_text(
-                file_config(work / "file", churned, args.interval)
-            )
-            figures["file"] = await run_child("file", config, args, work, nothing)
+            if "registry" in args.variants:
+                config = work / "registry.yaml"
+                config.write_text(
+                    registry_config(work / "registry", registry.url, args.interval, ca_file)
+                )
+                figures["registry"] = await run_child("registry", config, args, work, churn)
+                crawls = sum(1 for query in registry.requests if not query.get("cursor"))
+                figures["registry"]["crawl_pages"] = len(registry.requests) / max(1, crawls)
+            if "file" in args.variants:
+                config = work / "file.yaml"
+                config.write_text(file_config(work / "file", urls, args.interval, ca_file))
+                (work / "file-churned.yaml").write_text(
+                    file_config(work / "file", churned, args.interval, ca_file)
+                )
+                figures["file"] = await run_child("file", config, args, work, nothing)
     finally:
         for lab in labs:
             lab.stop()
@@ -269,7 +288,8 @@ async def parent(args: argparse.Namespace) -> None:
     latency = f"answering after {args.delay_ms} ms" if args.delay_ms else "answering at once"
     print(
         f"discovery benchmark: {args.remotes} remotes at {args.interval:g}s on {args.labs} lab "
-        f"MCP servers over HTTP ({latency}), mcp_endpoint, history on, uvloop, "
+        f"MCP servers over {'HTTPS (verified, sessions resumed)' if args.https else 'HTTP'} "
+        f"({latency}), mcp_endpoint, history on, uvloop, "
         f"{'one core' if args.cores == 1 else f'{args.cores} cores'} per daemon; "
         f"churn {args.churn:.0%}"
     )
@@ -533,6 +553,17 @@ def main() -> None:
     parser.add_argument("--labs", type=int, default=2, help="lab MCP server processes")
     parser.add_argument("--delay-ms", type=int, default=0, help="latency of every lab answer")
     parser.add_argument("--cores", type=int, default=1, help="cores each daemon is pinned to")
+    parser.add_argument(
+        "--https",
+        action="store_true",
+        help="the labs answer over HTTPS (a throwaway CA's certificate, verified by each check)",
+    )
+    parser.add_argument(
+        "--variants",
+        type=lambda text: [v for v in text.split(",") if v],
+        default=list(VARIANTS),
+        help="comma-separated: registry,file (default both)",
+    )
     parser.add_argument("--child", choices=list(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--pin", help=argparse.SUPPRESS)  # the child's cores: 0,1
