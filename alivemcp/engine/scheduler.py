@@ -417,8 +417,11 @@ class Scheduler:
         plan = plan_first_runs([entry for entry in live if entry not in resumed], now, window)
         for entry in live:
             if (at := resumed.get(entry)) is not None:
-                entry.first_run = None
-                plan.append((at, entry))  # a grid point, maybe just past: then run at once
+                # Its own point, maybe just past (then it runs at once): a grid point, or the
+                # extra first run it was given when first added (lateness counts from it).
+                phase = (at - entry.offset) % entry.interval
+                entry.first_run = None if min(phase, entry.interval - phase) < 1e-6 else at
+                plan.append((at, entry))
         for first_run, entry in plan:
             entry.due = first_run
             keyed[entry.key] = entry
