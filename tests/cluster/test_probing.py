@@ -5,8 +5,11 @@ its probe instances back; instances of shards gone elsewhere are retired."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry
@@ -120,8 +123,15 @@ async def test_a_revoked_shard_is_not_probed_once_on_revoked_returns(tmp_path: P
         await plumbing.aclose()
 
 
-async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignment() -> None:
-    checks = [{"name": f"r{i:02d}", "probe": "test_static", "interval": 60} for i in range(20)]
+@contextlib.asynccontextmanager
+async def listener_of(
+    prefix: str, **options: Any
+) -> AsyncIterator[tuple[ProbingListener, Scheduler]]:
+    """A started scheduler with 20 checks every 60 s, and the probing listener over it
+    (``options``: the listener's keyword arguments)."""
+    checks = [
+        {"name": f"{prefix}{i:02d}", "probe": "test_static", "interval": 60} for i in range(20)
+    ]
     loaded = load_config_text(yaml.safe_dump({"checks": checks}))
     store = StatusStore()
     store.set_checks([])
@@ -132,20 +142,29 @@ async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignm
         loaded.config.scheduler,
     )
     plumbing = Plumbing()
-    now = time.time()
-    # Half the checks ran 5 s ago (their shard came straight back), the rest long ago or never.
-    recent = {c.name for c in loaded.checks[::2]}
-    last_runs = {name: now - 5 for name in recent} | {loaded.checks[1].name: now - 600}
     probing = ProbingListener(
         scheduler,
         ShardMap(SHARDS),
         lambda: loaded.checks,
         lambda c: build_handle(c, plumbing),
         lambda handles: None,
-        last_run=last_runs.get,
+        **options,
     )
     scheduler.start()
     try:
+        yield probing, scheduler
+    finally:
+        await scheduler.stop(1)
+        await plumbing.aclose()
+
+
+async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignment() -> None:
+    now = time.time()
+    # Half the checks ran 5 s ago (their last owner ran them), the rest long ago or never.
+    names = [f"r{i:02d}" for i in range(20)]
+    recent = set(names[::2])
+    last_runs = {name: now - 5 for name in recent} | {names[1]: now - 600}
+    async with listener_of("r", last_run=last_runs.get) as (probing, scheduler):
         await probing.on_assigned(frozenset(range(SHARDS)))
         await asyncio.sleep(0)  # the arrivals are planned
         entries = scheduler.checks
@@ -158,38 +177,15 @@ async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignm
         assert any(entries[name].due > now + 10 for name in recent)
         for name in set(entries) - recent:
             assert entries[name].due <= now + 3, name
-    finally:
-        await scheduler.stop(1)
-        await plumbing.aclose()
 
 
 async def test_a_shard_handed_straight_back_resumes_where_it_left_off() -> None:
     """Its checks keep their next planned runs (a point passed during the rebalance runs at
     once); handed back after a fence (others may have had it), they go by the last runs known."""
-    checks = [{"name": f"k{i:02d}", "probe": "test_static", "interval": 60} for i in range(20)]
-    loaded = load_config_text(yaml.safe_dump({"checks": checks}))
-    store = StatusStore()
-    store.set_checks([])
-    scheduler = Scheduler(
-        store.mark_in_flight,
-        SchedulerMetrics(CollectorRegistry()),
-        lambda result: None,
-        loaded.config.scheduler,
-    )
-    plumbing = Plumbing()
     returning: frozenset[int] = frozenset()
-    probing = ProbingListener(
-        scheduler,
-        ShardMap(SHARDS),
-        lambda: loaded.checks,
-        lambda c: build_handle(c, plumbing),
-        lambda handles: None,
-        last_run=lambda name: None,
-        returning=lambda: returning,
-    )
     every = frozenset(range(SHARDS))
-    scheduler.start()
-    try:
+    handed_back = listener_of("k", last_run=lambda name: None, returning=lambda: returning)
+    async with handed_back as (probing, scheduler):
         await probing.on_assigned(every)
         await asyncio.sleep(0)  # the arrivals are planned
         planned = {name: entry.due for name, entry in scheduler.checks.items()}
@@ -209,6 +205,3 @@ async def test_a_shard_handed_straight_back_resumes_where_it_left_off() -> None:
             entry.first_run is not None or entry.due <= time.time() + 3
             for entry in scheduler.checks.values()
         )
-    finally:
-        await scheduler.stop(1)
-        await plumbing.aclose()
