@@ -154,6 +154,8 @@ class ResultsView:
         self._task: asyncio.Task[None] | None = None
         self._saver: asyncio.Task[None] | None = None
         self._born = 0.0
+        #: Locations seen running a replica with this replica's id (told once each).
+        self.id_clashes: set[str] = set()
         self.caught_up = asyncio.Event()
         #: Set (and replaced by a fresh one) after every fetch taken: wakes read_to_end.
         self._progress = asyncio.Event()
@@ -185,6 +187,13 @@ class ResultsView:
             "1 once the view has read the results topic up to where it ended at start.",
             registry=registry,
         ).set_function(lambda: 1.0 if self.caught_up.is_set() else 0.0)
+        Gauge(
+            "alivemcp_cluster_view_replica_id_clashes",
+            "Other locations whose results, written since this process started, carry this "
+            "replica's id: replica ids must be unique across every location (two replicas "
+            "with one id fence each other in the verdict group).",
+            registry=registry,
+        ).set_function(lambda: float(len(self.id_clashes)))
         self._handover_reads = Counter(
             "alivemcp_cluster_view_handover_reads",
             "Reads of gained shards' partitions to their end before their checks are "
@@ -450,13 +459,11 @@ class ResultsView:
                     and outcome.replica != self._replica
                 ):
                     self.surfaces.take_remote(name, surface, outcome.finished_at, outcome.check)
-            if (
-                outcome.replica == self._replica
-                and outcome.started_at >= self._born
-                and outcome.location == self._location
-            ):
-                self._own_count += 1  # the echo of a run of this process
-                return
+            if outcome.replica == self._replica and outcome.started_at >= self._born:
+                if outcome.location == self._location:
+                    self._own_count += 1  # the echo of a run of this process
+                    return
+                self._clash(outcome.location)
             if votes is not None:
                 votes.take(outcome, outcome.location, to_history=new_to_history)
             else:
@@ -467,6 +474,20 @@ class ResultsView:
             log.exception(
                 "results view could not take a record", partition=partition, offset=offset
             )
+
+    def _clash(self, location: str) -> None:
+        """A replica of ``location`` runs with this replica's id (a hand-set id repeated)."""
+        if location in self.id_clashes:
+            return
+        self.id_clashes.add(location)
+        log.error(
+            "another location runs a replica with this replica's id: replica ids must be "
+            "unique across every location (they fence each other in the verdict group); "
+            "set cluster.replica_id apart, or leave it empty (<location>.<host>)",
+            replica=self._replica,
+            location=self._location,
+            other_location=location,
+        )
 
     def _count_taken(self) -> None:
         if self._status_count:

@@ -246,7 +246,7 @@ def test_a_vote_changing_only_its_reason_or_freshness_is_judged_again() -> None:
 
 # -- through a real view ----------------------------------------------------------------------
 
-INFOS = [CheckInfo(f"mcp/loc-{i}", "http", {"team": "core"}, interval=30.0) for i in range(8)]
+INFOS = [CheckInfo(f"mcp/loc-{i}", "http", {"team": "core"}, interval=30.0) for i in range(9)]
 
 
 async def test_the_view_reads_headers_and_refuses_a_value_that_disagrees(
@@ -275,10 +275,11 @@ async def test_the_view_reads_headers_and_refuses_a_value_that_disagrees(
         header: bytes | None = None,
         partition: int | None = None,
         location: str = "eu-west",
+        replica: str = "eu-west-1",
     ) -> None:
-        value = result_record(body or result, "eu-west-1", None, location)
+        value = result_record(body or result, replica, None, location)
         if header is None:
-            header = result_headers(result, "eu-west-1", location)[0][1]
+            header = result_headers(result, replica, location)[0][1]
         await producer.send_and_wait(
             config.topics.results,
             value,
@@ -316,6 +317,10 @@ async def test_the_view_reads_headers_and_refuses_a_value_that_disagrees(
         await send(INFOS[6], dataclasses.replace(run, check=INFOS[6]), partition=wrong)
         # 7: a down result whose value agrees: taken, reason and all.
         await send(INFOS[7], dataclasses.replace(down, check=INFOS[7]), location="ap-south")
+        # 8: this replica's own id from another location (a hand-set id repeated): taken as
+        # that location's vote, and the clash told.
+        clash = dataclasses.replace(run, check=INFOS[8])
+        await send(INFOS[8], clash, location="ap-south", replica=config.replica_id)
 
         def taken() -> float:
             return metric(
@@ -327,7 +332,7 @@ async def test_the_view_reads_headers_and_refuses_a_value_that_disagrees(
                 reader.registry, "alivemcp_cluster_view_dropped_records_total", {"reason": reason}
             )
 
-        await wait_for(lambda: taken() == 4 and dropped("invalid") == 3, 20, "8 records read")
+        await wait_for(lambda: taken() == 5 and dropped("invalid") == 3, 20, "9 records read")
         assert dropped("wrong_partition") == 1 and dropped("error") == 0
 
         def last(info: CheckInfo) -> CheckResult | None:
@@ -351,6 +356,10 @@ async def test_the_view_reads_headers_and_refuses_a_value_that_disagrees(
         )
         for refused in (3, 4, 5, 6):
             assert last(INFOS[refused]) is None
+        clashed = last(INFOS[8])
+        assert clashed is not None and clashed.location == "ap-south"
+        assert view.id_clashes == {"ap-south"}
+        assert metric(reader.registry, "alivemcp_cluster_view_replica_id_clashes") == 1.0
     finally:
         await producer.stop()
         await stream.stop(5)
