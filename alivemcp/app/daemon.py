@@ -32,7 +32,7 @@ import signal
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
 import structlog
@@ -462,11 +462,12 @@ class Daemon:
                     loaded.config.history.metrics_window, self.history.live_uptime
                 )
             loaded, infos = await self._keeping_unchanged(loaded)
+            names = await _names_of(loaded.checks)
             # No discovery refresh changes checks while the config's apply walks them (it
             # would add a check back that the refresh had just removed).
             async with self.discovered.lock:
-                self._configured_names = frozenset(c.name for c in loaded.checks)
-                self.discovered.yield_names(self._configured_names)
+                self._configured_names = names
+                self.discovered.yield_names(names)
                 old_teardowns = await self._apply(loaded, self._probed_check, infos)
                 if self.cluster is not None:
                     self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
@@ -579,7 +580,9 @@ class Daemon:
         # Off meanwhile, and what was built is frozen at the end (see settle_heap), so no
         # collection walks it while checks run.
         with collector_paused():
-            wanted = {c.name: c for c in loaded.checks}
+            # Built a slice at a time with the rest (in one go, a dict of 100,000 checks held
+            # the loop for tens of milliseconds).
+            wanted: dict[str, ResolvedCheck] = {}
             running = self.scheduler.checks
             infos: list[CheckInfo] = []
             fresh: dict[str, tuple[ProbeHandle, object]] = {}
@@ -587,6 +590,7 @@ class Daemon:
                 info = check_info(check) if infos_made is None else infos_made[i]
                 infos.append(info)
                 name = check.name
+                wanted[name] = check
                 if probed is None or probed(check):
                     entry = running.get(name)
                     if entry is None or entry.fingerprint != check.fingerprint():
@@ -616,7 +620,7 @@ class Daemon:
                 await slices.step()
             if self.history is not None:
                 self.history.set_checks(everything)
-            self.surfaces.retain({info.name for info in everything})
+            self.surfaces.retain(_AnyOf(wanted, self.discovered))
             with self.scheduler.batch():  # one start window for all the new first runs
                 for check, info in zip(loaded.checks, infos, strict=True):
                     name = check.name
@@ -692,6 +696,29 @@ async def _load_in_background(path: Path, running: Sequence[ResolvedCheck]) -> L
 
     threading.Thread(target=work, name="alivemcp-config-load", daemon=True).start()
     return await future
+
+
+async def _names_of(checks: Sequence[ResolvedCheck]) -> frozenset[str]:
+    """The checks' names, :data:`APPLY_SLICE` at a time with the loop let run in between."""
+    names: set[str] = set()
+    for i, check in enumerate(checks):
+        names.add(check.name)
+        if i % APPLY_SLICE == APPLY_SLICE - 1:
+            await asyncio.sleep(0)
+    return frozenset(names)
+
+
+class _AnyOf:
+    """A name is in it when it is in any of ``parts``: membership without building their
+    union (a set of 100,000 names in one go holds the loop)."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, *parts: Container[str]) -> None:
+        self._parts = parts
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in part for part in self._parts)
 
 
 class _Slices:

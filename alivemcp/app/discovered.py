@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import structlog
@@ -92,6 +93,9 @@ class DiscoveredChecks:
         ]
 
     def owns(self, name: str) -> bool:
+        return name in self._infos
+
+    def __contains__(self, name: object) -> bool:
         return name in self._infos
 
     def counts(self) -> Counter[str]:
@@ -188,10 +192,12 @@ class DiscoveredChecks:
             self._collisions.add(name)
             log.warning("discovered check left out: a hand-written check has its name", check=name)
 
-    def yield_names(self, names: Iterable[str]) -> None:
+    def yield_names(self, names: AbstractSet[str]) -> None:
         """A reload brought hand-written checks of these names: where a discovered check has
-        one, it is forgotten here (the reload's apply replaces it everywhere else)."""
-        for name in names:
+        one, it is forgotten here (the reload's apply replaces it everywhere else). Walks the
+        smaller of the two (100,000 names against no discovered check cost milliseconds)."""
+        smaller = self._infos if len(self._infos) < len(names) else names
+        for name in [n for n in smaller if n in names and n in self._infos]:
             if name in self._infos:
                 for checks in self._by_source.values():
                     gone = checks.pop(name, None)

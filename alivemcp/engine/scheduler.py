@@ -361,8 +361,9 @@ class Scheduler:
 
     def _plan_arrivals(self) -> None:
         self._planning_soon = False
-        batch = [entry for entry in self._arrivals if self._checks.get(entry.name) is entry]
-        self._arrivals = []
+        # Arrivals removed (or replaced) since are skipped a slice at a time by _plan_slice:
+        # filtered here in one go, 100,000 of them held the loop for 10 ms.
+        batch, self._arrivals = self._arrivals, []
         resuming, self._resuming = self._resuming, {}
         if not batch or self._stopping:
             return
@@ -370,11 +371,10 @@ class Scheduler:
         keyed = self._keyed
         if self._stale > max(1000, len(heap) // 2):
             # A reload replaced many checks: drop their entries now rather than one by one.
-            heap[:] = [
-                item
-                for item in heap
-                if (entry := keyed.get(item[1])) is not None and entry.due == item[0]
-            ]
+            # Rebuilt from the live entries (each has exactly one entry on the heap, its due):
+            # as many as are still planned, not as many as the heap holds (after a reload
+            # that replaced every check, none: filtering 100,000 stale ones took 30 ms).
+            heap[:] = [(entry.due, key) for key, entry in keyed.items()]
             heapq.heapify(heap)
             self._stale = 0
         now = time.time()
@@ -385,7 +385,7 @@ class Scheduler:
             at = entry.resumed_at(now, next_run=next_run, last_run=last_run)
             if at is not None:
                 resumed[entry] = at
-        window = start_window(sum(1 for entry in batch if entry not in resumed))
+        window = start_window(len(batch) - len(resumed))
         self._plan_slice(batch, resumed, now, window, 0, now)
 
     def _plan_slice(

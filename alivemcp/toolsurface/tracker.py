@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -216,7 +216,7 @@ class SurfaceTracker:
             ):
                 kept.pop(name, None)
 
-    def retain(self, names: Collection[str]) -> None:
+    def retain(self, names: Container[str]) -> None:
         """Forget every check but ``names`` (after a reload)."""
         self.forget([name for name in list(self._known) if name not in names])
 
