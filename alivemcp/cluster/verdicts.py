@@ -13,7 +13,7 @@ goes:
   locations saying down is a ``location_disagrees`` alert of its own, never a page;
 - to history, paced, under the check's name (uptime as users see it), while each location's
   own results go to history under ``check@location`` (from the view only: it reads each
-  record once).
+  record once). A verdict made because a vote went stale is no run: not in history.
 
 Every few seconds the board is swept for votes gone stale (a location went quiet), so a
 verdict changes even when no new vote arrives.
@@ -158,7 +158,10 @@ class Verdicts:
         for verdict in self.board.expired(time.time() if now is None else now):
             changed += 1
             self._verdicts.labels(cause="expired").inc()
-            self._pass_on(verdict)
+            # Status and alerting follow it; history does not: it counts verdicts of runs, and
+            # a vote going stale is no run (a handover's few quiet seconds were counted as
+            # unknown runs of checks that ran on time).
+            self._pass_on(verdict, to_history=False)
         return changed
 
     async def start(self) -> None:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
+from prometheus_client import CollectorRegistry
 
 from alivemcp.cluster.quorum import FORGET_SECONDS, QuorumBoard
+from alivemcp.cluster.verdicts import Verdicts
 from alivemcp.engine.results import CheckInfo, CheckResult
+from alivemcp.engine.status import StatusStore
+from alivemcp.history.config import HistoryConfig
+from alivemcp.history.store import HistoryStore
 from alivemcp.probe import Status
+from tests.support.results_stream import result
 
 THREE = ("ap-south", "eu-west", "us-east")
 
@@ -265,3 +274,27 @@ def test_the_status_alert_goes_by_the_quorum(
     assert verdict is not None
     assert verdict.result.status is verdict_status
     assert verdict.alert_status is alert_status
+
+
+async def test_a_vote_going_stale_changes_the_status_but_is_no_run_in_history(
+    tmp_path: Path,
+) -> None:
+    check = CheckInfo("svc-stale", "http", {}, interval=1.0)
+    store = StatusStore()
+    store.set_checks([check])
+    history = HistoryStore(tmp_path, HistoryConfig())
+    history.start()
+    verdicts = Verdicts(
+        QuorumBoard("eu-west", 2.0), store, None, history, lambda name: True, CollectorRegistry()
+    )
+    try:
+        now = time.time()
+        verdicts.take(result(check, Status.UP, started_at=now), "eu-west")
+        assert verdicts.sweep(now + 10) == 1  # the only vote went stale: unknown
+        state = store.get(check.name)
+        assert state is not None and state.last is not None
+        assert state.last.status is Status.UNKNOWN
+        runs = (await history.uptime(check.name, "24h"))["runs"]
+        assert runs == {"up": 1, "degraded": 0, "down": 0, "unknown": 0}
+    finally:
+        await history.stop()
