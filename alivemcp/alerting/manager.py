@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +224,7 @@ class AlertManager:
     def reconfiguring(
         self,
         config: AlertingConfig,
-        checks: Sequence[tuple[CheckInfo, AlertPolicyOverride | None]],
+        checks: Iterable[tuple[CheckInfo, AlertPolicyOverride | None]],
     ) -> Iterator[None]:
         """:meth:`reconfigure` in steps, yielding after each check's catalog entry is made:
         the caller may let other work run in between. The new config takes effect in one

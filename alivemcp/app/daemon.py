@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import gc
+import itertools
 import signal
 import sys
 import threading
@@ -474,16 +475,16 @@ class Daemon:
                 self.scheduler.configure_limits(loaded.config.scheduler)
                 slices = _Slices()  # (an entry per check: a quarter of a second at 100,000)
                 with collector_paused():  # (it builds an entry per check; see _apply)
-                    for _ in self.alerts.reconfiguring(
-                        loaded.config.alerting,
-                        [
-                            *(
-                                (info, c.alert)
-                                for info, c in zip(self._applied_infos, loaded.checks, strict=True)
-                            ),
-                            *self.discovered.alert_entries(),
-                        ],
-                    ):
+                    # Walked by the steps (a list of 100,000 pairs made first held the loop).
+                    entries = itertools.chain(
+                        zip(
+                            self._applied_infos,
+                            (c.alert for c in loaded.checks),
+                            strict=True,
+                        ),
+                        self.discovered.alert_entries(),
+                    )
+                    for _ in self.alerts.reconfiguring(loaded.config.alerting, entries):
                         await slices.step()
                     # Frozen before the collector is back: its first young collection would walk
                     # every object made while it was off (a quarter of a second at 100,000).

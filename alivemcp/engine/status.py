@@ -107,7 +107,10 @@ class StatusStore:
         """:meth:`set_checks` a check at a time, yielding after each: the caller may let other
         work run in between (at 100,000 checks the whole took a quarter of a second). A result
         recorded meanwhile lands on its check's state as it is at that moment."""
-        wanted = {i.name for i in infos}
+        wanted: set[str] = set()
+        for info in infos:  # a step each too: in one go, 100,000 names held the loop
+            wanted.add(info.name)
+            yield
         for name in list(self._states):
             if name not in wanted:
                 del self._states[name]
