@@ -285,6 +285,19 @@ def test_a_location_killed_mid_incident_no_repage_no_resolve_and_it_is_silent(
         # replica takes the check's verdict and alert state over.
         victim = rig.decider("api")
         assert victim in LOCATIONS
+        # No re-page is promised once the page's record is on the brokers (killed between the
+        # send and that record, the next owner sends again: at least once; the receiver's
+        # dedup key makes it one incident).
+        deciding = rig.daemons[victim]
+        poll_until(
+            lambda: (
+                '"api:target:firing"' in deciding.logs()
+                and deciding.metric("alivemcp_cluster_alert_records_pending") == 0
+            ),
+            30,
+            f"{victim}'s page delivered and its alert state written",
+            every=0.1,
+        )
         rig.daemons[victim].kill()
         survivor = rig.running()[0]
         poll_until(
