@@ -232,13 +232,18 @@ class Browser:
         if text:
             await self.send("Input.insertText", {"text": text})
 
-    async def click(self, selector: str) -> None:
-        """A real mouse click at the centre of the first element matching ``selector``."""
-        box = await self.evaluate(
-            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-            ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+    async def click(self, selector: str, timeout: float = 10.0) -> None:
+        """A real mouse click at the centre of the first element matching ``selector``, once
+        the element is what is at that point (a panel still moving in, or covered, would take
+        the click somewhere else: a click that lands nowhere is not waited out by a deadline)."""
+        where = (
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " if (!e) return null; const r = e.getBoundingClientRect();"
+            " const x = r.x + r.width / 2, y = r.y + r.height / 2;"
+            " const hit = document.elementFromPoint(x, y);"
+            " return hit && (hit === e || e.contains(hit)) ? [x, y] : null; })()"
         )
-        x, y = box
+        x, y = await self.wait_for(where, timeout)
         for kind in ("mousePressed", "mouseReleased"):
             await self.send(
                 "Input.dispatchMouseEvent",
