@@ -24,6 +24,7 @@ from alivemcp.engine.runner import ProbeHandle
 from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
+from tests.support.cluster import first_runs_planned
 
 SHARDS = 4
 
@@ -166,7 +167,7 @@ async def test_a_check_that_ran_within_its_interval_gets_no_early_run_on_assignm
     last_runs = {name: now - 5 for name in recent} | {names[1]: now - 600}
     async with listener_of("r", last_run=last_runs.get) as (probing, scheduler):
         await probing.on_assigned(frozenset(range(SHARDS)))
-        await asyncio.sleep(0)  # the arrivals are planned
+        await first_runs_planned(scheduler)
         entries = scheduler.checks
         # The recent ones wait for their grid point (no extra run; at least half an interval
         # after the last run, as after any off-grid run), the others run soon.
@@ -187,20 +188,20 @@ async def test_a_shard_handed_straight_back_resumes_where_it_left_off() -> None:
     handed_back = listener_of("k", last_run=lambda name: None, returning=lambda: returning)
     async with handed_back as (probing, scheduler):
         await probing.on_assigned(every)
-        await asyncio.sleep(0)  # the arrivals are planned
+        await first_runs_planned(scheduler)
         planned = {name: entry.due for name, entry in scheduler.checks.items()}
         assert len(planned) == 20
         await probing.on_revoked(every)
         assert not scheduler.checks
         returning = every
         await probing.on_assigned(every)
-        await asyncio.sleep(0)
+        await first_runs_planned(scheduler)
         assert {name: entry.due for name, entry in scheduler.checks.items()} == planned
         # After a fence nothing is returning: no run known (last_run None), planned as new.
         await probing.on_revoked(every)
         returning = frozenset()
         await probing.on_assigned(every)
-        await asyncio.sleep(0)
+        await first_runs_planned(scheduler)
         assert all(
             entry.first_run is not None or entry.due <= time.time() + 3
             for entry in scheduler.checks.values()

@@ -34,8 +34,8 @@ from alivemcp.history.store import HistoryStore
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status
 from alivemcp.testbed.kafka import KafkaCluster
-from tests.support import DaemonProcess, run_until, write_daemon_config
-from tests.support.cluster import cluster_section, unique_prefix
+from tests.support import DaemonProcess, write_daemon_config
+from tests.support.cluster import cluster_section, first_runs_planned, unique_prefix
 from tests.support.results_stream import (
     Parts,
     cluster_config,
@@ -469,16 +469,6 @@ def handover_reads(replica: Replica, outcome: str) -> float:
     return metric(
         replica.registry, "alivemcp_cluster_view_handover_reads_total", {"outcome": outcome}
     )
-
-
-async def first_runs_planned(scheduler: Scheduler) -> None:
-    """Until the scheduler has planned the first run of every check added (it does so soon
-    after the add, a slice per loop turn)."""
-
-    async def unplanned() -> int:
-        return scheduler.unplanned
-
-    await run_until(unplanned, lambda left: left == 0, "first runs planned", within=5, pause=0)
 
 
 async def test_a_gained_shards_checks_just_run_elsewhere_wait_though_the_view_was_behind(

@@ -223,8 +223,6 @@ class DaemonProcess:
         it before the daemon binds (and /healthz would be answered by a stranger). So the
         first start binds port 0 and reads the port from the daemon's "alivemcp running" line.
         """
-        import time
-
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -234,20 +232,25 @@ class DaemonProcess:
             env=subprocess_env(self.env),
             cwd=REPO,
         )
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
+        proc = self.proc
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {proc.returncode}:\n{self.logs()}")
             port = self._announced_port(offset)
-            if port:
-                self.port = port
-                try:
-                    self.get("/healthz")
-                    return self
-                except OSError:  # urllib's URLError and ssl's errors are OSErrors
-                    pass
-            time.sleep(0.1)  # why: a process's start-up has no event to wait on but its log
-        raise AssertionError(f"daemon did not become healthy:\n{self.logs()}")
+            if not port:
+                return False
+            self.port = port
+            try:
+                self.get("/healthz")
+            except OSError:  # urllib's URLError and ssl's errors are OSErrors
+                return False
+            return True
+
+        poll_until(
+            healthy, self.start_timeout, "the daemon's /healthz", every=0.1, context=self.logs
+        )
+        return self
 
     def run_args(self) -> list[str]:
         """The arguments after ``alivemcp run --config PATH``."""

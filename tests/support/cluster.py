@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from alivemcp.engine.scheduler import Scheduler
 from alivemcp.testbed.kafka import KafkaCluster, KafkaNode
 
 
@@ -238,3 +239,15 @@ def cluster_metric_names() -> set[str]:
         board = QuorumBoard(config.location, config.freshness_intervals)
         Verdicts(board, store, None, None, lambda name: False, registry)
         return sample_names_from_exposition(generate_latest(registry).decode())
+
+
+async def first_runs_planned(scheduler: Scheduler) -> None:
+    """Until the scheduler has planned the first run of every check added (it does so soon
+    after the add, a slice per loop turn)."""
+
+    async def unplanned() -> int:
+        return scheduler.unplanned
+
+    from tests.support import run_until
+
+    await run_until(unplanned, lambda left: left == 0, "first runs planned", within=5, pause=0)
