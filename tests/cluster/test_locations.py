@@ -7,7 +7,7 @@ cut from Kafka by the gates in front of the brokers: the network, not a flag in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,16 +129,32 @@ class Locations:
         return (daemon or self.running()[0]).status_of(name)
 
     def wait_verdict(
-        self, name: str, status: str, *, timeout: float = 30, daemon: DaemonProcess | None = None
+        self,
+        name: str,
+        status: str,
+        *,
+        timeout: float = 30,
+        daemon: DaemonProcess | None = None,
+        votes: Callable[[dict[str, Any]], bool] = lambda votes: True,
+        what: str = "",
     ) -> dict[str, Any]:
-        """Until the check's verdict has ``status`` (as one running replica shows it)."""
+        """Until the check's verdict has ``status`` (as one running replica shows it) and its
+        per-location ``votes`` pass the test given: a verdict is reached at quorum, and the
+        locations beyond it vote when their own runs come (one round later at most)."""
         seen: dict[str, Any] = {}
 
         def reached() -> bool:
+            seen.clear()
             seen.update(self.row(name, daemon))
-            return seen.get("status") == status
+            return seen.get("status") == status and votes(seen.get("locations") or {})
 
-        poll_until(reached, timeout, f"{name} {status}", every=0.2, context=lambda: f"row: {seen}")
+        poll_until(
+            reached,
+            timeout,
+            f"{name} {status} {what}".strip(),
+            every=0.2,
+            context=lambda: f"row: {seen}",
+        )
         return seen
 
     def decider(self, name: str) -> str:
@@ -202,7 +218,12 @@ def three(
 def test_down_everywhere_pages_once_naming_every_location(three: Locations) -> None:
     before = pages(three.pd.events()).get("alivemcp/everywhere", 0)
     three.drop("everywhere", *LOCATIONS)
-    row = three.wait_verdict("everywhere", "down")
+    row = three.wait_verdict(
+        "everywhere",
+        "down",
+        votes=lambda votes: all(votes.get(loc, {}).get("status") == "down" for loc in LOCATIONS),
+        what="with every location's vote down",
+    )
     assert row["reason"].startswith("down from 3 of 3 locations: ")
     for location in LOCATIONS:
         assert location in row["reason"]
@@ -306,8 +327,16 @@ def test_a_location_killed_mid_incident_no_repage_no_resolve_and_it_is_silent(
             "another replica deciding api",
             every=0.2,
         )
-        row = rig.wait_verdict("api", "down", daemon=survivor)
+        # The victim's last vote counts until it is stale (freshness: 2 intervals).
+        row = rig.wait_verdict(
+            "api",
+            "down",
+            daemon=survivor,
+            votes=lambda votes: votes.get(victim, {}).get("fresh") is False,
+            what=f"with {victim}'s vote stale",
+        )
         assert row["reason"].startswith("down from 2 of 3 locations")
+        assert f"{victim} stale" in row["reason"]
         poll_until(
             lambda: survivor.metric("alivemcp_cluster_location_silent", location=victim) == 1.0,
             30,
