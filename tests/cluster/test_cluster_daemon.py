@@ -434,7 +434,16 @@ async def test_reload_schedules_added_checks_on_their_owner_only(
     trio.daemons["r0"].wait_for(
         lambda: all(trio.runs(reloaded)[n] for n in added), 30, "added checks probed"
     )
-    since = reloaded + INTERVAL
+    for daemon in trio.daemons.values():  # a replica slow to apply it still runs removed ones
+        daemon.wait_for(
+            lambda d=daemon: (
+                (d.metric("alivemcp_config_last_reload_success_timestamp_seconds") or 0)
+                >= reloaded - 1
+            ),
+            30,
+            "the reload applied",
+        )
+    since = time.time() + INTERVAL
     # Two grid points of every check in the topic: a check scheduled on two replicas, or a
     # removed one still scheduled, would have results there too by then.
     await wait_results_in_topic(trio, since, names, points=2)

@@ -12,13 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from alivemcp.testbed.mcp_servers import ServerProcess, surface_lab
 from tests.support import DaemonProcess, poll_until
 from tests.support.alerting_daemon import per_key
 from tests.support.alerting_receivers import StandIn
-from tests.support.cluster import GatedKafkaCluster, cluster_section, unique_prefix
+from tests.support.cluster import (
+    GatedKafkaCluster,
+    alive,
+    cluster_section,
+    paging_replica,
+    unique_prefix,
+)
 from tests.support.http_proxy import LocalProxy
 
 LOCATIONS = ("ap-south", "eu-west", "us-east")
@@ -61,26 +66,17 @@ class Locations:
         prefix = unique_prefix("locations")
         self.daemons: dict[str, DaemonProcess] = {}
         for location in LOCATIONS:
-            doc = {
-                "logging": {"format": "json"},
-                "data_dir": str(root / f"data-{location}"),
-                "defaults": {"interval": INTERVAL, "timeout": INTERVAL * 0.9},
-                "checks": [
-                    {
-                        "name": name,
-                        "probe": "mcp_endpoint",
-                        "params": {"url": self.urls[name]},
-                        **extra,
-                    }
+            path = paging_replica(
+                root,
+                location,
+                checks=[
+                    {"name": name, "probe": "mcp_endpoint", "params": {"url": self.urls[name]}}
+                    | extra
                     for name, extra in checks.items()
                 ],
-                "alerting": {
-                    "group_wait": 0,
-                    "group_interval": 0,
-                    "receivers": [pd.receiver("pd", timeout=10.0)],
-                    "default_receivers": ["pd"],
-                },
-                "cluster": cluster_section(
+                defaults={"interval": INTERVAL, "timeout": INTERVAL * 0.9},
+                receivers=[pd.receiver("pd", timeout=10.0)],
+                cluster=cluster_section(
                     kafka.gated_bootstrap if location == gated else kafka.bootstrap,
                     prefix,
                     replica=f"{location}-r0",
@@ -90,9 +86,7 @@ class Locations:
                     location=location,
                     freshness_intervals=FRESHNESS,
                 ),
-            }
-            path = root / f"{location}.yaml"
-            path.write_text(yaml.safe_dump(doc))
+            )
             proxy = self.proxies[location].url
             env = {"HTTP_PROXY": proxy, "http_proxy": proxy, "NO_PROXY": "", "no_proxy": ""}
             self.daemons[location] = DaemonProcess(path, env=env)
@@ -115,7 +109,7 @@ class Locations:
         return self
 
     def running(self) -> list[DaemonProcess]:
-        return [d for d in self.daemons.values() if d.proc is not None and d.proc.poll() is None]
+        return alive(self.daemons.values())
 
     def drop(self, name: str, *locations: str) -> None:
         for location in locations:

@@ -353,8 +353,17 @@ async def test_a_listeners_stray_cancelled_error_is_its_failure_not_the_end_of_m
     # Passed on from the rebalance callback, it ended aiokafka's group coordination, then the
     # node's membership loop: its shards released unfenced, and the replica never rejoined.
     a = await group.start("a", listener=CancelsOnce)
-    await wait_until(lambda: a.recorder.raised and settled([a]), 30, "a holds every shard")
     errors = {"listener": CancelsOnce.name}
+    # The error is counted once the listener's task has ended, a few loop turns after it raised.
+    await wait_until(
+        lambda: (
+            a.recorder.raised
+            and settled([a])
+            and a.registry.get_sample_value("alivemcp_cluster_listener_errors_total", errors)
+        ),
+        30,
+        "a holds every shard and its listener's error is counted",
+    )
     assert a.metric("alivemcp_cluster_listener_errors_total", errors) == 1.0
     b = await group.start("b")
     await wait_until(lambda: settled([a, b], [6, 6]), 40, "a and b share the shards")

@@ -210,6 +210,7 @@ async def test_history_has_every_result_once_across_a_restart(
 
         # While a is away, b goes on; then a new process of a starts on the same data_dir.
         b.run(theirs, Status.UP, started_at=t0 + 10)
+        assert await b.stream.flush(None, 20) == 0  # on the brokers before a starts
         a = Replica(config_a, tmp_path / "a")
         await a.start()
         assert a.view.caught_up.is_set()

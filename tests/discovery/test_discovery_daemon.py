@@ -285,11 +285,17 @@ async def test_added_deleted_and_moved_entries_change_only_their_checks(
         # The deleted check left /status, /metrics and the firing alerts at that refresh.
         assert broken not in checks_in_metrics(samples(d))
         assert d.get_json("/status")["alerts"] == []
-        resolved = [
-            e
-            for e in log_events(d, "alert")
-            if e["check"] == broken and e["notification_event"] == "resolved"
-        ]
+        # Its resolve is queued at that refresh and sent once its state is saved.
+        resolved = await until(
+            d,
+            lambda: [
+                e
+                for e in log_events(d, "alert")
+                if e["check"] == broken and e["notification_event"] == "resolved"
+            ],
+            first,
+            "the broken server's alert resolved",
+        )
         assert len(resolved) == 1 and resolved[0]["reason"] == "target left its discovery source"
         assert now[moving]["discovered"]["target"] == sdk_stateful.url
         # The added one runs; the moved one runs at its new URL, its history going on.

@@ -19,12 +19,18 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from alivemcp.engine.scheduler import Scheduler
 from alivemcp.testbed.kafka import KafkaCluster, KafkaNode
+
+if TYPE_CHECKING:
+    from tests.support import DaemonProcess
 
 
 def _free_port() -> int:
@@ -196,6 +202,40 @@ def cluster_section(
     }
 
 
+def paging_replica(
+    root: Path,
+    name: str,
+    *,
+    checks: list[dict[str, Any]],
+    defaults: dict[str, Any],
+    receivers: list[dict[str, Any]],
+    cluster: dict[str, Any],
+) -> Path:
+    """The config file of one replica that pages at once (no grouping waits) through
+    ``receivers``, all of them by default, with its own data directory under ``root``."""
+    doc = {
+        "logging": {"format": "json"},
+        "data_dir": str(root / f"data-{name}"),
+        "defaults": defaults,
+        "checks": checks,
+        "alerting": {
+            "group_wait": 0,
+            "group_interval": 0,
+            "receivers": receivers,
+            "default_receivers": [r["name"] for r in receivers],
+        },
+        "cluster": cluster,
+    }
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def alive(daemons: Iterable[DaemonProcess]) -> list[DaemonProcess]:
+    """Those of ``daemons`` whose process is running."""
+    return [d for d in daemons if d.proc is not None and d.proc.poll() is None]
+
+
 def unique_prefix(name: str) -> str:
     """Topics and group names no other test (or earlier run on this cluster) uses."""
     return f"{name}-{os.getpid()}-{next(_topic_sets)}"
@@ -204,7 +244,6 @@ def unique_prefix(name: str) -> str:
 def cluster_metric_names() -> set[str]:
     """Every sample name a cluster-mode replica adds to ``/metrics``: the cluster components
     built (not started: nothing connects) on a registry of their own and rendered."""
-    from pathlib import Path
     from tempfile import TemporaryDirectory
 
     from prometheus_client import CollectorRegistry, generate_latest

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,21 +71,35 @@ def deadline_loop(
 
 
 class RunLog:
-    """Every run the daemon reported in /status (it keeps the last 20 per check; polled far
-    more often than 20 runs take), by check: started_at (ms) → status."""
+    """Every run the daemon reported in /status (it keeps the last 20 per check), by check:
+    started_at (ms) → status. A thread of its own polls it every half second while the daemon
+    runs, far more often than 20 runs take, whatever the test waits on meanwhile (a test that
+    polled only in its own waits missed runs while it waited on something else)."""
 
-    def __init__(self, daemon: DaemonProcess) -> None:
+    def __init__(self, daemon: DaemonProcess, every: float = 0.5) -> None:
         self.daemon = daemon
         self.runs: dict[str, dict[float, str]] = {}
+        self._lock = threading.Lock()
+        self._every = every
+        threading.Thread(target=self._follow, name="run-log", daemon=True).start()
+
+    def _follow(self) -> None:
+        while (proc := self.daemon.proc) is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):  # stopping: its last runs were polled before
+                self.poll()
+            time.sleep(self._every)  # why: the pace of a poller, not a wait for an event
 
     def poll(self) -> None:
-        for row in self.daemon.get_json("/status")["checks"]:
-            seen = self.runs.setdefault(row["check"], {})
-            for started, _duration, status in row["history"]:
-                seen[started] = status
+        checks = self.daemon.get_json("/status")["checks"]
+        with self._lock:
+            for row in checks:
+                seen = self.runs.setdefault(row["check"], {})
+                for started, _duration, status in row["history"]:
+                    seen[started] = status
 
     def of(self, name: str) -> list[tuple[float, str]]:
-        return sorted(self.runs.get(name, {}).items())
+        with self._lock:
+            return sorted(self.runs.get(name, {}).items())
 
     def counts(self, name: str) -> dict[str, int]:
         out = {s: 0 for s in queries.STATUSES}
