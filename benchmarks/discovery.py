@@ -406,7 +406,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         applies.append((began, time.monotonic()))
 
     daemon.discovery._on_targets = timed_hand_on
-    load_in_background = daemon_module._load_in_background
+    load_in_background = daemon_module.load_off_loop
 
     async def timed_load(*a: Any) -> LoadedConfig:
         began = time.monotonic()
@@ -415,7 +415,7 @@ async def child(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             loads.append(time.monotonic() - began)
 
-    daemon_module._load_in_background = timed_load  # type: ignore[assignment]
+    daemon_module.load_off_loop = timed_load  # type: ignore[assignment]
     out["targets"] = len(loaded.checks)
     del loaded
     await daemon._start()

@@ -41,6 +41,7 @@ import pickle
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -57,7 +58,18 @@ from alivemcp.config import (
 from alivemcp.hygiene.collector import collector_paused
 from alivemcp.hygiene.redact import register_secret
 
-__all__ = ["CHECKS_PER_FRAME", "LoaderFailedError", "load_in_child"]
+__all__ = [
+    "CHECKS_PER_FRAME",
+    "LOAD_IN_CHILD_BYTES",
+    "LoaderFailedError",
+    "file_size",
+    "load_in_child",
+    "load_off_loop",
+]
+
+#: A config file at least this large is loaded for a reload in a child process (about 15,000
+#: checks; below it the thread is cheaper than starting a Python process).
+LOAD_IN_CHILD_BYTES = 1 << 20
 
 #: Checks per pickled chunk: unpickling one takes about 15 ms.
 CHECKS_PER_FRAME = 1000
@@ -121,6 +133,57 @@ async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> Lo
     for secret in loaded.secrets:
         register_secret(secret)
     return loaded
+
+
+async def load_off_loop(path: Path, running: Sequence[ResolvedCheck]) -> LoadedConfig:
+    """``load_config`` off the event loop: a large config takes seconds to load, and a stop
+    must not wait for a load it no longer needs. A file of :data:`LOAD_IN_CHILD_BYTES` or more
+    loads in a child process (:func:`load_in_child`: no GIL shared with the loop, and the
+    load's short-lived objects never touch the daemon's memory); a smaller one in a daemon
+    thread (``asyncio.to_thread``'s workers are joined when the loop closes), where starting
+    a Python process would cost more than the load. ``running``: the checks in use, which a
+    load in a child keeps instead of copying (the daemon compares the others itself)."""
+    if file_size(path) >= LOAD_IN_CHILD_BYTES:
+        loaded = await load_in_child(path, running)
+        gc.freeze()  # the new config's objects, out of the collector's reach (see settle_heap)
+        return loaded
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[LoadedConfig] = loop.create_future()
+
+    def settle(outcome: LoadedConfig | BaseException) -> None:
+        if future.done():
+            return  # the reload was cancelled meanwhile
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def work() -> None:
+        outcome: LoadedConfig | BaseException
+        try:
+            with collector_paused():
+                outcome = load_config(path)
+                # Here, not on the loop: the reload compares every check's fingerprint.
+                for check in outcome.checks:
+                    check.fingerprint()
+                # The new config's objects leave the collector's reach before it resumes:
+                # its first young collection would otherwise walk all of them at once.
+                gc.freeze()
+        except BaseException as exc:  # handed to the awaiting reload, which decides
+            outcome = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=work, name="alivemcp-config-load", daemon=True).start()
+    return await future
+
+
+def file_size(path: Path) -> int:
+    """The file's size in bytes (0 when it cannot be read: loading it says why)."""
+    try:
+        return path.stat().st_size  # one stat call: not worth a thread
+    except OSError:
+        return 0  # load_config says why it cannot read it
 
 
 def _feed(stdin: IO[bytes], digests: bytes) -> None:

@@ -25,27 +25,26 @@ topics whose layout cannot serve the config stop the daemon with exit code 2 and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import itertools
 import signal
 import sys
-import threading
 from collections import Counter
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
 
 from alivemcp.alerting.manager import AlertManager
 from alivemcp.app.clustered import ClusterParts, cluster_parts, quorum_board
-from alivemcp.app.configload import load_in_child
+from alivemcp.app.configload import LOAD_IN_CHILD_BYTES, file_size, load_off_loop
 from alivemcp.app.datadir import DataDirInUseError, DataDirLock
 from alivemcp.app.discovered import DiscoveredChecks, DiscoveryParts
 from alivemcp.app.instruments import ConfigMetrics
 from alivemcp.app.lifecycle import STOP_SIGNALS, take_held_signals
 from alivemcp.app.route import Admission, result_route
+from alivemcp.app.slices import APPLY_SLICE, AnyOf, Slices, names_of, teardown_all
 from alivemcp.cluster._kafka import ClusterKafka
 from alivemcp.cluster.config import DEFAULT_LOCATION
 from alivemcp.cluster.stream import ResultsStream
@@ -54,7 +53,6 @@ from alivemcp.config import (
     ConfigError,
     LoadedConfig,
     ResolvedCheck,
-    load_config,
     split_listen,
 )
 from alivemcp.discovery.manager import DiscoveryManager
@@ -92,12 +90,6 @@ HISTORY_FLUSH_SECONDS = 3.0
 STOP_OVERHEAD_SECONDS = 8.0
 EXIT_DATA_DIR_IN_USE = 2
 EXIT_CLUSTER_TOPICS = 2
-#: A config file at least this large is loaded for a reload in a child process (about 15,000
-#: checks; below it the thread is cheaper than starting a Python process).
-LOAD_IN_CHILD_BYTES = 1 << 20
-#: Checks handled between two turns of the event loop when a config is applied (probe
-#: instances built, teardowns started): each slice takes some tens of milliseconds.
-APPLY_SLICE = 1000
 
 
 class Daemon:
@@ -284,7 +276,7 @@ class Daemon:
         """Tear down probe instances in the background (joined by the shutdown)."""
         handles = [handle for handle in handles if handle.needs_teardown]
         if handles:
-            teardown = asyncio.ensure_future(_teardown_all(handles))
+            teardown = asyncio.ensure_future(teardown_all(handles, TEARDOWN_SECONDS))
             self._retiring.add(teardown)
             teardown.add_done_callback(self._retiring.discard)
 
@@ -398,7 +390,7 @@ class Daemon:
         # Canary clean-up (of running checks, and of those a cancelled reload was retiring)
         # and the alert flush (results of the last runs) are independent: side by side.
         await asyncio.gather(
-            _teardown_all(handles),
+            teardown_all(handles, TEARDOWN_SECONDS),
             *self._retiring,
             self.alerts.stop(grace=ALERT_FLUSH_SECONDS),
             *([self.history.stop(HISTORY_FLUSH_SECONDS)] if self.history is not None else []),
@@ -437,7 +429,7 @@ class Daemon:
             if self._config_path is None:
                 return False
             try:
-                loaded = await _load_in_background(self._config_path, self._loaded.checks)
+                loaded = await load_off_loop(self._config_path, self._loaded.checks)
             except ConfigError as exc:
                 self.config_metrics.config_loaded(False)
                 log.error(
@@ -463,7 +455,7 @@ class Daemon:
                     loaded.config.history.metrics_window, self.history.live_uptime
                 )
             loaded, infos = await self._keeping_unchanged(loaded)
-            names = await _names_of(loaded.checks)
+            names = await names_of(loaded.checks)
             # No discovery refresh changes checks while the config's apply walks them (it
             # would add a check back that the refresh had just removed).
             async with self.discovered.lock:
@@ -473,7 +465,7 @@ class Daemon:
                 if self.cluster is not None:
                     self.cluster.node.shard_of.retain(c.name for c in loaded.checks)
                 self.scheduler.configure_limits(loaded.config.scheduler)
-                slices = _Slices()  # (an entry per check: a quarter of a second at 100,000)
+                slices = Slices()  # (an entry per check: a quarter of a second at 100,000)
                 with collector_paused():  # (it builds an entry per check; see _apply)
                     # Walked by the steps (a list of 100,000 pairs made first held the loop).
                     entries = itertools.chain(
@@ -498,20 +490,20 @@ class Daemon:
                 "config reloaded",
                 checks=len(loaded.checks),
                 loaded_in="process"
-                if _file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
+                if file_size(self._config_path) >= LOAD_IN_CHILD_BYTES
                 else "thread",
             )
             if slices.cancelled:  # a stop: the replaced instances go with its own teardowns
                 self._retire(old_teardowns)
                 raise asyncio.CancelledError
             # Shielded: a stop cancels the reload, never a canary clean-up half-way.
-            teardown = asyncio.ensure_future(_teardown_all(old_teardowns))
+            teardown = asyncio.ensure_future(teardown_all(old_teardowns, TEARDOWN_SECONDS))
             self._retiring.add(teardown)
             teardown.add_done_callback(self._retiring.discard)
             await asyncio.shield(teardown)
             doomed = list(replaced.checks)  # the replaced config's checks, freed in slices
             del replaced
-            slices = _Slices()
+            slices = Slices()
             for _ in dropping(doomed):
                 await slices.step()
             if slices.cancelled:
@@ -599,8 +591,8 @@ class Daemon:
                         fresh[name] = (handle, check.fingerprint())
                 if i % APPLY_SLICE == APPLY_SLICE - 1:
                     await asyncio.sleep(0)
-            # The switch: sliced as well, but never left half-done (see _Slices).
-            slices = _Slices()
+            # The switch: sliced as well, but never left half-done (see Slices).
+            slices = Slices()
             retired: list[ProbeHandle] = []
             for name in list(running):
                 entry = running.get(name)
@@ -621,7 +613,7 @@ class Daemon:
                 await slices.step()
             if self.history is not None:
                 self.history.set_checks(everything)
-            self.surfaces.retain(_AnyOf(wanted, self.discovered))
+            self.surfaces.retain(AnyOf(wanted, self.discovered))
             with self.scheduler.batch():  # one start window for all the new first runs
                 for check, info in zip(loaded.checks, infos, strict=True):
                     name = check.name
@@ -654,117 +646,3 @@ def _raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ImportError, ValueError, OSError) as exc:  # pragma: no cover - platform limits
         log.warning("could not raise the open-files limit", error=str(exc))
-
-
-async def _load_in_background(path: Path, running: Sequence[ResolvedCheck]) -> LoadedConfig:
-    """``load_config`` off the event loop: a large config takes seconds to load, and a stop
-    must not wait for a load it no longer needs. A file of :data:`LOAD_IN_CHILD_BYTES` or more
-    loads in a child process (:mod:`alivemcp.app.configload`: no GIL shared with the loop, and the
-    load's short-lived objects never touch the daemon's memory); a smaller one in a daemon
-    thread (``asyncio.to_thread``'s workers are joined when the loop closes), where starting
-    a Python process would cost more than the load. ``running``: the checks in use, which a
-    load in a child keeps instead of copying (the daemon compares the others itself)."""
-    if _file_size(path) >= LOAD_IN_CHILD_BYTES:
-        loaded = await load_in_child(path, running)
-        gc.freeze()  # the new config's objects, out of the collector's reach (see settle_heap)
-        return loaded
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[LoadedConfig] = loop.create_future()
-
-    def settle(outcome: LoadedConfig | BaseException) -> None:
-        if future.done():
-            return  # the reload was cancelled meanwhile
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
-
-    def work() -> None:
-        outcome: LoadedConfig | BaseException
-        try:
-            with collector_paused():
-                outcome = load_config(path)
-                # Here, not on the loop: the reload compares every check's fingerprint.
-                for check in outcome.checks:
-                    check.fingerprint()
-                # The new config's objects leave the collector's reach before it resumes:
-                # its first young collection would otherwise walk all of them at once.
-                gc.freeze()
-        except BaseException as exc:  # handed to the awaiting reload, which decides
-            outcome = exc
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=work, name="alivemcp-config-load", daemon=True).start()
-    return await future
-
-
-async def _names_of(checks: Sequence[ResolvedCheck]) -> frozenset[str]:
-    """The checks' names, :data:`APPLY_SLICE` at a time with the loop let run in between."""
-    names: set[str] = set()
-    for i, check in enumerate(checks):
-        names.add(check.name)
-        if i % APPLY_SLICE == APPLY_SLICE - 1:
-            await asyncio.sleep(0)
-    return frozenset(names)
-
-
-class _AnyOf:
-    """A name is in it when it is in any of ``parts``: membership without building their
-    union (a set of 100,000 names in one go holds the loop)."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self, *parts: Container[str]) -> None:
-        self._parts = parts
-
-    def __contains__(self, name: object) -> bool:
-        return any(name in part for part in self._parts)
-
-
-class _Slices:
-    """Counts the steps of a job that must not be left half-done and lets the loop run every
-    :data:`APPLY_SLICE` of them. Cancelled at one of those points, it yields no more: the job
-    finishes in one go and then checks :attr:`cancelled` to pass the cancellation on."""
-
-    __slots__ = ("cancelled", "count")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.cancelled = False
-
-    async def step(self) -> None:
-        self.count += 1
-        if self.count % APPLY_SLICE or self.cancelled:
-            return
-        try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            self.cancelled = True
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size  # one stat call: not worth a thread
-    except OSError:
-        return 0  # load_config says why it cannot read it
-
-
-async def _teardown_all(handles: list[ProbeHandle]) -> None:
-    """Tear ``handles`` down side by side, each within :data:`TEARDOWN_SECONDS`. Started
-    :data:`APPLY_SLICE` at a time with the loop let run in between (a reload replacing
-    100,000 checks starts as many teardowns). Once started, a teardown runs to its end even if
-    the caller is cancelled: a canary clean-up is never cut half-way."""
-    handles = [h for h in handles if h.needs_teardown]
-    tasks: list[asyncio.Task[None]] = []
-    for start in range(0, len(handles), APPLY_SLICE):
-        loop = asyncio.get_running_loop()
-        tasks += [
-            loop.create_task(h.teardown(TEARDOWN_SECONDS))
-            for h in handles[start : start + APPLY_SLICE]
-        ]
-        if start + APPLY_SLICE < len(handles):
-            await asyncio.sleep(0)
-    # Waited for a slice at a time too: waiting registers a callback on every task at once.
-    for start in range(0, len(tasks), APPLY_SLICE):
-        await asyncio.wait(tasks[start : start + APPLY_SLICE])

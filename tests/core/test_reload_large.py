@@ -13,8 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from alivemcp.app.configload import load_in_child
-from alivemcp.app.daemon import LOAD_IN_CHILD_BYTES
+from alivemcp.app.configload import LOAD_IN_CHILD_BYTES, load_in_child
 from tests.support import DaemonProcess
 
 SECRET = "s3cr3t-token-value-4242"
