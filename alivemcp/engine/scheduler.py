@@ -47,37 +47,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import heapq
 import itertools
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
 
 import structlog
 
 from alivemcp.config import SchedulerConfig
+from alivemcp.engine.grid import (
+    FIRST_RUNS_PER_SECOND,
+    MIN_MISFIRE_GRACE,
+    MIN_START_WINDOW,
+    FirstRunPlan,
+    ScheduledCheck,
+    plan_first_runs,
+    stable_offset,
+    start_fraction,
+    start_window,
+)
 from alivemcp.engine.instruments import SchedulerMetrics
 from alivemcp.engine.results import CheckResult
-from alivemcp.engine.runner import ProbeHandle, ProbeRun
+from alivemcp.engine.runner import ProbeHandle
+from alivemcp.engine.slots import Slots
 from alivemcp.hygiene.collector import CollectorPolicy, settle_young_objects
 
+# The grid's names are the scheduler's too: where a run falls is part of what it promises.
 __all__ = [
     "FIRST_RUNS_PER_SECOND",
+    "MIN_MISFIRE_GRACE",
     "MIN_START_WINDOW",
+    "FirstRunPlan",
     "ScheduledCheck",
     "Scheduler",
     "plan_first_runs",
     "stable_offset",
+    "start_fraction",
     "start_window",
 ]
 
 log = structlog.get_logger("alivemcp.engine.scheduler")
 
-FIRST_RUNS_PER_SECOND = 1000.0  # how fast a batch of new checks gets its first runs
-MIN_START_WINDOW = 2.0  # seconds: a few checks still spread a little
 #: Added to each timer: the loop's timers count whole milliseconds from a clock read in whole
 #: milliseconds, so without it a wake-up can come up to a millisecond early (a run must never
 #: start before its planned time: it would be off its grid).
@@ -89,129 +100,6 @@ STARTS_PER_WAKE = 200
 SETTLE_AFTER_FIRST_RUNS = 2.0
 #: First runs planned in one turn of the loop (about 10 ms of hashing).
 PLAN_SLICE = 5000
-#: How late a planned run may start (beyond this it is counted as missed): half an interval,
-#: at least this many seconds.
-MIN_MISFIRE_GRACE = 1.0
-
-
-def stable_offset(name: str, interval: float) -> float:
-    """Where in its interval a check runs: the same for a name in every process."""
-    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64 * interval
-
-
-def start_fraction(name: str) -> float:
-    """Where in a start window a check's first run goes, in [0, 1): stable, and independent of
-    its grid offset (a salted hash), so the checks whose grid point falls inside the window do
-    not leave a hole in it."""
-    digest = hashlib.blake2b(name.encode(), digest_size=8, person=b"alivemcp-start").digest()
-    return int.from_bytes(digest, "big") / 2**64
-
-
-def start_window(checks: int) -> float:
-    """Seconds over which the first runs of ``checks`` checks added together are spread (each
-    check's own window is also capped at its interval)."""
-    return max(MIN_START_WINDOW, checks / FIRST_RUNS_PER_SECOND)
-
-
-@dataclass(slots=True, eq=False)
-class ScheduledCheck:
-    """A check on the scheduler, with its place on the timer heap and its run in flight."""
-
-    name: str
-    handle: ProbeHandle
-    interval: float
-    offset: float
-    fingerprint: object
-    #: Its key on the timer heap (unique for the scheduler's life).
-    key: int = 0
-    first_run: float | None = None  # an extra first run off the grid, when one was planned
-    #: The next planned run (its key on the heap); 0 before planning, -1 once removed.
-    due: float = 0.0
-    #: While a run is in flight: the probe's run once it probes, or the task waiting for slots.
-    run: ProbeRun | None = field(default=None, repr=False)
-    waiter: asyncio.Task[None] | None = field(default=None, repr=False)
-    #: The limits whose slots the run in flight holds (released when it ends).
-    slots: tuple[_Slots, ...] = field(default=(), repr=False)
-    #: The host this check's runs count against, and how many runs at once it allows (a
-    #: discovered check: thousands of registry entries share a few hosting providers).
-    host: tuple[str, int] | None = None
-
-    def grid_at_or_after(self, moment: float) -> float:
-        """The check's first grid point at or after ``moment``."""
-        return moment + ((self.offset - moment) % self.interval)
-
-    def next_after(self, previous_run: float) -> float:
-        """The run after one planned at ``previous_run``: the first grid point at least half an
-        interval later (the next grid point when the previous run was on the grid)."""
-        return self.grid_at_or_after(previous_run + self.interval / 2)
-
-    def resumed_at(
-        self, now: float, *, next_run: float | None = None, last_run: float | None = None
-    ) -> float | None:
-        """The first planned run of a check scheduled again at ``now`` (None: planned like a
-        new check).
-
-        ``next_run``: its next planned run where it was unscheduled a moment ago (a cluster's
-        shard handed straight back): kept, also when it passed meanwhile, as long as the
-        scheduler would still start it that late (the misfire grace): it runs at once, as a
-        run the loop was late for would; past the grace, its next grid point. Runs planned
-        before it were started there, so none is started twice.
-        ``last_run``: when its latest run started in another process (its previous owner):
-        its first grid point at least half an interval after that run, if still to come;
-        None if it passed (that owner may have started a run there that left no result)."""
-        if next_run is not None:
-            if now - next_run <= max(MIN_MISFIRE_GRACE, self.interval / 2):
-                return next_run
-            return self.grid_at_or_after(now)
-        if last_run is not None:
-            point = self.next_after(min(last_run, now))
-            if point >= now:
-                return point
-        return None
-
-    def plan_first_run(self, now: float, window: float) -> float:
-        """When the check first runs if added at ``now`` with a start window of ``window``:
-        its next grid point if that falls inside its window, else a point in the window."""
-        span = min(window, self.interval)
-        grid = self.grid_at_or_after(now)
-        if grid <= now + span:
-            self.first_run = None
-            return grid
-        self.first_run = now + start_fraction(self.name) * span
-        return self.first_run
-
-    def latest_due(self, due: float, now: float) -> float:
-        """The latest planned point at or before ``now``, from ``due`` on (points the loop was
-        too late for are coalesced into it)."""
-        if now - due < self.interval / 2:
-            return due
-        grid = now - ((now - self.offset) % self.interval)
-        return max(grid, due)
-
-    def planned_before(self, now: float) -> float:
-        """The planned time of a run starting at ``now``: the latest scheduled point at or
-        before ``now``, the extra first run included."""
-        grid = now - ((now - self.offset) % self.interval)
-        first = self.first_run
-        if first is not None and first <= now and grid < first + self.interval / 2:
-            return first
-        return grid
-
-
-FirstRunPlan = list[tuple[float, ScheduledCheck]]  # (first run, check), earliest first
-
-
-def plan_first_runs(
-    entries: list[ScheduledCheck], now: float, window: float | None = None
-) -> FirstRunPlan:
-    """First-run times of checks added together at ``now``, earliest first; ``window``: the
-    start window of the whole batch, when ``entries`` are a slice of it."""
-    if window is None:
-        window = start_window(len(entries))
-    plan = [(entry.plan_first_run(now, window), entry) for entry in entries]
-    plan.sort(key=lambda item: item[0])
-    return plan
 
 
 class Scheduler:
@@ -248,11 +136,11 @@ class Scheduler:
         #: a name never has two runs at once).
         self._busy: dict[str, ScheduledCheck] = {}
         self._probing = 0  # runs past their slots, probing
-        self._global = _Slots(config.max_concurrency)
-        self._per_type: dict[str, _Slots | None] = {}
+        self._global = Slots(config.max_concurrency)
+        self._per_type: dict[str, Slots | None] = {}
         #: Per (host, limit) (see ScheduledCheck.host): made on the host's first run and kept
         #: (a few dozen bytes a host). Keyed with the limit too, so a changed limit takes effect.
-        self._per_host: dict[tuple[str, int], _Slots] = {}
+        self._per_host: dict[tuple[str, int], Slots] = {}
         self._type_limits: dict[str, int] = dict(config.per_probe_type)
         self._stopping = False
         self._started = False
@@ -286,7 +174,7 @@ class Scheduler:
 
     def configure_limits(self, config: SchedulerConfig) -> None:
         """Apply new limits; runs holding slots of the old ones finish normally."""
-        self._global = _Slots(config.max_concurrency)
+        self._global = Slots(config.max_concurrency)
         self._type_limits = dict(config.per_probe_type)
         self._per_type.clear()
 
@@ -508,7 +396,7 @@ class Scheduler:
                     entry.slots = (per_type, global_slots)
                 self._begin(entry, planned)
                 return
-            limits: tuple[_Slots, ...] = (
+            limits: tuple[Slots, ...] = (
                 (global_slots,) if per_type is None else (per_type, global_slots)
             )
         else:
@@ -526,16 +414,16 @@ class Scheduler:
             name=f"alivemcp-slot:{entry.name}",
         )
 
-    def _host_slots(self, host: tuple[str, int]) -> _Slots:
+    def _host_slots(self, host: tuple[str, int]) -> Slots:
         slots = self._per_host.get(host)
         if slots is None:
-            slots = self._per_host[host] = _Slots(host[1])
+            slots = self._per_host[host] = Slots(host[1])
         return slots
 
     async def _wait_for_slots(
-        self, entry: ScheduledCheck, planned: float, limits: tuple[_Slots, ...]
+        self, entry: ScheduledCheck, planned: float, limits: tuple[Slots, ...]
     ) -> None:
-        taken: list[_Slots] = []
+        taken: list[Slots] = []
         try:
             for slots in limits:
                 await slots.take()
@@ -610,7 +498,7 @@ class Scheduler:
         finally:
             self._idle_waiters.remove(record)
 
-    def _type_slots(self, entry: ScheduledCheck) -> _Slots | None:
+    def _type_slots(self, entry: ScheduledCheck) -> Slots | None:
         probe_type = entry.handle.info.probe_type
         try:
             return self._per_type[probe_type]
@@ -618,7 +506,7 @@ class Scheduler:
             limit = self._type_limits.get(probe_type)
             if limit is None:
                 limit = type(entry.handle.probe).max_concurrency
-            slots = self._per_type[probe_type] = None if limit is None else _Slots(limit)
+            slots = self._per_type[probe_type] = None if limit is None else Slots(limit)
             return slots
 
     async def cancel_runs(self, names: Collection[str], timeout: float = 2.0) -> int:
@@ -669,37 +557,3 @@ class Scheduler:
             for entry in list(self._busy.values()):
                 self._cancel(entry)
             await self._until_idle(None, 2)
-
-
-class _Slots:
-    """A concurrency limit: a count of free slots and the runs waiting for one, first come
-    first served. The scheduler takes a free slot without a task when nobody waits."""
-
-    __slots__ = ("free", "waiters")
-
-    def __init__(self, limit: int) -> None:
-        self.free = limit
-        self.waiters: deque[asyncio.Future[None]] = deque()
-
-    async def take(self) -> None:
-        if self.free > 0 and not self.waiters:
-            self.free -= 1
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
-        try:
-            await waiter  # release() hands its slot over
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # handed a slot while being cancelled: pass it on
-            else:
-                self.waiters.remove(waiter)
-            raise
-
-    def release(self) -> None:
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self.free += 1
