@@ -105,17 +105,13 @@ async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> Lo
         env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    transport: asyncio.BaseTransport | None = None
+    frames = _Frames(proc.stdout)
     try:
         # The child reads all of it before it starts: a thread writes it (1.6 MB at 100,000
         # checks, more than a pipe holds) while the loop goes on.
         await asyncio.to_thread(_feed, proc.stdin, bytes(digests))
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), proc.stdout
-        )
-        loaded = await _read(reader, running)
+        frames.start()
+        loaded = await _read(frames, running)
         code = await asyncio.to_thread(proc.wait)
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
@@ -124,9 +120,8 @@ async def load_in_child(path: Path, running: Sequence[ResolvedCheck] = ()) -> Lo
             await asyncio.shield(asyncio.to_thread(proc.wait))
         raise
     finally:
-        if transport is not None:
-            transport.close()
-        proc.stdout.close()
+        # The reader ends at the end of the child's output (it exited, or was killed).
+        await asyncio.shield(asyncio.to_thread(frames.close))
     if code != 0:
         raise LoaderFailedError(f"the config loader exited with code {code}")
     # Registered here too: redaction lives in this process.
@@ -194,18 +189,83 @@ def _feed(stdin: IO[bytes], digests: bytes) -> None:
         pass
 
 
-async def _read(stream: asyncio.StreamReader, running: Sequence[ResolvedCheck]) -> LoadedConfig:
+class _Frames:
+    """The child's frames as a thread of their own reads them off its stdout, a few ahead of
+    the loop's unpickling.
+
+    Not a read transport of the loop's: uvloop's closes the descriptor itself a loop turn after
+    ``close()``, and the Popen's file object closes it too; in between, the loop accepted an
+    HTTP connection on the freed number and the transport's late close cut it (a scrape of
+    /metrics reset during a large reload). Here the Popen's file object is the one owner, read
+    by one thread and closed once, after that thread is done."""
+
+    #: Frames read ahead of the loop's unpickling (a frame is a thousand checks).
+    AHEAD = 4
+
+    def __init__(self, stdout: IO[bytes]) -> None:
+        self._stdout = stdout
+        self._loop = asyncio.get_running_loop()
+        self._frames: asyncio.Queue[tuple[bytes, bytes] | None] = asyncio.Queue()
+        self._room = threading.Semaphore(self.AHEAD)
+        self._closing = False
+        self._thread = threading.Thread(target=self._read, name="alivemcp-config-frames")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    async def next(self) -> tuple[bytes, bytes] | None:
+        """The next frame, (kind, payload); None at the end of the output (or a cut frame)."""
+        frame = await self._frames.get()
+        if frame is None:
+            self._frames.put_nowait(None)  # the end, for every later call too
+        else:
+            self._room.release()
+        return frame
+
+    def close(self) -> None:
+        """Blocking: let the reader run to the end of the output (the child must have exited
+        or been killed) without handing more over, join it, close the pipe."""
+        self._closing = True
+        self._room.release()  # a reader waiting for room goes on, and hands nothing more over
+        if self._thread.ident is not None:
+            self._thread.join()
+        self._stdout.close()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                head = self._stdout.read(_HEADER.size)
+                if len(head) < _HEADER.size:
+                    return
+                kind, size = _HEADER.unpack(head)
+                payload = self._stdout.read(size)
+                if len(payload) < size:
+                    return
+                if not self._closing:
+                    self._room.acquire()
+                if not self._closing:
+                    self._hand_over((kind, payload))
+        except (OSError, ValueError):
+            return  # the pipe broke: a cut frame, told as the end
+        finally:
+            self._hand_over(None)
+
+    def _hand_over(self, frame: tuple[bytes, bytes] | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            self._loop.call_soon_threadsafe(self._frames.put_nowait, frame)
+
+
+async def _read(frames: _Frames, running: Sequence[ResolvedCheck]) -> LoadedConfig:
     head: LoadedConfig | None = None
     checks: list[ResolvedCheck] = []
     # Pickle shares an object only within a frame: the label sets and durations the child's
     # checks share are shared again as they are unpickled (see SharedValues).
     with collector_paused(), sharing(SharedValues()):
         while True:
-            try:
-                kind, size = _HEADER.unpack(await stream.readexactly(_HEADER.size))
-                payload = await stream.readexactly(size)
-            except asyncio.IncompleteReadError:
-                raise LoaderFailedError("the config loader stopped before it was done") from None
+            frame = await frames.next()
+            if frame is None:
+                raise LoaderFailedError("the config loader stopped before it was done")
+            kind, payload = frame
             try:
                 value = pickle.loads(payload)  # our own child: see the module docstring
             except Exception as exc:

@@ -170,3 +170,40 @@ async def test_checks_from_the_child_share_their_equal_label_sets_across_frames(
     assert len({id(c.labels) for c in loaded.checks}) == 2
     assert len({id(c.interval) for c in loaded.checks}) == 1
     assert len({id(c.probe_type) for c in loaded.checks}) == 1
+
+
+def test_a_load_in_a_child_leaves_no_descriptor_to_close_twice_on_the_daemons_loop(
+    tmp_path: Path,
+) -> None:
+    # On uvloop (the daemon's loop) a read transport closes its descriptor itself, a loop turn
+    # after close(); the loader once closed the pipe's file object as well. The number freed
+    # in between went to whatever opened next (a scrape's connection, reset by the late close).
+    import os
+
+    import uvloop
+
+    from alivemcp.config import ConfigError
+
+    good = tmp_path / "good.yaml"
+    write_large(good, [{"name": "a", "probe": "test_static", "interval": 30}])
+    bad = tmp_path / "bad.yaml"
+    write_large(bad, [], text="checks: [{name: a, probe: test_static, intervall: 1}]\n")
+
+    async def loads_then_opens(path: Path) -> None:
+        with contextlib.suppress(ConfigError):
+            await load_in_child(path)
+        # The lowest free numbers: among them the ones a pipe closed early would have left.
+        with contextlib.ExitStack() as stack:
+            witnesses = [
+                stack.enter_context((tmp_path / f"witness{i}").open("wb")) for i in range(16)
+            ]
+            opened = [os.fstat(w.fileno()) for w in witnesses]
+            for _ in range(5):  # the loop's turns in which a late close would come
+                await asyncio.sleep(0)
+            for witness, before in zip(witnesses, opened, strict=True):
+                after = os.fstat(witness.fileno())  # EBADF once closed under it
+                assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        for path in (good, bad, good):
+            runner.run(loads_then_opens(path))
