@@ -57,14 +57,10 @@ import structlog
 
 from alivemcp.config import SchedulerConfig
 from alivemcp.engine.grid import (
-    FIRST_RUNS_PER_SECOND,
     MIN_MISFIRE_GRACE,
-    MIN_START_WINDOW,
-    FirstRunPlan,
     ScheduledCheck,
     plan_first_runs,
     stable_offset,
-    start_fraction,
     start_window,
 )
 from alivemcp.engine.instruments import SchedulerMetrics
@@ -73,19 +69,7 @@ from alivemcp.engine.runner import ProbeHandle
 from alivemcp.engine.slots import Slots
 from alivemcp.hygiene.collector import CollectorPolicy, settle_young_objects
 
-# The grid's names are the scheduler's too: where a run falls is part of what it promises.
-__all__ = [
-    "FIRST_RUNS_PER_SECOND",
-    "MIN_MISFIRE_GRACE",
-    "MIN_START_WINDOW",
-    "FirstRunPlan",
-    "ScheduledCheck",
-    "Scheduler",
-    "plan_first_runs",
-    "stable_offset",
-    "start_fraction",
-    "start_window",
-]
+__all__ = ["Scheduler"]
 
 log = structlog.get_logger("alivemcp.engine.scheduler")
 

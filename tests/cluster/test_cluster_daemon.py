@@ -35,7 +35,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from alivemcp.cluster.shards import shard_of
-from alivemcp.engine.scheduler import stable_offset
+from alivemcp.engine.grid import stable_offset
 from tests.support import REPO, DaemonProcess, poll_until, run_until
 from tests.support.cluster import GatedKafkaCluster, cluster_section, unique_prefix
 from tests.support.metric_names import promql_metric_names, sample_names_from_exposition

@@ -19,7 +19,7 @@ import yaml
 
 from alivemcp.config import ConfigError, load_config_text
 from alivemcp.engine.checks import build_handle
-from alivemcp.engine.scheduler import MIN_START_WINDOW
+from alivemcp.engine.grid import MIN_START_WINDOW
 from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
 from alivemcp.probe import Status

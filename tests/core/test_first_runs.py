@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from alivemcp.engine.scheduler import FIRST_RUNS_PER_SECOND, MIN_START_WINDOW, stable_offset
+from alivemcp.engine.grid import FIRST_RUNS_PER_SECOND, MIN_START_WINDOW, stable_offset
 from tests.support import DaemonProcess, run_times, write_daemon_config
 
 # How late a run may start on this shared 2-core machine without the test calling it a bug.

@@ -21,9 +21,10 @@ from prometheus_client import CollectorRegistry
 from alivemcp.app.daemon import STOP_OVERHEAD_SECONDS
 from alivemcp.config import SchedulerConfig, load_config_text
 from alivemcp.engine.checks import build_handle
+from alivemcp.engine.grid import MIN_START_WINDOW, stable_offset, start_fraction
 from alivemcp.engine.instruments import SchedulerMetrics
 from alivemcp.engine.results import CheckResult
-from alivemcp.engine.scheduler import MIN_START_WINDOW, Scheduler, stable_offset, start_fraction
+from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
 from alivemcp.plumbing import Plumbing
 from tests.support import ALIVEMCP, REPO, DaemonProcess, Webhook, free_port, subprocess_env

@@ -17,17 +17,17 @@ import yaml
 from alivemcp.config import SchedulerConfig, load_config_text
 from alivemcp.engine import scheduler as scheduler_module
 from alivemcp.engine.checks import build_handle
-from alivemcp.engine.instruments import SchedulerMetrics
-from alivemcp.engine.results import CheckResult
-from alivemcp.engine.scheduler import (
+from alivemcp.engine.grid import (
     FIRST_RUNS_PER_SECOND,
     MIN_START_WINDOW,
     ScheduledCheck,
-    Scheduler,
     plan_first_runs,
     stable_offset,
     start_window,
 )
+from alivemcp.engine.instruments import SchedulerMetrics
+from alivemcp.engine.results import CheckResult
+from alivemcp.engine.scheduler import Scheduler
 from alivemcp.engine.status import StatusStore
 from alivemcp.hygiene import collector as collector_module
 from alivemcp.plumbing import Plumbing
@@ -567,7 +567,7 @@ async def test_a_large_batch_is_planned_over_several_loop_turns_in_one_start_win
     # Each check's first run: a check whose first run came within these few turns (a loaded
     # machine makes them long) has run, and its next is on the grid half an interval on; an
     # off-grid first run is kept on the entry, an on-grid one is an interval before the next.
-    def first_run(entry: scheduler_module.ScheduledCheck) -> float:
+    def first_run(entry: ScheduledCheck) -> float:
         if entry.first_run is not None:
             return entry.first_run
         return entry.due if entry.due < ended + 300 else entry.due - entry.interval

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alivemcp.app.daemon import Daemon
 from alivemcp.config import load_config
-from alivemcp.engine.scheduler import MIN_MISFIRE_GRACE, stable_offset
+from alivemcp.engine.grid import MIN_MISFIRE_GRACE, stable_offset
 from alivemcp.hygiene.logging import configure_logging
 from alivemcp.testbed.mcp_lab.app import lab_app
 from alivemcp.testbed.mcp_lab.healthy import fast_json
