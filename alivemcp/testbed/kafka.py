@@ -161,6 +161,32 @@ def _cluster_id() -> str:
             return value
 
 
+def _until_every_thread(pid: int, *, stopped: bool, within: float = 10.0) -> None:
+    """Until the kernel reports every thread of ``pid`` stopped (or none stopped): a signal
+    is queued when ``kill`` returns, and a test must not send its first request to a broker
+    that may still be answering. Linux's /proc; elsewhere, or once the process is gone, no
+    wait."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            return
+        states = []
+        for task in tasks:
+            with contextlib.suppress(OSError, IndexError):  # a thread that ended meanwhile
+                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+        # (A thread ending as it is stopped is neither: Z or X, and counts as done.)
+        if all(state in "ZX" or (state in "Tt") == stopped for state in states):
+            return
+        if time.monotonic() > deadline:
+            raise KafkaHarnessError(
+                f"process {pid}: threads not {'stopped' if stopped else 'running'} within "
+                f"{within:g}s of the signal: {sorted(set(states))}"
+            )
+        time.sleep(0.005)  # why: the kernel offers no event for a group stop's completion
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     """Linux: the broker gets SIGKILL when the process that started it dies, so a crashed
     test run never leaves JVMs behind on a shared machine."""
@@ -484,12 +510,14 @@ class KafkaCluster:
                 f"be paused; log {node.log_file}:\n{node.log_tail()}"
             )
         os.kill(node.process.pid, signal.SIGSTOP)
+        _until_every_thread(node.process.pid, stopped=True)
         node.paused = True
 
     def resume(self, node_id: int) -> None:
         node = self.node(node_id)
         assert node.process is not None
         os.kill(node.process.pid, signal.SIGCONT)
+        _until_every_thread(node.process.pid, stopped=False)
         node.paused = False
 
     @contextlib.contextmanager
