@@ -85,7 +85,8 @@ class RunLog:
 
     def _follow(self) -> None:
         while (proc := self.daemon.proc) is not None and proc.poll() is None:
-            with contextlib.suppress(OSError):  # stopping: its last runs were polled before
+            # Stopping (refused, a 503, half an answer): its last runs were polled before.
+            with contextlib.suppress(OSError, AssertionError, ValueError):
                 self.poll()
             time.sleep(self._every)  # why: the pace of a poller, not a wait for an event
 
