@@ -597,7 +597,7 @@ class Daemon:
             for name in list(running):
                 entry = running.get(name)
                 configured = wanted.get(name)
-                if entry is not None and configured is None and self.discovered.owns(name):
+                if entry is not None and configured is None and name in self.discovered:
                     pass  # a discovered check: changed by its source, not by the config
                 elif entry is not None and (
                     configured is None

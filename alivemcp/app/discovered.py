@@ -92,10 +92,8 @@ class DiscoveredChecks:
             for name, check in checks.items()
         ]
 
-    def owns(self, name: str) -> bool:
-        return name in self._infos
-
     def __contains__(self, name: object) -> bool:
+        """Whether a discovered check has this name."""
         return name in self._infos
 
     def counts(self) -> Counter[str]:
@@ -198,11 +196,10 @@ class DiscoveredChecks:
         smaller of the two (100,000 names against no discovered check cost milliseconds)."""
         smaller = self._infos if len(self._infos) < len(names) else names
         for name in [n for n in smaller if n in names and n in self._infos]:
-            if name in self._infos:
-                for checks in self._by_source.values():
-                    gone = checks.pop(name, None)
-                    if gone is not None:
-                        self._counts[gone.probe_type] -= 1
-                del self._infos[name]
-                self._say_collision(name)
+            for checks in self._by_source.values():
+                gone = checks.pop(name, None)
+                if gone is not None:
+                    self._counts[gone.probe_type] -= 1
+            del self._infos[name]
+            self._say_collision(name)
         self._counts = +self._counts

@@ -172,6 +172,16 @@ async def test_checks_from_the_child_share_their_equal_label_sets_across_frames(
     assert len({id(c.probe_type) for c in loaded.checks}) == 1
 
 
+async def callbacks_scheduled_before_have_run(rounds: int) -> None:
+    """Until the loop has run every callback scheduled so far, and those they scheduled,
+    ``rounds`` deep: a transport's late close is such a callback (``close()`` schedules it)."""
+    loop = asyncio.get_running_loop()
+    for _ in range(rounds):
+        ran = loop.create_future()
+        loop.call_soon(ran.set_result, None)
+        await ran
+
+
 def test_a_load_in_a_child_leaves_no_descriptor_to_close_twice_on_the_daemons_loop(
     tmp_path: Path,
 ) -> None:
@@ -198,8 +208,7 @@ def test_a_load_in_a_child_leaves_no_descriptor_to_close_twice_on_the_daemons_lo
                 stack.enter_context((tmp_path / f"witness{i}").open("wb")) for i in range(16)
             ]
             opened = [os.fstat(w.fileno()) for w in witnesses]
-            for _ in range(5):  # the loop's turns in which a late close would come
-                await asyncio.sleep(0)
+            await callbacks_scheduled_before_have_run(rounds=3)
             for witness, before in zip(witnesses, opened, strict=True):
                 after = os.fstat(witness.fileno())  # EBADF once closed under it
                 assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
